@@ -1,0 +1,91 @@
+"""Finite-difference gradient checking, with PyTorch's ``gradcheck`` semantics.
+
+For a function f of several tensors, pick a random cotangent v_k for every output y_k
+and form the scalar  L(x) = sum_k <v_k, y_k(x)>. Its gradient dL/dx is exactly what one
+backward pass with ``gradient=v_k`` computes (the vector-Jacobian product J^T v). The
+check compares it, element by element, with central differences
+
+    dL/dx_i ~ (L(x + eps e_i) - L(x - eps e_i)) / (2 eps),
+
+accepting |analytic - numerical| <= atol + rtol * |numerical|.
+
+The cotangents are random on purpose: with v = 1 a BatchNorm output sums to a constant,
+so dL/dx = 0 whatever backward returns, and a wrong formula would pass.
+Central differences have error O(eps**2) but need float64: in float32 the rounding
+error of L / eps swamps the answer, so other dtypes get a warning.
+"""
+import warnings
+
+import numpy as np
+
+from . import engine, grad_mode
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck when an analytic gradient disagrees with finite differences."""
+
+
+def _as_outputs(out):
+    from ..tensor.tensor import Tensor
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
+
+
+def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, seed=0):
+    """Check the gradients of ``func(*inputs)`` w.r.t. every input with requires_grad.
+
+    Returns True when they agree; otherwise raises GradcheckError naming the input, the
+    worst element and both values (or returns False when ``raise_exception=False``).
+    """
+    from ..tensor.tensor import Tensor
+
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad, so there is nothing to check")
+    for i in checked:
+        if inputs[i].dtype != np.float64:
+            warnings.warn(f"gradcheck: input {i} has dtype {inputs[i].dtype}; finite differences are "
+                          "only reliable in float64, so this check may fail or pass spuriously", stacklevel=2)
+
+    # fresh leaves, so the caller's .grad is left alone
+    leaves = tuple(x.detach().requires_grad_(True) if i in checked else x for i, x in enumerate(inputs))
+    outputs = _as_outputs(func(*leaves))
+    if not outputs:
+        raise ValueError("gradcheck: func returned no floating point tensor")
+    rng = np.random.default_rng(seed)
+    cotangents = [rng.standard_normal(o.shape).astype(o.dtype) for o in outputs]
+    differentiable = [(o, v) for o, v in zip(outputs, cotangents) if o.requires_grad]
+    if differentiable:
+        engine.backward([o for o, _ in differentiable], [v for _, v in differentiable])
+
+    def objective():
+        with grad_mode.no_grad():
+            outs = _as_outputs(func(*leaves))
+        return sum(float(np.sum(o.numpy().astype(np.float64) * v)) for o, v in zip(outs, cotangents))
+
+    for i in checked:
+        x = leaves[i]
+        analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy().astype(np.float64)
+        numerical = np.zeros(x.shape)
+        data = x._data  # perturbed in place (any strides), and always restored
+        for j in np.ndindex(*x.shape):
+            orig = data[j]
+            try:
+                data[j] = orig + eps
+                plus = objective()
+                data[j] = orig - eps
+                minus = objective()
+            finally:
+                data[j] = orig
+            numerical[j] = (plus - minus) / (2 * eps)
+        err = np.abs(analytic - numerical) - (atol + rtol * np.abs(numerical))
+        if err.size and err.max() > 0:
+            worst = np.unravel_index(int(np.argmax(err)), x.shape)
+            msg = (f"gradcheck: Jacobian mismatch for input {i} (shape {tuple(x.shape)}) at index {tuple(int(w) for w in worst)}: "
+                   f"numerical {numerical[worst]:.8g}, analytic {analytic[worst]:.8g} "
+                   f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {err.size} elements differ)")
+            if raise_exception:
+                raise GradcheckError(msg)
+            return False
+    return True

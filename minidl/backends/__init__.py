@@ -1,0 +1,72 @@
+"""Devices and their array namespaces.
+
+Every op is written once against an *array namespace* ``xp``: NumPy on the CPU. A
+second device slots in by registering a Backend whose ``xp`` offers the same functions
+(``xp.exp``, ``xp.sum``, ``xp.matmul``...) over its own array type, built from generic
+map / zip / reduce / matmul kernels, plus its own fused kernels (``minidl.kernels.<device>``).
+Ops find the namespace of their operands with ``namespace_of`` and never import NumPy's
+device-specific pieces directly, so they run unchanged on any registered device.
+"""
+import numpy as np
+
+
+class Backend:
+    """What minidl needs to know about one device."""
+
+    name = "?"
+    xp = None            # the array namespace (module-like)
+    array_type = None    # the type of its arrays
+
+    def from_host(self, array):
+        raise NotImplementedError
+
+    def to_host(self, array):
+        raise NotImplementedError
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+    xp = np
+    array_type = np.ndarray
+
+    def from_host(self, array):
+        return np.asarray(array)
+
+    def to_host(self, array):
+        return array
+
+
+_BACKENDS = {"cpu": CPUBackend()}
+
+
+def register(backend):
+    _BACKENDS[backend.name] = backend
+
+
+def get(device):
+    """The Backend for a device name ("cpu", "cuda", "cuda:0")."""
+    name = str(device).split(":")[0]
+    backend = _BACKENDS.get(name)
+    if backend is not None:
+        return backend
+    if name == "cuda":
+        from . import cuda_loader  # registers the backend or explains why it cannot
+        return cuda_loader.load()
+    raise RuntimeError(f"unknown device {device!r}; expected one of {sorted(_BACKENDS) + ['cuda']}")
+
+
+def device_of(array):
+    """The device name an array lives on."""
+    if type(array) is np.ndarray:
+        return "cpu"
+    for backend in _BACKENDS.values():
+        if isinstance(array, backend.array_type):
+            return backend.name
+    return "cpu"
+
+
+def namespace_of(array):
+    """The array namespace (``xp``) for an array: NumPy for ndarrays."""
+    if type(array) is np.ndarray:
+        return np
+    return get(device_of(array)).xp

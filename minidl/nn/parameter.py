@@ -1,0 +1,27 @@
+"""Parameter: a leaf tensor that a Module registers as learnable."""
+import numpy as np
+
+from ..tensor.tensor import Tensor
+
+
+class Parameter(Tensor):
+    __slots__ = ()
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            array = np.zeros(0, np.float32)
+        elif isinstance(data, Tensor):
+            array = data._data
+        else:
+            array = np.asarray(data)
+        p = object.__new__(cls)
+        p._data, p._node, p._out_index, p._requires_grad, p.grad = array, None, 0, False, None
+        if requires_grad:
+            p.requires_grad_(True)
+        return p
+
+    def __init__(self, data=None, requires_grad=True):
+        pass
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()

@@ -1,0 +1,132 @@
+"""Indexing and selection: x[index], where, masked_fill, and comparisons.
+
+Gradients of a selection flow back only to the selected elements. With integer-array
+indices an element can be picked several times; its gradient is then the *sum* of the
+gradients of its copies (a scatter-add, ``np.add.at``).
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import shape_of, unbroadcast
+
+
+def _normalize_index(index):
+    """Turn Tensors and lists inside an index into arrays; report whether it is 'advanced'
+    (has arrays, so elements may repeat) or 'basic' (ints, slices, None, Ellipsis)."""
+    from ..tensor.tensor import Tensor
+
+    items = index if isinstance(index, tuple) else (index,)
+    out, advanced = [], False
+    for i in items:
+        if isinstance(i, Tensor):
+            i = i._data
+        elif isinstance(i, list):
+            i = np.asarray(i)
+        if hasattr(i, "dtype"):
+            if i.dtype.kind not in "iub":
+                raise IndexError(f"tensors used as indices must be integer or bool, got dtype {i.dtype}")
+            if i.ndim == 0 and i.dtype.kind in "iu":
+                i = int(i)
+            else:
+                advanced = True
+        out.append(i)
+    return tuple(out), advanced
+
+
+class GetItem(Function):
+    """out = x[index];  dL/dx = zeros with g written (basic) or scatter-added (advanced)
+    at the indexed positions."""
+
+    @staticmethod
+    def forward(ctx, x, index, advanced):
+        ctx.shape, ctx.dtype, ctx.index, ctx.advanced = x.shape, x.dtype, index, advanced
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = namespace_of(g)
+        gx = xp.zeros(ctx.shape, dtype=g.dtype)
+        if ctx.advanced:
+            xp.add.at(gx, ctx.index, g)
+        else:
+            gx[ctx.index] = g
+        return gx, None, None
+
+
+class Where(Function):
+    """out = a where cond else b;  dL/da = g where cond else 0,  dL/db = g where not cond else 0."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        xp = namespace_of(cond)
+        ctx.save_for_backward(cond)
+        ctx.shapes = shape_of(a), shape_of(b)
+        return xp.where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        xp = namespace_of(g)
+        _, na, nb = ctx.needs_input_grad
+        ga = unbroadcast(xp.where(cond, g, 0), ctx.shapes[0]) if na else None
+        gb = unbroadcast(xp.where(cond, 0, g), ctx.shapes[1]) if nb else None
+        return None, ga, gb
+
+
+class MaskedFill(Function):
+    """out = value where mask else x;  dL/dx = 0 where mask else g."""
+
+    @staticmethod
+    def forward(ctx, x, mask, value):
+        xp = namespace_of(x)
+        ctx.save_for_backward(mask)
+        return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        return unbroadcast(namespace_of(g).where(mask, 0, g), g.shape), None, None
+
+
+def getitem(x, index):
+    index, advanced = _normalize_index(index)
+    if len(index) == 1:
+        index = index[0]
+    return GetItem.apply(x, index, advanced)
+
+
+def _as_bool(cond, op):
+    from ..tensor.tensor import Tensor
+    c = cond._data if isinstance(cond, Tensor) else np.asarray(cond)
+    if c.dtype.kind != "b":
+        raise TypeError(f"{op}: expected a bool condition/mask, got dtype {c.dtype}")
+    return c
+
+
+def where(cond, a, b):
+    return Where.apply(_as_bool(cond, "where"), a, b)
+
+
+def masked_fill(x, mask, value):
+    mask = _as_bool(mask, "masked_fill")
+    try:
+        np.broadcast_shapes(mask.shape, x.shape)
+    except ValueError:
+        raise ValueError(f"masked_fill: mask of shape {list(mask.shape)} does not broadcast to "
+                         f"the input's shape {list(x.shape)}") from None
+    return MaskedFill.apply(x, mask, float(value))
+
+
+def compare(name, a, b):
+    """Elementwise comparison or logic (``name`` is a NumPy ufunc name); returns a bool
+    Tensor outside the graph."""
+    from ..tensor.tensor import Tensor
+    ra = a._data if isinstance(a, Tensor) else a
+    rb = b._data if isinstance(b, Tensor) else b
+    return Tensor._wrap(getattr(namespace_of(ra if hasattr(ra, "shape") else rb), name)(ra, rb), None, 0)
+
+
+def logical_not(a):
+    from ..tensor.tensor import Tensor
+    return Tensor._wrap(namespace_of(a._data).logical_not(a._data), None, 0)

@@ -1,0 +1,70 @@
+"""Joining tensors: cat along an existing dim, stack along a new one. The backward
+slices g back into the pieces each input contributed."""
+from ..autograd.function import Function
+from ..backends import namespace_of
+
+
+class Cat(Function):
+    """out = [x_1, x_2, ...] joined along ``dim``;  dL/dx_k = the slice of g that x_k filled."""
+
+    @staticmethod
+    def forward(ctx, dim, *xs):
+        ctx.dim, ctx.sizes = dim, [x.shape[dim] for x in xs]
+        return namespace_of(xs[0]).concatenate(xs, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [None], 0
+        index = [slice(None)] * g.ndim
+        for n in ctx.sizes:
+            index[ctx.dim] = slice(start, start + n)
+            grads.append(g[tuple(index)])
+            start += n
+        return tuple(grads)
+
+
+class Stack(Function):
+    """out[..., k, ...] = x_k along a new ``dim``;  dL/dx_k = g indexed at k on that dim."""
+
+    @staticmethod
+    def forward(ctx, dim, *xs):
+        ctx.dim, ctx.n = dim, len(xs)
+        return namespace_of(xs[0]).stack(xs, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = namespace_of(g)
+        return (None,) + tuple(xp.take(g, k, axis=ctx.dim) for k in range(ctx.n))
+
+
+def _check(ts, op, same_shape):
+    from ..tensor.tensor import Tensor
+    if not ts:
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
+    ts = [t if isinstance(t, Tensor) else _as_tensor(t) for t in ts]
+    ref = ts[0].shape
+    for i, t in enumerate(ts[1:], 1):
+        bad = t.shape != ref if same_shape else (t.ndim != len(ref))
+        if bad:
+            raise ValueError(f"{op}: tensor 0 has shape {list(ref)} but tensor {i} has shape {list(t.shape)}")
+    return ts
+
+
+def _as_tensor(t):
+    from ..tensor.factories import tensor
+    return tensor(t)
+
+
+def cat(tensors, dim=0):
+    ts = _check(list(tensors), "cat", same_shape=False)
+    d = dim % ts[0].ndim
+    for i, t in enumerate(ts[1:], 1):
+        if t.shape[:d] + t.shape[d + 1:] != ts[0].shape[:d] + ts[0].shape[d + 1:]:
+            raise ValueError(f"cat: sizes must match except in dim {dim}: tensor 0 has shape {list(ts[0].shape)}, "
+                             f"tensor {i} has shape {list(t.shape)}")
+    return Cat.apply(d, *ts)
+
+
+def stack(tensors, dim=0):
+    ts = _check(list(tensors), "stack", same_shape=True)
+    return Stack.apply(dim % (ts[0].ndim + 1), *ts)

@@ -1,0 +1,50 @@
+"""Matrix product with NumPy's (and PyTorch's) matmul semantics."""
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import unbroadcast
+
+
+class MatMul(Function):
+    """out = a @ b, batched over leading dims that broadcast.
+
+    For matrices, dL/da = g @ b^T and dL/db = a^T @ g, each summed back over batch dims
+    that broadcasting created. A 1-D operand is treated as a row (a) or column (b) vector
+    and the inserted axis is removed again.
+    """
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return namespace_of(a).matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        xp = namespace_of(g)
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        if a.ndim == 1:
+            g = xp.expand_dims(g, -2)
+        if b.ndim == 1:
+            g = xp.expand_dims(g, -1)
+        na, nb = ctx.needs_input_grad
+        ga = gb = None
+        if na:
+            ga = unbroadcast(xp.matmul(g, xp.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+        if nb:
+            gb = unbroadcast(xp.matmul(xp.swapaxes(a2, -1, -2), g), b2.shape).reshape(b.shape)
+        return ga, gb
+
+
+def matmul(a, b):
+    sa, sb = getattr(a, "shape", ()), getattr(b, "shape", ())
+    if len(sa) == 0 or len(sb) == 0:
+        raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {list(sa)} and {list(sb)}")
+    k_a = sa[-1]
+    k_b = sb[0] if len(sb) == 1 else sb[-2]
+    if k_a != k_b:
+        raise ValueError(f"matmul: shapes {list(sa)} and {list(sb)} cannot be multiplied ({k_a} != {k_b})")
+    try:
+        return MatMul.apply(a, b)
+    except ValueError:
+        raise ValueError(f"matmul: batch dims of shapes {list(sa)} and {list(sb)} do not broadcast") from None

@@ -1,0 +1,127 @@
+"""Reductions over one or more dims: sum, mean, var, max/min, and argmax (not differentiable).
+
+The backward of a reduction spreads dL/dout back over the reduced axes: it reshapes g
+to the ``keepdim`` shape so that it broadcasts against the input.
+"""
+import builtins
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import normalize_dims
+
+
+def _keepdim_shape(shape, axes):
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def _count(shape, axes):
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+class Sum(Function):
+    """out = sum_i x_i over ``axes``;  dL/dx_i = g (the same for every summed element)."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        ctx.shape, ctx.axes = x.shape, axes
+        return x.sum(axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = namespace_of(g)
+        return xp.broadcast_to(g.reshape(_keepdim_shape(ctx.shape, ctx.axes)), ctx.shape), None, None
+
+
+class Mean(Function):
+    """out = (1/N) sum_i x_i;  dL/dx_i = g / N."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        ctx.shape, ctx.axes = x.shape, axes
+        return x.mean(axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = namespace_of(g)
+        n = _count(ctx.shape, ctx.axes)
+        return xp.broadcast_to(g.reshape(_keepdim_shape(ctx.shape, ctx.axes)) / n, ctx.shape), None, None
+
+
+class Var(Function):
+    """out = sum_i (x_i - m)**2 / (N - c), m the mean, c = 1 if unbiased else 0.
+
+    dL/dx_i = g * 2 (x_i - m) / (N - c): the term through m vanishes because
+    sum_i (x_i - m) = 0.
+    """
+
+    @staticmethod
+    def forward(ctx, x, axes, correction, keepdim):
+        d = x - x.mean(axis=axes, keepdims=True)  # two passes: stable for large means
+        denom = builtins.max(_count(x.shape, axes) - correction, 0)
+        ctx.save_for_backward(d)
+        ctx.axes, ctx.denom = axes, denom
+        return (d * d).sum(axis=axes, keepdims=keepdim) / denom
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        g = g.reshape(_keepdim_shape(d.shape, ctx.axes))
+        return g * (2 / ctx.denom) * d, None, None, None
+
+
+class Max(Function):
+    """out = max_i x_i.  The gradient goes to the maximal elements, split evenly between
+    ties (as torch.amax): dL/dx_i = g * [x_i == out] / (number of maxima)."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        out = x.max(axis=axes, keepdims=True)
+        ctx.save_for_backward(x == out)
+        ctx.axes = axes
+        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        (is_max,) = ctx.saved_tensors
+        g = g.reshape(_keepdim_shape(is_max.shape, ctx.axes))
+        return g * is_max / is_max.sum(axis=ctx.axes, keepdims=True), None, None
+
+
+def sum(x, dim=None, keepdim=False):
+    return Sum.apply(x, normalize_dims(dim, x.ndim, "sum"), keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"mean: expected a floating point tensor, got dtype {x.dtype}")
+    return Mean.apply(x, normalize_dims(dim, x.ndim, "mean"), keepdim)
+
+
+def var(x, dim=None, unbiased=True, keepdim=False):
+    return Var.apply(x, normalize_dims(dim, x.ndim, "var"), int(unbiased), keepdim)
+
+
+def max(x, dim=None, keepdim=False):
+    if x.numel() == 0:
+        raise RuntimeError("max: expected a non-empty tensor")
+    return Max.apply(x, normalize_dims(dim, x.ndim, "max"), keepdim)
+
+
+def min(x, dim=None, keepdim=False):
+    return -max(-x, dim, keepdim)
+
+
+def argmax(x, dim=None, keepdim=False):
+    from ..tensor.tensor import Tensor
+    data = x._data
+    if dim is None:
+        out = data.argmax()
+        return Tensor._wrap(out.reshape((1,) * data.ndim) if keepdim else out, None, 0)
+    return Tensor._wrap(data.argmax(axis=dim, keepdims=keepdim), None, 0)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return argmax(-x.detach(), dim, keepdim)

@@ -1,0 +1,146 @@
+"""Ops that move or relabel elements without changing them: reshape, permute, expand,
+dtype casts and device moves. Each backward applies the inverse rearrangement to g."""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import unbroadcast
+
+
+class Reshape(Function):
+    """out = x viewed with a new shape;  dL/dx = g reshaped back."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        return x.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape), None
+
+
+class Permute(Function):
+    """out = x with its axes reordered by ``dims``;  dL/dx = g with the inverse order."""
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        return x.transpose(dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(np.argsort(ctx.dims)), None
+
+
+class Expand(Function):
+    """out = x broadcast to ``shape`` (no copy);  dL/dx = g summed over the broadcast axes."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        return namespace_of(x).broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return unbroadcast(g, ctx.shape), None
+
+
+class Cast(Function):
+    """out = x converted to another dtype;  dL/dx = g converted back."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype(ctx.dtype), None
+
+
+class ToDevice(Function):
+    """out = x copied to another device;  dL/dx = g copied back."""
+
+    @staticmethod
+    def forward(ctx, x, device):
+        from .. import backends
+        ctx.device = backends.device_of(x)
+        host = backends.get(ctx.device).to_host(x)
+        return backends.get(device).from_host(host)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .. import backends
+        host = backends.get(backends.device_of(g)).to_host(g)
+        return backends.get(ctx.device).from_host(host), None
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def reshape(x, *shape):
+    shape = _shape_arg(shape)
+    try:
+        return Reshape.apply(x, shape)
+    except ValueError:
+        raise ValueError(f"reshape: shape {list(shape)} is invalid for input of shape {list(x.shape)} "
+                         f"({x.numel()} elements)") from None
+
+
+def permute(x, *dims):
+    dims = _shape_arg(dims)
+    if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {x.ndim} dims of shape {list(x.shape)}")
+    return Permute.apply(x, tuple(d % x.ndim for d in dims))
+
+
+def transpose(x, dim0, dim1):
+    dims = list(range(x.ndim))
+    dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+    return Permute.apply(x, tuple(dims))
+
+
+def unsqueeze(x, dim):
+    if not -x.ndim - 1 <= dim <= x.ndim:
+        raise IndexError(f"unsqueeze: dim {dim} out of range for a tensor with {x.ndim} dims")
+    dim = dim % (x.ndim + 1)
+    return Reshape.apply(x, x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        shape = tuple(n for n in x.shape if n != 1)
+    else:
+        dims = {d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}
+        shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
+    return Reshape.apply(x, shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return Reshape.apply(x, (1,))
+    s, e = start_dim % x.ndim, end_dim % x.ndim
+    shape = x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:]
+    return Reshape.apply(x, shape)
+
+
+def expand(x, *sizes):
+    sizes = _shape_arg(sizes)
+    lead = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - lead] if (n == -1 and i >= lead) else n for i, n in enumerate(sizes))
+    try:
+        return Expand.apply(x, shape)
+    except ValueError:
+        raise ValueError(f"expand: cannot expand shape {list(x.shape)} to {list(sizes)}") from None
+
+
+def cast(x, dtype):
+    return Cast.apply(x, dtype)
+
+
+def to_device(x, device):
+    return ToDevice.apply(x, device)

@@ -1,0 +1,62 @@
+"""softmax and log_softmax along one dim, both shifted by the max so that inputs near
+1e3 do not overflow exp."""
+from ..autograd.function import Function
+from ..backends import namespace_of
+
+
+class Softmax(Function):
+    """y_i = e**(x_i - m) / sum_j e**(x_j - m), m = max_j x_j (the shift cancels).
+
+    The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
+    dL/dx_i = sum_j g_j y_j (delta_ij - y_i) = y_i (g_i - sum_j g_j y_j).
+    """
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = namespace_of(x)
+        e = xp.exp(x - x.max(axis=dim, keepdims=True))
+        y = e / e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)), None
+
+
+class LogSoftmax(Function):
+    """y_i = x_i - m - log sum_j e**(x_j - m).
+
+    dy_i/dx_j = delta_ij - softmax_j, so dL/dx_j = g_j - softmax_j * sum_i g_i.
+    """
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = namespace_of(x)
+        shifted = x - x.max(axis=dim, keepdims=True)
+        y = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        xp = namespace_of(g)
+        return g - xp.exp(y) * g.sum(axis=ctx.dim, keepdims=True), None
+
+
+def _dim(x, dim, op):
+    if not -max(x.ndim, 1) <= dim < max(x.ndim, 1):
+        raise IndexError(f"{op}: dim {dim} out of range for a tensor with {x.ndim} dims")
+    return dim % max(x.ndim, 1)
+
+
+def softmax(x, dim):
+    return Softmax.apply(x, _dim(x, dim, "softmax"))
+
+
+def log_softmax(x, dim):
+    return LogSoftmax.apply(x, _dim(x, dim, "log_softmax"))

@@ -1,0 +1,177 @@
+"""Elementwise functions. Each backward is dL/dx = g * f'(x), with f' written from
+whatever the forward already computed (often the output itself)."""
+from ..autograd.function import Function
+from ..backends import namespace_of
+
+
+class Exp(Function):
+    """y = e**x;  dy/dx = y."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = namespace_of(x).exp(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+class Log(Function):
+    """y = ln x;  dy/dx = 1/x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return namespace_of(x).log(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / x
+
+
+class Sqrt(Function):
+    """y = sqrt(x);  dy/dx = 1 / (2 y)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = namespace_of(x).sqrt(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g / (2 * y)
+
+
+class Tanh(Function):
+    """y = tanh x;  dy/dx = 1 - y**2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = namespace_of(x).tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 - y * y)
+
+
+class Sigmoid(Function):
+    """y = 1 / (1 + e**-x);  dy/dx = y (1 - y).
+
+    Computed as e**x / (1 + e**x) for negative x so that no exp overflows."""
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = namespace_of(x)
+        z = xp.exp(-xp.abs(x))
+        y = xp.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(x.dtype, copy=False)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y * (1 - y)
+
+
+class Relu(Function):
+    """y = max(x, 0);  dy/dx = 1 where x > 0, else 0 (0 at x = 0, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = namespace_of(x)
+        ctx.save_for_backward(x > 0)
+        return xp.maximum(x, 0).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (positive,) = ctx.saved_tensors
+        return g * positive
+
+
+class Abs(Function):
+    """y = |x|;  dy/dx = sign(x) (0 at x = 0, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = namespace_of(x)
+        ctx.save_for_backward(xp.sign(x))
+        return xp.abs(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (sign,) = ctx.saved_tensors
+        return g * sign
+
+
+class Clamp(Function):
+    """y = min(max(x, lo), hi);  dy/dx = 1 where lo <= x <= hi, else 0."""
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        xp = namespace_of(x)
+        ctx.save_for_backward(((x >= lo) if lo is not None else True) & ((x <= hi) if hi is not None else True))
+        return xp.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (inside,) = ctx.saved_tensors
+        return g * inside, None, None
+
+
+class Clone(Function):
+    """y = x (a copy);  dy/dx = 1."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def exp(x):
+    return Exp.apply(x)
+
+
+def log(x):
+    return Log.apply(x)
+
+
+def sqrt(x):
+    return Sqrt.apply(x)
+
+
+def tanh(x):
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    return Relu.apply(x)
+
+
+def abs(x):
+    return Abs.apply(x)
+
+
+def clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return Clamp.apply(x, min, max)
+
+
+def clone(x):
+    return Clone.apply(x)

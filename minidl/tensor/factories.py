@@ -1,0 +1,132 @@
+"""Creating tensors: md.tensor and the factories (zeros, ones, randn, ...)."""
+import numpy as np
+
+from .. import backends, random
+from . import dtype as dtypes
+from .tensor import Tensor
+
+
+def _leaf(array, requires_grad, device):
+    if device is not None and str(device) != "cpu":
+        array = backends.get(device).from_host(array)
+    t = Tensor._wrap(array, None, 0)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, requires_grad=False, device="cpu"):
+    """A new leaf tensor holding a copy of ``data`` (a number, nested lists, an ndarray or a
+    Tensor). Float data becomes float32 unless it is an ndarray of another float dtype."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    from_ndarray = isinstance(data, np.ndarray)
+    try:
+        array = np.array(data)
+    except ValueError as exc:
+        raise ValueError(f"tensor: data is not a rectangular array of numbers ({exc})") from None
+    if array.dtype == object:
+        raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding non-numbers")
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_dtype_for(array, from_ndarray)
+    return _leaf(array.astype(dt, copy=False), requires_grad, device)
+
+
+def as_tensor(data, dtype=None):
+    """``data`` as a tensor, sharing memory when it already is one of the right dtype."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtypes.to_dtype(dtype)):
+        return data
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(array):
+    """A tensor sharing memory with an ndarray."""
+    return Tensor._wrap(np.asarray(array), None, 0)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(n) for n in size)
+
+
+def _float(dtype):
+    return dtypes.DEFAULT_FLOAT if dtype is None else dtypes.to_dtype(dtype)
+
+
+def zeros(*size, dtype=None, requires_grad=False, device="cpu"):
+    return _leaf(np.zeros(_shape(size), _float(dtype)), requires_grad, device)
+
+
+def ones(*size, dtype=None, requires_grad=False, device="cpu"):
+    return _leaf(np.ones(_shape(size), _float(dtype)), requires_grad, device)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False, device="cpu"):
+    return _leaf(np.full(_shape((size,)), fill_value, _float(dtype)), requires_grad, device)
+
+
+def empty(*size, dtype=None, requires_grad=False, device="cpu"):
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad, device=device)
+
+
+def randn(*size, dtype=None, requires_grad=False, device="cpu"):
+    data = random.generator().standard_normal(_shape(size)).astype(_float(dtype))
+    return _leaf(data, requires_grad, device)
+
+
+def rand(*size, dtype=None, requires_grad=False, device="cpu"):
+    data = random.generator().random(_shape(size)).astype(_float(dtype))
+    return _leaf(data, requires_grad, device)
+
+
+def randint(low, high=None, size=(), dtype=None, device="cpu"):
+    if high is None:
+        low, high = 0, low
+    data = random.generator().integers(low, high, _shape((size,)))
+    return _leaf(data.astype(dtypes.to_dtype(dtype or dtypes.int64)), False, device)
+
+
+def randperm(n, device="cpu"):
+    return _leaf(random.generator().permutation(int(n)).astype(np.int64), False, device)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu"):
+    if end is None:
+        start, end = 0, start
+    data = np.arange(start, end, step)
+    if dtype is None:
+        dtype = dtypes.int64 if data.dtype.kind in "iu" else dtypes.DEFAULT_FLOAT
+    return _leaf(data.astype(dtypes.to_dtype(dtype)), requires_grad, device)
+
+
+def linspace(start, end, steps, dtype=None, device="cpu"):
+    return _leaf(np.linspace(start, end, steps).astype(_float(dtype)), False, device)
+
+
+def eye(n, m=None, dtype=None, device="cpu"):
+    return _leaf(np.eye(n, m, dtype=_float(dtype)), False, device)
+
+
+def _like(t, fill, dtype, requires_grad):
+    dt = t.dtype if dtype is None else dtypes.to_dtype(dtype)
+    return _leaf(np.full(t.shape, fill, dt), requires_grad, t.device)
+
+
+def zeros_like(t, dtype=None, requires_grad=False):
+    return _like(t, 0, dtype, requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False):
+    return _like(t, 1, dtype, requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    return _like(t, fill_value, dtype, requires_grad)
+
+
+def randn_like(t, dtype=None, requires_grad=False):
+    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=t.device)
+
+
+def rand_like(t, dtype=None, requires_grad=False):
+    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=t.device)

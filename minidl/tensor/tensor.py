@@ -1,0 +1,337 @@
+"""Tensor: an array (NumPy on the CPU) plus what autograd needs to know about it.
+
+A Tensor holds
+- ``_data``: the array itself (read it with ``.numpy()`` or ``.data``);
+- ``requires_grad`` and ``grad``: whether to compute d(loss)/d(this), and where it lands;
+- ``_node`` / ``_out_index``: the Function node that produced it (None for leaves), used by
+  the engine to walk the graph backwards.
+
+Every differentiable method is a thin call into ``minidl.ops``, where the op's forward
+and backward are written out; this file only routes and wraps.
+"""
+import numpy as np
+
+from .. import backends
+from ..autograd import grad_mode
+from . import dtype as dtypes
+
+
+class Tensor:
+    __slots__ = ("_data", "_node", "_out_index", "_requires_grad", "grad", "__weakref__")
+    __array_priority__ = 1000  # so ndarray <op> Tensor defers to Tensor's reflected operators
+
+    # construction --------------------------------------------------------------
+    @classmethod
+    def _wrap(cls, array, node, index):
+        t = object.__new__(cls)
+        if type(array) is not np.ndarray and not isinstance(array, _device_array_types()):
+            array = np.asarray(array)
+        t._data = array
+        t._node = node
+        t._out_index = index
+        t._requires_grad = node is not None and array.dtype.kind == "f"
+        t.grad = None
+        return t
+
+    # attributes ------------------------------------------------------------------
+    @property
+    def data(self):
+        """The underlying array (an ndarray on the CPU). Writing to it bypasses autograd."""
+        return self._data
+
+    @data.setter
+    def data(self, array):
+        self._data = array._data if isinstance(array, Tensor) else array
+
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def device(self):
+        return backends.device_of(self._data)
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, flag=True):
+        if not self.is_leaf:
+            raise RuntimeError("you can only change requires_grad of leaf tensors; "
+                               "use .detach() to get a new leaf")
+        if flag and self.dtype.kind != "f":
+            raise RuntimeError(f"only floating point tensors can require gradients, got dtype {self.dtype}")
+        self._requires_grad = bool(flag)
+        return self
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # conversion ------------------------------------------------------------------
+    def numpy(self):
+        """A host (NumPy) array of the values; on the CPU it shares memory, as in PyTorch."""
+        return backends.get(self.device).to_host(self._data)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to a scalar")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def detach(self):
+        """The same values, cut from the graph (shares memory)."""
+        return Tensor._wrap(self._data, None, 0)
+
+    def clone(self):
+        return _ops.clone(self)
+
+    def contiguous(self):
+        return self
+
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; differentiable."""
+        device, dtype = _parse_to_args(args, kwargs)
+        out = self
+        if dtype is not None and dtype != self.dtype:
+            out = _ops.cast(out, dtype)
+        if device is not None and backends.get(device).name != self.device:
+            out = _ops.to_device(out, device)
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def long(self):
+        return self.to(dtypes.int64)
+
+    def int(self):
+        return self.to(dtypes.int32)
+
+    def bool(self):
+        return self.to(dtypes.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    # in place (never recorded in the graph; for initialisation and optimizers) ------------
+    def _check_inplace(self, op):
+        if grad_mode.is_grad_enabled() and self.requires_grad and self.is_leaf:
+            raise RuntimeError(f"a leaf tensor that requires grad is used in an in-place {op}; "
+                               "wrap it in md.no_grad()")
+
+    def zero_(self):
+        self._check_inplace("zero_")
+        self._data[...] = 0
+        return self
+
+    def fill_(self, value):
+        self._check_inplace("fill_")
+        self._data[...] = value
+        return self
+
+    def copy_(self, src):
+        self._check_inplace("copy_")
+        src = src._data if isinstance(src, Tensor) else src
+        if np.shape(src) != self.shape and np.broadcast_shapes(np.shape(src), self.shape) != self.shape:
+            raise RuntimeError(f"copy_: cannot copy shape {np.shape(src)} into shape {self.shape}")
+        self._data[...] = src
+        return self
+
+    def uniform_(self, a=0.0, b=1.0):
+        from .. import random
+        self._check_inplace("uniform_")
+        self._data[...] = random.generator().uniform(a, b, self.shape)
+        return self
+
+    def normal_(self, mean=0.0, std=1.0):
+        from .. import random
+        self._check_inplace("normal_")
+        self._data[...] = random.generator().normal(mean, std, self.shape)
+        return self
+
+    # autograd --------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) (times ``gradient``) into every leaf's ``.grad``."""
+        from ..autograd import engine
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs, but this tensor "
+                                   f"has shape {self.shape}; pass backward(gradient=...) of that shape")
+            g = backends.get(self.device).xp.ones(self.shape, dtype=self.dtype)
+        else:
+            g = gradient._data if isinstance(gradient, Tensor) else np.asarray(gradient, dtype=self.dtype)
+            if g.shape != self.shape:
+                raise RuntimeError(f"backward: gradient has shape {g.shape} but the tensor has shape {self.shape}")
+        engine.backward([self], [g], retain_graph=retain_graph)
+
+    # printing --------------------------------------------------------------------
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        extra = ""
+        if self.dtype != dtypes.float32 and self.dtype != dtypes.int64:
+            extra += f", dtype={self.dtype}"
+        if self.device != "cpu":
+            extra += f", device='{self.device}'"
+        if self._node is not None:
+            extra += f", grad_fn=<{type(self._node).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    __hash__ = object.__hash__
+
+    # operators -------------------------------------------------------------------
+    def __add__(self, o): return _ops.add(self, o)
+    def __radd__(self, o): return _ops.add(o, self)
+    def __sub__(self, o): return _ops.sub(self, o)
+    def __rsub__(self, o): return _ops.sub(o, self)
+    def __mul__(self, o): return _ops.mul(self, o)
+    def __rmul__(self, o): return _ops.mul(o, self)
+    def __truediv__(self, o): return _ops.div(self, o)
+    def __rtruediv__(self, o): return _ops.div(o, self)
+    def __pow__(self, o): return _ops.pow(self, o)
+    def __rpow__(self, o): return _ops.pow(o, self)
+    def __matmul__(self, o): return _ops.matmul(self, o)
+    def __rmatmul__(self, o): return _ops.matmul(o, self)
+    def __neg__(self): return _ops.neg(self)
+    def __abs__(self): return _ops.abs(self)
+    def __getitem__(self, index): return _ops.getitem(self, index)
+
+    # comparisons give bool tensors and are not differentiable
+    def __lt__(self, o): return _ops.compare("less", self, o)
+    def __le__(self, o): return _ops.compare("less_equal", self, o)
+    def __gt__(self, o): return _ops.compare("greater", self, o)
+    def __ge__(self, o): return _ops.compare("greater_equal", self, o)
+    def __eq__(self, o): return _ops.compare("equal", self, o)
+    def __ne__(self, o): return _ops.compare("not_equal", self, o)
+    def __invert__(self): return _ops.logical_not(self)
+    def __and__(self, o): return _ops.compare("logical_and", self, o)
+    def __or__(self, o): return _ops.compare("logical_or", self, o)
+
+    # methods ---------------------------------------------------------------------
+    def add(self, o): return _ops.add(self, o)
+    def sub(self, o): return _ops.sub(self, o)
+    def mul(self, o): return _ops.mul(self, o)
+    def div(self, o): return _ops.div(self, o)
+    def pow(self, o): return _ops.pow(self, o)
+    def matmul(self, o): return _ops.matmul(self, o)
+    def exp(self): return _ops.exp(self)
+    def log(self): return _ops.log(self)
+    def sqrt(self): return _ops.sqrt(self)
+    def rsqrt(self): return _ops.pow(self, -0.5)
+    def tanh(self): return _ops.tanh(self)
+    def sigmoid(self): return _ops.sigmoid(self)
+    def relu(self): return _ops.relu(self)
+    def abs(self): return _ops.abs(self)
+    def neg(self): return _ops.neg(self)
+    def square(self): return _ops.pow(self, 2)
+    def clamp(self, min=None, max=None): return _ops.clamp(self, min, max)
+    def sum(self, dim=None, keepdim=False): return _ops.sum(self, dim, keepdim)
+    def mean(self, dim=None, keepdim=False): return _ops.mean(self, dim, keepdim)
+    def var(self, dim=None, unbiased=True, keepdim=False): return _ops.var(self, dim, unbiased, keepdim)
+    def std(self, dim=None, unbiased=True, keepdim=False): return _ops.var(self, dim, unbiased, keepdim).sqrt()
+    def max(self, dim=None, keepdim=False): return _ops.max(self, dim, keepdim)
+    def min(self, dim=None, keepdim=False): return _ops.min(self, dim, keepdim)
+    def argmax(self, dim=None, keepdim=False): return _ops.argmax(self, dim, keepdim)
+    def argmin(self, dim=None, keepdim=False): return _ops.argmin(self, dim, keepdim)
+    def softmax(self, dim): return _ops.softmax(self, dim)
+    def log_softmax(self, dim): return _ops.log_softmax(self, dim)
+    def reshape(self, *shape): return _ops.reshape(self, *shape)
+    def view(self, *shape): return _ops.reshape(self, *shape)
+    def transpose(self, dim0, dim1): return _ops.transpose(self, dim0, dim1)
+    def permute(self, *dims): return _ops.permute(self, *dims)
+    def unsqueeze(self, dim): return _ops.unsqueeze(self, dim)
+    def squeeze(self, dim=None): return _ops.squeeze(self, dim)
+    def flatten(self, start_dim=0, end_dim=-1): return _ops.flatten(self, start_dim, end_dim)
+    def expand(self, *sizes): return _ops.expand(self, *sizes)
+    def masked_fill(self, mask, value): return _ops.masked_fill(self, mask, value)
+    def t(self): return _ops.transpose(self, 0, 1) if self.ndim == 2 else self
+
+    @property
+    def T(self):
+        return _ops.permute(self, *reversed(range(self.ndim)))
+
+
+def _parse_to_args(args, kwargs):
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, str) and not a.startswith(("float", "int", "bool", "uint")):
+            device = a
+        elif isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        else:
+            dtype = a
+    return device, (None if dtype is None else dtypes.to_dtype(dtype))
+
+
+def _device_array_types():
+    return tuple(b.array_type for b in backends._BACKENDS.values())
+
+
+from .. import ops as _ops  # noqa: E402  (ops need Tensor defined first)
