@@ -13,6 +13,7 @@ the node that produced it. ``backward(roots, grads)``:
 import numpy as np
 
 from . import grad_mode
+from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
           "they were freed). Pass retain_graph=True to the first backward() if you need to.")
@@ -39,10 +40,9 @@ def _topological_order(roots):
     return order
 
 
-def _check_shape(node, tensor, grad):
-    if grad.shape != tensor.shape:
-        raise RuntimeError(f"{type(node).__name__}.backward returned a gradient of shape {grad.shape} "
-                           f"for an input of shape {tensor.shape}")
+def _shape_error(node, tensor, grad):
+    raise RuntimeError(f"{type(node).__name__}.backward returned a gradient of shape {grad.shape} "
+                       f"for an input of shape {tensor.shape}")
 
 
 def backward(roots, grads, retain_graph=False):
@@ -57,58 +57,87 @@ def backward(roots, grads, retain_graph=False):
         if r._node is None:
             _accumulate(r, g, owned)
         else:
-            slot = pending.setdefault(id(r._node), [None] * r._node.n_outputs)
-            i = r._out_index
-            slot[i] = g if slot[i] is None else slot[i] + g
+            _add_pending(pending, r, g)
 
-    with grad_mode.no_grad():
-        for node in _topological_order(roots):
+    order = _topological_order(roots)
+    enabled = grad_mode._enabled
+    grad_mode._enabled = False   # backward formulas run on arrays; nothing in them is recorded
+    try:
+        for node in order:
             gouts = pending.pop(id(node), None)
             if gouts is None:
                 continue
-            if any(g is None for g in gouts):
-                gouts = [np.zeros(shape, dtype) if g is None else g
+            if node.n_outputs > 1 and any(g is None for g in gouts):
+                # an output that never reached the roots contributes a zero gradient (on the
+                # device of the gradients that did)
+                xp = namespace_of(next(g for g in gouts if g is not None))
+                gouts = [xp.zeros(shape, dtype) if g is None else g
                          for g, (shape, dtype) in zip(gouts, node.output_meta)]
             gins = type(node).backward(node, *gouts)
-            if not isinstance(gins, tuple):
+            if type(gins) is not tuple:
                 gins = (gins,)
             inputs = node.inputs
             if len(gins) != len(inputs):
                 raise RuntimeError(f"{type(node).__name__}.backward returned {len(gins)} gradients, "
                                    f"expected {len(inputs)} (one per forward argument)")
             for t, g in zip(inputs, gins):
-                if t is None or g is None or not t.requires_grad:
+                if g is None or t is None or not t._requires_grad:
                     continue
-                if not isinstance(g, np.ndarray) and np.ndim(g) == 0:
+                if type(g) is not np.ndarray and np.ndim(g) == 0 and device_of(g) == "cpu":
                     g = np.asarray(g)
-                _check_shape(node, t, g)
+                data = t._data
+                if g.shape != data.shape:
+                    _shape_error(node, t, g)
+                if g.dtype != data.dtype:  # e.g. a float64 constant in a backward: keep float32 graphs float32
+                    g = g.astype(data.dtype)
                 if t._node is None:
                     _accumulate(t, g, owned)
                 else:
-                    key = id(t._node)
-                    slot = pending.get(key)
-                    if slot is None:
-                        slot = pending[key] = [None] * t._node.n_outputs
-                    i = t._out_index
-                    slot[i] = g if slot[i] is None else slot[i] + g
+                    _add_pending(pending, t, g)
             if not retain_graph:
                 node.__dict__.clear()
                 node.freed = True
+    finally:
+        grad_mode._enabled = enabled
+
+
+def _add_pending(pending, t, g):
+    """Add g to the gradient waiting for output ``t`` of its node."""
+    node = t._node
+    slot = pending.get(id(node))
+    if slot is None:
+        if node.n_outputs == 1:
+            pending[id(node)] = [g]
+            return
+        slot = pending[id(node)] = [None] * node.n_outputs
+    i = t._out_index
+    slot[i] = g if slot[i] is None else slot[i] + g
 
 
 def _accumulate(leaf, g, owned):
     """Add g into leaf.grad. A fresh array that no one else holds is kept as it is; any
     other (a view, the caller's gradient, one already given to another leaf) is copied,
     so that no two .grad arrays ever share memory."""
-    from ..tensor.tensor import Tensor
-
-    if g.dtype != leaf.dtype:
-        g = g.astype(leaf.dtype)
-    elif leaf.grad is None and (g.base is not None or id(g) in owned or not g.flags.writeable):
+    grad = leaf.grad
+    if g.dtype != leaf._data.dtype:
+        g = g.astype(leaf._data.dtype)
+    elif grad is None and (g.base is not None or id(g) in owned or not g.flags.writeable):
         g = g.copy()
     owned.add(id(g))
-    if leaf.grad is None:
-        leaf.grad = Tensor._wrap(g, None, 0)
+    if grad is None:
+        leaf.grad = _tensor_class()._wrap(g, None, 0)
     else:
-        acc = leaf.grad._data
+        acc = grad._data
         acc += g
+
+
+_Tensor = None
+
+
+def _tensor_class():
+    # looked up on first use: the tensor module imports the autograd package
+    global _Tensor
+    if _Tensor is None:
+        from ..tensor.tensor import Tensor
+        _Tensor = Tensor
+    return _Tensor

@@ -47,25 +47,21 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        from ..tensor.tensor import Tensor
-
-        arrays = []
-        tensors = []
-        needs = []
-        device = None
-        any_needs = False
+        Tensor = _Tensor or _load_tensor()
         record = grad_mode._enabled
+        arrays, tensors, needs = [], [], []
+        any_needs = False
+        array_type = None   # all Tensor arguments must live on one device: same array type
         for a in args:
             if isinstance(a, Tensor):
-                if device is None:
-                    device = a.device
-                elif a.device != device:
-                    raise RuntimeError(
-                        f"{cls.__name__}: expected all tensors on the same device, "
-                        f"but found {device} and {a.device}")
-                arrays.append(a._data)
+                data = a._data
+                if array_type is None:
+                    array_type = type(data)
+                elif type(data) is not array_type:
+                    _check_same_device(cls, args)
+                arrays.append(data)
                 tensors.append(a)
-                n = record and a.requires_grad
+                n = record and a._requires_grad
                 needs.append(n)
                 any_needs = any_needs or n
             else:
@@ -77,13 +73,32 @@ class Function:
         ctx.needs_input_grad = tuple(needs)
         out = cls.forward(ctx, *arrays)
 
+        node = ctx if any_needs else None
         if isinstance(out, tuple):
-            outs = tuple(Tensor._wrap(o, ctx if any_needs else None, i) for i, o in enumerate(out))
+            outs = tuple(Tensor._wrap(o, node, i) for i, o in enumerate(out))
             ctx.n_outputs = len(out)
             ctx.output_meta = [(o.shape, o.dtype) for o in outs]
         else:
-            outs = Tensor._wrap(out, ctx if any_needs else None, 0)
+            outs = Tensor._wrap(out, node, 0)
         if any_needs:
             ctx.inputs = tuple(tensors)
         return outs
 
+
+_Tensor = None
+
+
+def _load_tensor():
+    # imported on first use: the tensor module itself imports this one
+    global _Tensor
+    from ..tensor.tensor import Tensor
+    _Tensor = Tensor
+    return Tensor
+
+
+def _check_same_device(cls, args):
+    devices = [a.device for a in args if isinstance(a, _Tensor)]
+    for d in devices[1:]:
+        if d != devices[0]:
+            raise RuntimeError(f"{cls.__name__}: expected all tensors on the same device, "
+                               f"but found {devices[0]} and {d}")

@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 
+from .. import backends
 from . import engine, grad_mode
 
 
@@ -57,7 +58,8 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     cotangents = [rng.standard_normal(o.shape).astype(o.dtype) for o in outputs]
     differentiable = [(o, v) for o, v in zip(outputs, cotangents) if o.requires_grad]
     if differentiable:
-        engine.backward([o for o, _ in differentiable], [v for _, v in differentiable])
+        engine.backward([o for o, _ in differentiable],
+                        [v if o.device == "cpu" else backends.get(o.device).from_host(v) for o, v in differentiable])
 
     def objective():
         with grad_mode.no_grad():
@@ -69,15 +71,25 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
         analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy().astype(np.float64)
         numerical = np.zeros(x.shape)
         data = x._data  # perturbed in place (any strides), and always restored
+        # a device array is perturbed on a host copy, uploaded before each evaluation
+        upload = None if type(data) is np.ndarray else backends.get(x.device).from_host
+        if upload is not None:
+            data = x.numpy().copy()
         for j in np.ndindex(*x.shape):
             orig = data[j]
             try:
                 data[j] = orig + eps
+                if upload is not None:
+                    x._data = upload(data)
                 plus = objective()
                 data[j] = orig - eps
+                if upload is not None:
+                    x._data = upload(data)
                 minus = objective()
             finally:
                 data[j] = orig
+                if upload is not None:
+                    x._data = upload(data)
             numerical[j] = (plus - minus) / (2 * eps)
         err = np.abs(analytic - numerical) - (atol + rtol * np.abs(numerical))
         if err.size and err.max() > 0:

@@ -1,4 +1,5 @@
 """Helpers shared by ops: summing a broadcast gradient back, and normalising dims."""
+import operator
 
 
 def unbroadcast(grad, shape):
@@ -20,15 +21,28 @@ def normalize_dims(dim, ndim, op):
     """``dim`` as a sorted tuple of non-negative axes (None means all of them)."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if type(dim) is int and 0 <= dim < ndim:  # the common case, without the general checks
+        return (dim,)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     out = []
     for d in dims:
+        d = operator.index(d)  # ints and NumPy integers; a float dim is a TypeError
         if not -max(ndim, 1) <= d < max(ndim, 1):
             raise IndexError(f"{op}: dimension {d} is out of range for a tensor with {ndim} dims")
-        out.append(d % ndim if ndim else 0)
+        out.append(d % ndim if ndim else None)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: dimension repeated in {dim}")
-    return tuple(sorted(out))
+    # a 0-d tensor accepts dim 0 or -1 (as PyTorch) and has no axis to reduce
+    return tuple(sorted(d for d in out if d is not None))
+
+
+def normalize_dim(dim, ndim, op):
+    """One dim in [-ndim, ndim) as a non-negative axis, or an IndexError naming the op.
+    (For an op that inserts an axis, such as stack or unsqueeze, pass ndim + 1.)"""
+    d = operator.index(dim)
+    if not -ndim <= d < ndim:
+        raise IndexError(f"{op}: dimension {dim} is out of range (expected one in [{-ndim}, {ndim - 1}])")
+    return d % ndim
 
 
 def shape_of(value):

@@ -4,6 +4,8 @@ Each forward is NumPy's broadcasting op; each backward takes dL/dout and returns
 dL/da and dL/db, summed back to each operand's own shape (``unbroadcast``).
 Either operand may be a Python number, which gets no gradient.
 """
+import numpy as np
+
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
@@ -105,6 +107,8 @@ class Neg(Function):
 
 
 def _binary(fn, a, b):
+    if _needs_promotion(a, b):
+        a, b = _promote(fn, a, b)
     try:
         return fn.apply(a, b)
     except ValueError as exc:
@@ -112,6 +116,72 @@ def _binary(fn, a, b):
             raise
         raise ValueError(f"{fn.__name__.lower()}: shapes {list(shape_of(_raw(a)))} and {list(shape_of(_raw(b)))} "
                          "cannot be broadcast together") from None
+
+
+def _needs_promotion(a, b):
+    """False in the common cases, where NumPy's result dtype already is PyTorch's: float
+    tensors of one dtype, or a float tensor and a Python number."""
+    da, db = _float_dtype(a), _float_dtype(b)
+    if da is None or db is None:
+        return True
+    return da is not _NUMBER and db is not _NUMBER and da != db
+
+
+_NUMBER = object()
+
+
+def _float_dtype(x):
+    """The dtype of a float tensor, _NUMBER for a Python int or float, else None."""
+    t = type(x)
+    if t is float or t is int:
+        return _NUMBER
+    data = getattr(x, "_data", None)
+    if data is None or data.dtype.kind != "f":
+        return None
+    return data.dtype
+
+
+def _promote(fn, a, b):
+    """PyTorch's type promotion where NumPy's differs, so float32 models stay float32:
+
+    - a NumPy scalar acts as a Python number (float32 tensor * np.float64(2) is float32,
+      where NumPy 2 would give float64);
+    - an integer or bool tensor meeting a float (tensor or number) becomes that float
+      dtype (float32 for a number) instead of NumPy's float64;
+    - dividing integers gives the default float dtype (float32), not float64;
+    - a 0-d float tensor meeting a float tensor with dims takes that tensor's dtype (as
+      PyTorch treats 0-d tensors like numbers): float32 x times a float64 scalar tensor is
+      float32.
+    """
+    from ..tensor import dtype as dtypes
+
+    a = a.item() if isinstance(a, np.generic) else a
+    b = b.item() if isinstance(b, np.generic) else b
+    ka, kb = _kind(a), _kind(b)
+    if ka == kb == "f" and hasattr(a, "_data") and hasattr(b, "_data") and (a.ndim == 0) != (b.ndim == 0):
+        if a.ndim == 0:
+            a = a.to(b.dtype)
+        else:
+            b = b.to(a.dtype)
+    elif ka == "f" and kb in "iub" and hasattr(b, "_data"):
+        b = b.to(_raw(a).dtype if hasattr(a, "_data") else dtypes.DEFAULT_FLOAT)
+    elif kb == "f" and ka in "iub" and hasattr(a, "_data"):
+        a = a.to(_raw(b).dtype if hasattr(b, "_data") else dtypes.DEFAULT_FLOAT)
+    elif fn is Div and ka in "iub" and kb in "iub":
+        a = a.to(dtypes.DEFAULT_FLOAT) if hasattr(a, "_data") else a
+        b = b.to(dtypes.DEFAULT_FLOAT) if hasattr(b, "_data") else b
+    return a, b
+
+
+def _kind(x):
+    """The dtype kind of a tensor ("f", "i", "u", "b"); Python numbers count as their type."""
+    if isinstance(x, bool):
+        return "b"
+    if isinstance(x, int):
+        return "i"
+    if isinstance(x, float):
+        return "f"
+    return getattr(_raw(x), "dtype", np.dtype(object)).kind
 
 
 def _raw(x):

@@ -105,7 +105,18 @@ def _as_bool(cond, op):
 
 
 def where(cond, a, b):
-    return Where.apply(_as_bool(cond, "where"), a, b)
+    cond = _as_bool(cond, "where")
+    try:
+        return Where.apply(cond, a, b)
+    except ValueError as exc:
+        if "broadcast" not in str(exc):
+            raise
+        raise ValueError(f"where: shapes of condition {list(cond.shape)}, input {list(shape_of(_raw(a)))} and "
+                         f"other {list(shape_of(_raw(b)))} cannot be broadcast together") from None
+
+
+def _raw(x):
+    return getattr(x, "_data", x)
 
 
 def masked_fill(x, mask, value):

@@ -2,6 +2,7 @@
 slices g back into the pieces each input contributed."""
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ._broadcast import normalize_dim
 
 
 class Cat(Function):
@@ -57,7 +58,9 @@ def _as_tensor(t):
 
 def cat(tensors, dim=0):
     ts = _check(list(tensors), "cat", same_shape=False)
-    d = dim % ts[0].ndim
+    if ts[0].ndim == 0:
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use md.stack")
+    d = normalize_dim(dim, ts[0].ndim, "cat")
     for i, t in enumerate(ts[1:], 1):
         if t.shape[:d] + t.shape[d + 1:] != ts[0].shape[:d] + ts[0].shape[d + 1:]:
             raise ValueError(f"cat: sizes must match except in dim {dim}: tensor 0 has shape {list(ts[0].shape)}, "
@@ -67,4 +70,4 @@ def cat(tensors, dim=0):
 
 def stack(tensors, dim=0):
     ts = _check(list(tensors), "stack", same_shape=True)
-    return Stack.apply(dim % (ts[0].ndim + 1), *ts)
+    return Stack.apply(normalize_dim(dim, ts[0].ndim + 1, "stack"), *ts)

@@ -23,10 +23,12 @@ class MatMul(Function):
         xp = namespace_of(g)
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        if a.ndim == 1:
-            g = xp.expand_dims(g, -2)
-        if b.ndim == 1:
-            g = xp.expand_dims(g, -1)
+        if a.ndim == 1 and b.ndim == 1:  # a dot product: g is 0-d
+            g = g.reshape(1, 1)
+        elif a.ndim == 1:
+            g = g[..., None, :]
+        elif b.ndim == 1:
+            g = g[..., None]
         na, nb = ctx.needs_input_grad
         ga = gb = None
         if na:

@@ -14,6 +14,24 @@ def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
+def _spread(g, shape, axes):
+    """g (reduced over ``axes``) copied back over them to ``shape``.
+
+    Written as an assignment into a fresh array rather than ``broadcast_to``: for small
+    tensors NumPy's broadcast_to costs several microseconds of Python, and a fresh array is
+    one the engine may hand to a leaf without copying it again."""
+    out = namespace_of(g).empty(shape, dtype=g.dtype)
+    out[...] = g.reshape(_keepdim_shape(shape, axes))
+    return out
+
+
+def _mean(x, axes, keepdim):
+    if x.dtype.itemsize < 4:  # float16: NumPy's mean accumulates in float32
+        return x.mean(axis=axes, keepdims=keepdim)
+    # sum / N is what x.mean computes, minus several microseconds of Python around it
+    return x.sum(axis=axes, keepdims=keepdim) / _count(x.shape, axes)
+
+
 def _count(shape, axes):
     n = 1
     for a in axes:
@@ -31,8 +49,7 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xp = namespace_of(g)
-        return xp.broadcast_to(g.reshape(_keepdim_shape(ctx.shape, ctx.axes)), ctx.shape), None, None
+        return _spread(g, ctx.shape, ctx.axes), None, None
 
 
 class Mean(Function):
@@ -41,13 +58,11 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         ctx.shape, ctx.axes = x.shape, axes
-        return x.mean(axis=axes, keepdims=keepdim)
+        return _mean(x, axes, keepdim)
 
     @staticmethod
     def backward(ctx, g):
-        xp = namespace_of(g)
-        n = _count(ctx.shape, ctx.axes)
-        return xp.broadcast_to(g.reshape(_keepdim_shape(ctx.shape, ctx.axes)) / n, ctx.shape), None, None
+        return _spread(g / _count(ctx.shape, ctx.axes), ctx.shape, ctx.axes), None, None
 
 
 class Var(Function):
@@ -59,7 +74,7 @@ class Var(Function):
 
     @staticmethod
     def forward(ctx, x, axes, correction, keepdim):
-        d = x - x.mean(axis=axes, keepdims=True)  # two passes: stable for large means
+        d = x - _mean(x, axes, True)  # two passes: stable for large means
         denom = builtins.max(_count(x.shape, axes) - correction, 0)
         ctx.save_for_backward(d)
         ctx.axes, ctx.denom = axes, denom
@@ -101,6 +116,8 @@ def mean(x, dim=None, keepdim=False):
 
 
 def var(x, dim=None, unbiased=True, keepdim=False):
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"var: expected a floating point tensor, got dtype {x.dtype}")
     return Var.apply(x, normalize_dims(dim, x.ndim, "var"), int(unbiased), keepdim)
 
 

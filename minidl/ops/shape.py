@@ -4,7 +4,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
-from ._broadcast import unbroadcast
+from ._broadcast import normalize_dim, unbroadcast
 
 
 class Reshape(Function):
@@ -30,7 +30,10 @@ class Permute(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.transpose(np.argsort(ctx.dims)), None
+        inverse = [0] * len(ctx.dims)  # the inverse permutation (np.argsort is slow on tiny tuples)
+        for i, d in enumerate(ctx.dims):
+            inverse[d] = i
+        return g.transpose(inverse), None
 
 
 class Expand(Function):
@@ -99,6 +102,10 @@ def permute(x, *dims):
 
 
 def transpose(x, dim0, dim1):
+    nd = max(x.ndim, 1)  # a 0-d tensor accepts dims 0 and -1, as PyTorch
+    dim0, dim1 = normalize_dim(dim0, nd, "transpose"), normalize_dim(dim1, nd, "transpose")
+    if x.ndim == 0:
+        return Reshape.apply(x, ())
     dims = list(range(x.ndim))
     dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
     return Permute.apply(x, tuple(dims))
@@ -115,7 +122,8 @@ def squeeze(x, dim=None):
     if dim is None:
         shape = tuple(n for n in x.shape if n != 1)
     else:
-        dims = {d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}
+        nd = max(x.ndim, 1)
+        dims = {normalize_dim(d, nd, "squeeze") for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
         shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
     return Reshape.apply(x, shape)
 
@@ -123,7 +131,9 @@ def squeeze(x, dim=None):
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return Reshape.apply(x, (1,))
-    s, e = start_dim % x.ndim, end_dim % x.ndim
+    s, e = normalize_dim(start_dim, x.ndim, "flatten"), normalize_dim(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     shape = x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:]
     return Reshape.apply(x, shape)
 

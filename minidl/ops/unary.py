@@ -139,24 +139,34 @@ class Clone(Function):
         return g
 
 
+def _floating(x):
+    """Integer and bool tensors become float32 first, as in PyTorch (NumPy would give
+    float64 for exp, and truncate sigmoid's result back to integers)."""
+    data = getattr(x, "_data", None)
+    if data is None or data.dtype.kind == "f":
+        return x
+    from ..tensor import dtype as dtypes
+    return x.to(dtypes.DEFAULT_FLOAT)
+
+
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(_floating(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(_floating(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(_floating(x))
 
 
 def tanh(x):
-    return Tanh.apply(x)
+    return Tanh.apply(_floating(x))
 
 
 def sigmoid(x):
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(_floating(x))
 
 
 def relu(x):

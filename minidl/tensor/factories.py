@@ -17,10 +17,11 @@ def _leaf(array, requires_grad, device):
 
 def tensor(data, dtype=None, requires_grad=False, device="cpu"):
     """A new leaf tensor holding a copy of ``data`` (a number, nested lists, an ndarray or a
-    Tensor). Float data becomes float32 unless it is an ndarray of another float dtype."""
+    Tensor). Float data becomes float32 unless it is an ndarray (or NumPy scalar) of another
+    float dtype, as torch.tensor does."""
     if isinstance(data, Tensor):
         data = data.numpy()
-    from_ndarray = isinstance(data, np.ndarray)
+    from_ndarray = isinstance(data, (np.ndarray, np.generic))
     try:
         array = np.array(data)
     except ValueError as exc:

@@ -12,7 +12,7 @@ and backward are written out; this file only routes and wraps.
 import numpy as np
 
 from .. import backends
-from ..autograd import grad_mode
+from ..autograd import engine, grad_mode
 from . import dtype as dtypes
 
 
@@ -24,8 +24,8 @@ class Tensor:
     @classmethod
     def _wrap(cls, array, node, index):
         t = object.__new__(cls)
-        if type(array) is not np.ndarray and not isinstance(array, _device_array_types()):
-            array = np.asarray(array)
+        if type(array) is not np.ndarray:
+            array = _as_array(array)
         t._data = array
         t._node = node
         t._out_index = index
@@ -215,16 +215,19 @@ class Tensor:
     # autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) (times ``gradient``) into every leaf's ``.grad``."""
-        from ..autograd import engine
         if gradient is None:
-            if self.numel() != 1:
+            data = self._data
+            if data.size != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs, but this tensor "
                                    f"has shape {self.shape}; pass backward(gradient=...) of that shape")
-            g = backends.get(self.device).xp.ones(self.shape, dtype=self.dtype)
+            xp = np if type(data) is np.ndarray else backends.get(self.device).xp
+            g = xp.ones(data.shape, dtype=data.dtype)
         else:
             g = gradient._data if isinstance(gradient, Tensor) else np.asarray(gradient, dtype=self.dtype)
             if g.shape != self.shape:
                 raise RuntimeError(f"backward: gradient has shape {g.shape} but the tensor has shape {self.shape}")
+            if g.dtype != self.dtype:
+                g = g.astype(self.dtype)
         engine.backward([self], [g], retain_graph=retain_graph)
 
     # printing --------------------------------------------------------------------
@@ -332,6 +335,14 @@ def _parse_to_args(args, kwargs):
 
 def _device_array_types():
     return tuple(b.array_type for b in backends._BACKENDS.values())
+
+
+def _as_array(value):
+    """A device array as it is; anything else (a NumPy scalar from a full reduction, a
+    Python number) as an ndarray."""
+    if isinstance(value, np.generic) or not isinstance(value, _device_array_types()):
+        return np.asarray(value)
+    return value
 
 
 from .. import ops as _ops  # noqa: E402  (ops need Tensor defined first)
