@@ -1,0 +1,92 @@
+"""Adam (with L2 weight decay) and AdamW (with decoupled weight decay).
+
+PyTorch's update, per parameter p with gradient g, at step t = 1, 2, ...:
+
+    Adam:   g <- g + weight_decay * p                        (L2 penalty folded into g)
+    AdamW:  p <- p * (1 - lr * weight_decay)                 (decay applied to p directly)
+    m <- m + (1 - beta1) * (g - m)                           (= beta1 m + (1 - beta1) g, as torch's lerp)
+    v <- beta2 * v + (1 - beta2) * g^2
+    p <- p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+The bias corrections 1 - beta^t undo the zero initialisation of m and v, so that the first
+steps are not too small; eps is added *after* the correction of sqrt(v), exactly as PyTorch
+does. With ``amsgrad`` the running maximum of v replaces v in the denominator.
+
+Each step allocates one scratch array per parameter; everything else is done in place.
+"""
+import math
+
+from .. import backends
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+                 maximize=False):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"Invalid beta parameters: {betas}; each must be in [0, 1)")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _update_group(self, group):
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            w, g = p._data, p.grad._data
+            xp = backends.namespace_of(w)
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = xp.zeros_like(w)
+                state["exp_avg_sq"] = xp.zeros_like(w)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = xp.zeros_like(w)
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            state["step"] += 1
+            t = state["step"]
+            if maximize:
+                g = -g
+            if wd != 0:
+                if self._decoupled:
+                    w *= 1 - lr * wd
+                else:
+                    g = g + wd * w
+
+            tmp = g - m
+            tmp *= 1 - beta1
+            m += tmp
+            xp.multiply(g, g, out=tmp)
+            tmp *= 1 - beta2
+            v *= beta2
+            v += tmp
+
+            if amsgrad:
+                vmax = state["max_exp_avg_sq"]
+                xp.maximum(vmax, v, out=vmax)
+                v = vmax
+            step_size = lr / (1 - beta1 ** t)
+            xp.sqrt(v, out=tmp)
+            tmp /= math.sqrt(1 - beta2 ** t)
+            tmp += eps
+            xp.divide(m, tmp, out=tmp)
+            tmp *= -step_size
+            w += tmp
+
+
+class AdamW(Adam):
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                 maximize=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                         maximize=maximize)

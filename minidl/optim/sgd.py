@@ -1,0 +1,52 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+PyTorch's update, per parameter p with gradient g, at learning rate lr:
+
+    g <- g + weight_decay * p                          (L2 penalty, if weight_decay != 0)
+    if momentum != 0:
+        b <- g                                         on the first step (no dampening then)
+        b <- momentum * b + (1 - dampening) * g        afterwards
+        g <- g + momentum * b   if nesterov   else   b
+    p <- p - lr * g
+
+(with ``maximize``, g is negated first). The momentum buffer b is this parameter's state.
+"""
+from .. import backends
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError(f"Nesterov momentum requires a momentum > 0 and zero dampening, "
+                             f"got momentum={momentum}, dampening={dampening}")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize))
+
+    def _update_group(self, group):
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            w, g = p._data, p.grad._data
+            if maximize:
+                g = -g
+            if wd != 0:
+                g = g + wd * w  # a new array: the .grad the user sees is left alone
+            if momentum != 0:
+                state = self.state.setdefault(p, {})
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = backends.namespace_of(g).array(g, copy=True)
+                else:
+                    buf *= momentum
+                    buf += (1 - dampening) * g
+                g = g + momentum * buf if nesterov else buf
+            w -= lr * g
