@@ -10,5 +10,8 @@ def load():
         raise RuntimeError(
             "device 'cuda' was asked for but no CUDA GPU is available; on a machine without a GPU "
             "set NUMBA_ENABLE_CUDASIM=1 to run the cuda kernels in numba's simulator")
-    raise RuntimeError("device 'cuda' is not implemented in this version of minidl yet "
-                       "(see the GPU issue); use device='cpu'")
+    from . import register
+    from .cuda import CudaBackend
+    backend = CudaBackend()
+    register(backend)
+    return backend

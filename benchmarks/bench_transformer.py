@@ -1,0 +1,237 @@
+"""GPT training-step throughput, minidl vs PyTorch CPU, plus attention and a profile.
+
+    python benchmarks/bench_transformer.py                 # 2 threads, the issue's config
+    python benchmarks/bench_transformer.py --threads 1 --steps 20 --no-profile
+
+1. One training step (forward, cross-entropy, backward, AdamW) of the same GPT in minidl and,
+   when importable, in PyTorch (vocab 96, 4 layers, 4 heads, d_model 128, context 64,
+   batch 32; pre-LN, learned positions, tanh-GELU MLP, causal attention), with the same number of
+   threads (BLAS, Numba and torch). Median over ``--steps`` after ``--warmup`` steps; tokens/s =
+   batch * context / step time; the ratio minidl/PyTorch is the issue's target (>= 0.7).
+2. Causal attention forward+backward at the model's shape (B=32, H=4, T=64, D=32): the fused
+   op (NumPy reference and Numba kernel), the same attention composed from minidl's generic ops
+   (matmul, masked_fill, softmax, matmul; autograd through each), a plain NumPy composition
+   (forward and hand-written backward, no framework) and torch's SDPA.
+3. A cProfile of minidl's training steps: the functions with the most own time.
+"""
+import argparse
+import os
+import sys
+
+
+def _set_threads(n):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = str(n)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--vocab", type=int, default=96)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--block-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--no-profile", action="store_true")
+    return p.parse_args()
+
+
+args = parse_args()
+_set_threads(args.threads)  # before NumPy / Numba / torch start their thread pools
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import minidl as md  # noqa: E402
+import minidl.nn.functional as F  # noqa: E402
+from minidl import optim  # noqa: E402
+from minidl.ops import attention as A  # noqa: E402
+from minidl.zoo.gpt import GPT  # noqa: E402
+
+
+def median_time(fn, steps, warmup):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+# ------------------------------------------------------------------------------ minidl GPT
+def minidl_step_fn():
+    md.manual_seed(0)
+    model = GPT(args.vocab, args.block_size, args.n_layer, args.n_head, args.d_model)
+    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+
+    def step():
+        x = rng.integers(0, args.vocab, (args.batch_size, args.block_size))
+        y = rng.integers(0, args.vocab, (args.batch_size, args.block_size))
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+# ------------------------------------------------------------------------------ PyTorch GPT
+def torch_step_fn():
+    import torch
+    import torch.nn as tnn
+    import torch.nn.functional as TF
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    V, T, L, H, D = args.vocab, args.block_size, args.n_layer, args.n_head, args.d_model
+
+    class Block(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = tnn.LayerNorm(D), tnn.LayerNorm(D)
+            self.qkv, self.proj = tnn.Linear(D, 3 * D), tnn.Linear(D, D)
+            self.fc1, self.fc2 = tnn.Linear(D, 4 * D), tnn.Linear(4 * D, D)
+
+        def forward(self, x):
+            B, T_, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).reshape(B, T_, 3, H, D // H).permute(2, 0, 3, 1, 4)
+            a = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(B, T_, D))
+            return x + self.fc2(TF.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class TGPT(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = tnn.Embedding(V, D), tnn.Parameter(torch.zeros(T, D))
+            self.blocks = tnn.ModuleList([Block() for _ in range(L)])
+            self.ln_f, self.head = tnn.LayerNorm(D), tnn.Linear(D, V, bias=False)
+
+        def forward(self, idx, tgt):
+            x = self.tok(idx) + self.pos[:idx.shape[1]]
+            for b in self.blocks:
+                x = b(x)
+            logits = self.head(self.ln_f(x))
+            return TF.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+
+    model = TGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+
+    def step():
+        x = torch.randint(0, V, (args.batch_size, T), generator=gen)
+        y = torch.randint(0, V, (args.batch_size, T), generator=gen)
+        loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+# ------------------------------------------------------------------------------ attention
+def numpy_attention_fwd_bwd(q, k, v, g, scale):
+    """Plain NumPy causal attention: forward and the hand-written backward, no framework."""
+    T = q.shape[-2]
+    s = q @ k.swapaxes(-1, -2) * scale
+    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+    s -= s.max(-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(-1, keepdims=True)
+    o = p @ v
+    dv = p.swapaxes(-1, -2) @ g
+    dp = g @ v.swapaxes(-1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return o, ds @ k * scale, ds.swapaxes(-1, -2) @ q * scale, dv
+
+
+def bench_attention():
+    B, H, T, Dh = args.batch_size, args.n_head, args.block_size, args.d_model // args.n_head
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.standard_normal((B, H, T, Dh)).astype(np.float32) for _ in range(4))
+    scale = 1.0 / np.sqrt(Dh)
+    causal_out = ~np.tril(np.ones((T, T), bool))
+    results = {}
+
+    def fused(impl):
+        def run():
+            ts = [md.tensor(a, requires_grad=True) for a in (q, k, v)]
+            with A.implementation(impl):
+                F.scaled_dot_product_attention(*ts, is_causal=True).backward(g)
+        return run
+
+    def composed():
+        tq, tk, tv = (md.tensor(a, requires_grad=True) for a in (q, k, v))
+        s = (tq @ tk.transpose(-2, -1)) * scale
+        (s.masked_fill(causal_out, -np.inf).softmax(-1) @ tv).backward(g)
+
+    results["minidl fused op, NumPy reference"] = median_time(fused("reference"), args.steps * 2, 2)
+    results["minidl fused op, Numba kernel"] = median_time(fused("numba"), args.steps * 2, 2)
+    results["minidl composed from generic ops"] = median_time(composed, args.steps * 2, 2)
+    results["plain NumPy composition"] = median_time(lambda: numpy_attention_fwd_bwd(q, k, v, g, scale),
+                                                     args.steps * 2, 2)
+    if not args.no_torch:
+        try:
+            import torch
+            tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+            tg = torch.tensor(g)
+
+            def trun():
+                torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(tg)
+            results["torch SDPA (CPU)"] = median_time(trun, args.steps * 2, 2)
+        except ImportError:
+            pass
+    return (B, H, T, Dh), results
+
+
+def main():
+    tokens = args.batch_size * args.block_size
+    print(f"threads={args.threads}; GPT vocab {args.vocab}, {args.n_layer} layers, {args.n_head} heads, "
+          f"d_model {args.d_model}, context {args.block_size}, batch {args.batch_size}, AdamW; "
+          f"median of {args.steps} steps after {args.warmup} warm-up")
+    step = minidl_step_fn()
+    t_md = median_time(step, args.steps, args.warmup)
+    print(f"minidl : {1e3 * t_md:8.1f} ms/step  {tokens / t_md:10,.0f} tokens/s "
+          f"(attention impl: {A.get_implementation()})")
+    t_torch = None
+    if not args.no_torch:
+        try:
+            tstep = torch_step_fn()
+        except ImportError:
+            print("torch  : not installed")
+        else:
+            t_torch = median_time(tstep, args.steps, args.warmup)
+            print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s")
+            print(f"ratio minidl/torch tokens/s: {t_torch / t_md:.2f}  (target >= 0.7)")
+
+    shape, res = bench_attention()
+    print(f"\ncausal attention forward+backward, (B, H, T, D) = {shape}, float32:")
+    for name, t in res.items():
+        print(f"  {name:36s} {1e3 * t:8.2f} ms")
+
+    if not args.no_profile:
+        import cProfile
+        import io
+        import pstats
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.steps):
+            step()
+        prof.disable()
+        s = io.StringIO()
+        st = pstats.Stats(prof, stream=s).sort_stats("tottime")
+        st.print_stats(18)
+        total = sum(v[2] for v in st.stats.values())
+        print(f"\ncProfile of {args.steps} minidl training steps ({total:.2f} s of own time), top functions:")
+        print("\n".join(line for line in s.getvalue().splitlines()[6:] if line.strip()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""``minidl bench [NAME ...]``: run the scripts in benchmarks/ (bench_NAME.py), each in its own
+Python process, and report which ran. ``--args="..."`` passes arguments to every script."""
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+
+def benchmarks_dir():
+    """benchmarks/ next to the minidl package (a source checkout), else under the current directory."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for d in (os.path.join(here, "benchmarks"), os.path.join(os.getcwd(), "benchmarks")):
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def available():
+    d = benchmarks_dir()
+    if d is None:
+        return {}
+    return {f[len("bench_"):-3]: os.path.join(d, f) for f in sorted(os.listdir(d))
+            if f.startswith("bench_") and f.endswith(".py")}
+
+
+def add_arguments(p):
+    names = sorted(available())
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="benchmarks to run (default: all): " + (", ".join(names) or "none found"))
+    p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per benchmark")
+    p.add_argument("--args", default="", help="arguments for every script, as one string: --args=\"--quick\"")
+    return p
+
+
+def check(args):
+    """The names that are not benchmarks (the CLI turns them into an argparse error)."""
+    return [n for n in args.names if n not in available()]
+
+
+def run(args):
+    benches = available()
+    if not benches:
+        print("no benchmarks/ directory found (run from a source checkout)", file=sys.stderr)
+        return 1
+    if args.list:
+        for name, path in benches.items():
+            print(f"{name:14s} {path}")
+        return 0
+    names = args.names or list(benches)
+    results = []
+    for name in names:
+        print(f"==== bench {name} ({benches[name]}) ====", flush=True)
+        t0 = time.perf_counter()
+        try:
+            rc = subprocess.call([sys.executable, benches[name], *shlex.split(args.args)], timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        results.append((name, rc, time.perf_counter() - t0))
+    print("\nbenchmark       status   seconds")
+    for name, rc, dt in results:
+        print(f"{name:14s}  {'ok' if rc == 0 else f'FAILED ({rc})':8s} {dt:7.1f}")
+    return 0 if all(rc == 0 for _, rc, _ in results) else 1

@@ -1,0 +1,73 @@
+"""``minidl sample CHECKPOINT``: text from a GPT checkpoint.
+
+Reads a checkpoint written by ``minidl train gpt`` (``OUT/checkpoint.npz``) or by
+``examples/train_gpt.py`` (``ckpt.npz``): both hold the model's ``config``, its state and
+the character ``tokenizer``. A directory is accepted too (its checkpoint.npz or ckpt.npz).
+"""
+import os
+
+from .. import random
+from ..io import load
+from ..zoo.gpt import GPT
+
+
+class SampleError(ValueError):
+    pass
+
+
+def add_arguments(p):
+    p.add_argument("checkpoint", help="a GPT checkpoint file, or the --out directory of `minidl train gpt`")
+    p.add_argument("--prompt", default="\n")
+    p.add_argument("--length", type=int, default=200, help="characters to generate")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-samples", type=int, default=1)
+    return p
+
+
+def resolve(path):
+    if os.path.isdir(path):
+        for name in ("checkpoint.npz", "ckpt.npz"):
+            if os.path.exists(os.path.join(path, name)):
+                return os.path.join(path, name)
+        raise SampleError(f"{path} is a directory without checkpoint.npz or ckpt.npz")
+    if not os.path.exists(path):
+        raise SampleError(f"no such checkpoint: {path}")
+    return path
+
+
+def load_gpt(path):
+    """(model, tokenizer) from a GPT checkpoint."""
+    from ..data.text import CharTokenizer
+    ck = load(resolve(path))
+    if not isinstance(ck, dict) or "config" not in ck or "tokenizer" not in ck:
+        raise SampleError(f"{path} is not a GPT checkpoint (it has no config and tokenizer)")
+    if ck.get("model_name", "gpt") != "gpt":
+        raise SampleError(f"{path} holds a {ck['model_name']!r} model; `sample` needs a GPT")
+    tok = CharTokenizer.from_dict(ck["tokenizer"])
+    cfg = dict(ck["config"])
+    cfg.setdefault("vocab_size", tok.vocab_size)
+    model = GPT(**cfg)
+    model.load_state_dict(ck["model"])
+    model.eval()
+    return model, tok
+
+
+def run(args):
+    model, tok = load_gpt(args.checkpoint)
+    try:
+        prompt = tok.encode(args.prompt)
+    except KeyError as exc:
+        raise SampleError(str(exc.args[0])) from None
+    if len(prompt) == 0:
+        raise SampleError("--prompt must not be empty")
+    texts = []
+    for i in range(args.num_samples):
+        random.manual_seed(args.seed + i)
+        out = model.generate(prompt[None], args.length, temperature=args.temperature, top_k=args.top_k)
+        texts.append(tok.decode(out.numpy()[0]))
+        if i:
+            print("-" * 40)
+        print(texts[-1])
+    return texts

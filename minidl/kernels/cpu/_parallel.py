@@ -1,0 +1,196 @@
+"""Building blocks shared by the Numba norm kernels: row reductions, chunking, partial sums.
+
+Three lessons measured on this code, each of which cost 2-10x when ignored:
+
+1. Do not slice rows (``xi = x[i]``) inside a ``prange`` loop. Every view increments and
+   decrements the parent array's reference count with an atomic instruction, and two
+   threads doing so on the same counter bounce one cache line between cores. The helpers
+   below take ``(x, i)`` and index ``x[i, j]`` instead.
+2. A strict left-to-right sum ``s += a[j]`` cannot be vectorised: IEEE addition is not
+   associative, so LLVM must keep the order and each add waits for the previous one. The
+   reduction helpers are therefore compiled with ``fastmath={"reassoc"}`` and nothing else:
+   LLVM may regroup the sum into SIMD lanes (a tree of partial sums, which is if anything more
+   accurate than the serial order), while NaN and Inf keep their meaning (no "nnan"/"ninf").
+   The kernels that call them stay ``fastmath=False``.
+3. Sums of many rows into one (N,)->(D,) result (dgamma, dbeta) are split into one chunk of
+   rows per thread, each adding into its own row of a small (chunks, D) float64 array
+   (through a block in the input's dtype, see ``flush``); the chunks are added together at
+   the end. No atomics, and nothing of size (N, D). The row loop that writes dx also does
+   these sums, so each row is read from memory once.
+
+``row_sum`` and ``row_sq_dev_sum`` accumulate in float64 (the channel norms rely on that).
+``row_sum_native`` and the other row helpers accumulate in the input's dtype, float32 or
+float64 (float16 is converted to float32 before it reaches a kernel). Row sums are SIMD trees
+of partial sums, so a float32 row of thousands of values is summed to about float32
+precision, and the variance uses the corrected two-pass algorithm (``mean_var``), so a large
+mean costs no accuracy. Staying in float32 keeps 16 values per AVX-512 instruction instead of
+8: a single thread is then bound by memory, not by arithmetic. Per-row scalars (mean, rstd)
+are float64; sums over rows (dgamma) use float64 partials.
+"""
+import numba
+import numpy as np
+from numba import njit
+
+_REDUCE = {"reassoc"}
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_sum(x, i):
+    """sum_j x[i, j] in float64 (stable API: the channel-norm kernels use it)."""
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += x[i, j]
+    return s
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_sq_dev_sum(x, i, m):
+    """sum_j (x[i, j] - m)^2 in float64, m a float64 (stable API: the channel-norm kernels use it)."""
+    s = 0.0
+    for j in range(x.shape[1]):
+        d = x[i, j] - m
+        s += d * d
+    return s
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_sum_native(x, i):
+    """sum_j x[i, j], accumulated in x's dtype."""
+    s = x.dtype.type(0.0)
+    for j in range(x.shape[1]):
+        s += x[i, j]
+    return s
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_shifted_sums(x, i, shift):
+    """(sum_j d_j, sum_j d_j^2) with d = x[i] - shift, in x's dtype: the second pass of the
+    corrected two-pass variance. With shift = the first pass's mean, d is small and (for data
+    with a large mean) exact, so sum(d) / D corrects the mean's rounding error and
+    var = mean(d^2) - mean(d)^2 suffers no cancellation."""
+    c = x.dtype.type(shift)
+    s1 = x.dtype.type(0.0)
+    s2 = x.dtype.type(0.0)
+    for j in range(x.shape[1]):
+        d = x[i, j] - c
+        s1 += d
+        s2 += d * d
+    return s1, s2
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_sq_sum(x, i):
+    """sum_j x[i, j]^2 in x's dtype."""
+    s = x.dtype.type(0.0)
+    for j in range(x.shape[1]):
+        s += x[i, j] * x[i, j]
+    return s
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_dot(a, b, i):
+    """sum_j a[i, j] * b[i, j] in a's dtype."""
+    s = a.dtype.type(0.0)
+    for j in range(a.shape[1]):
+        s += a[i, j] * b[i, j]
+    return s
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_dy_w_x_dot(dy, x, w, i):
+    """sum_j dy_ij w_j x_ij in x's dtype (RMSNorm's backward row sum)."""
+    s = x.dtype.type(0.0)
+    for j in range(x.shape[1]):
+        s += dy[i, j] * w[j] * x[i, j]
+    return s
+
+
+@njit(cache=True, fastmath=_REDUCE)
+def row_dy_w_sums(dy, x, w, i, m_hi, m_lo):
+    """(sum_j g_j, sum_j g_j (x_ij - m)) with g_j = dy_ij w_j and m = m_hi + m_lo (see
+    split), in x's dtype: the two row sums of a normalization backward."""
+    a = x.dtype.type(0.0)
+    b = x.dtype.type(0.0)
+    for j in range(x.shape[1]):
+        g = dy[i, j] * w[j]
+        a += g
+        b += g * ((x[i, j] - m_hi) - m_lo)
+    return a, b
+
+
+@njit(cache=True)
+def mean_var(x, i):
+    """Mean and biased variance of row i (float64 results), by the corrected two-pass algorithm
+    (Chan, Golub & LeVeque): exact to working precision even for 1e3 + 1e-2 * randn in float32."""
+    d = x.shape[1]
+    m1 = x.dtype.type(row_sum_native(x, i) / d)
+    s1, s2 = row_shifted_sums(x, i, m1)
+    mc = np.float64(s1) / d
+    return np.float64(m1) + mc, max(np.float64(s2) / d - mc * mc, 0.0)
+
+
+@njit(cache=True)
+def split(x, v):
+    """v (float64) as hi + lo in x's dtype, hi = v rounded. (x - hi) - lo then equals x - v to
+    x's precision even when v is large and x - v small, which x - v with v rounded would not."""
+    hi = x.dtype.type(v)
+    return hi, x.dtype.type(v - np.float64(hi))
+
+
+@njit(cache=True)
+def chunk_bounds(n, nchunks, c):
+    """Rows [start, stop) of chunk c when n rows are split into nchunks near-equal chunks."""
+    return (c * n) // nchunks, ((c + 1) * n) // nchunks
+
+
+SERIAL_BELOW = 1 << 15   # elements: below this a parallel launch costs more than it saves
+
+
+def num_chunks(n, work=None):
+    """How many row chunks a backward splits into: one per Numba thread (at least one row
+    each), or one when ``work`` (elements) is small enough to run serially (see ``launch``)."""
+    if work is not None and work < SERIAL_BELOW:
+        return 1
+    return max(1, min(int(n), numba.get_num_threads()))
+
+
+def launch(kernel, work, *args):
+    """kernel(*args), on one thread when ``work`` (elements touched) is below SERIAL_BELOW.
+
+    Waking the thread pool costs microseconds on an idle machine and whole scheduler time
+    slices (milliseconds) on a busy one, while a small norm takes a microsecond or two on one
+    core; finite-difference gradchecks make thousands of such calls."""
+    if work >= SERIAL_BELOW:
+        return kernel(*args)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
+FLUSH_ROWS = 32
+
+
+@njit(cache=True)
+def flush(part, c, block):
+    """part[c] += block (float64 += the input's dtype), then block = 0. A chunk sums its rows'
+    dgamma contributions into ``block`` in the input's dtype (16 float32 lanes per instruction)
+    and flushes every FLUSH_ROWS rows into its float64 partial, so float32 rounding grows over
+    at most FLUSH_ROWS terms."""
+    for j in range(block.shape[0]):
+        part[c, j] += block[j]
+        block[j] = 0
+
+
+@njit(cache=True)
+def sum_partials(partials, out):
+    """out[j] = sum_c partials[c, j], the final reduction of per-chunk partial sums (a few
+    rows of D: serial, since starting threads would cost more than the adds)."""
+    nchunks, d = partials.shape
+    for j in range(d):
+        s = 0.0
+        for c in range(nchunks):
+            s += partials[c, j]
+        out[j] = s

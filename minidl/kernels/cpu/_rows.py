@@ -1,0 +1,247 @@
+"""Inner loops of the channel norms (BatchNorm, InstanceNorm, GroupNorm) over one row of a 2-D array.
+
+The parallel kernels loop (prange) over rows, channels or chunks and call these for each
+contiguous run of data. As in ``_parallel``, a helper takes ``(array, i)`` rather than a row
+view: slicing inside prange costs an atomic reference-count update per view, shared between
+threads.
+
+Precision and speed. The arithmetic runs in the data's own dtype (8 float32 lanes per AVX2
+instruction instead of 4 float64 ones, and no conversions), made safe two ways:
+- sums accumulate in the dtype over blocks of _BLOCK elements (many SIMD partial sums each),
+  and the block sums in float64, so long rows lose nothing;
+- the float64 mean mu is split into hi = dtype(mu) and lo = dtype(mu - hi), and x - mu is
+  computed as (x - hi) - lo. When x is close to mu (the case that matters: a large mean with a
+  small spread, such as 1e3 + 1e-2 * randn) x - hi is exact in float32 (Sterbenz), so the
+  centred value is as accurate as in float64, where a float32 mean alone would be off by half
+  an ulp of 1e3 (3e-5, i.e. 3e-3 of a standard deviation of 1e-2).
+Callers pass float64 scalars; each helper converts them once per row.
+"""
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+from numba import njit
+
+# reassociation lets LLVM vectorise the reductions; no nnan/ninf, so NaNs still propagate
+FASTMATH = {"reassoc", "contract"}
+
+# Below this many elements a kernel runs on one thread: starting a parallel region costs tens
+# of microseconds when the machine is idle, and milliseconds (a scheduler time slice) when
+# another process holds the other core, which dwarfs the work on a small input.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+
+
+@contextmanager
+def threads_for(n_elements):
+    """Run the kernels inside on one thread when the input is small (see PARALLEL_MIN_ELEMENTS)."""
+    if n_elements >= PARALLEL_MIN_ELEMENTS:
+        yield
+        return
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+_BLOCK = 256
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def split(x, mu):
+    """(hi, lo) in x's dtype with hi + lo ~ mu to twice the dtype's precision."""
+    hi = x.dtype.type(mu)
+    return hi, x.dtype.type(mu - hi)
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_sum(x, i, shift):
+    """sum (x[i] - shift) for a shift in x's dtype (the caller adds n * shift back in float64).
+
+    The first pass of the two-pass variance, before the mean is known. Shifting by a value of
+    the data (any element of the row or channel) keeps the summands small when the mean is
+    large, so that block sums in x's dtype stay accurate: summing 1e3 + 1e-2 * randn in float32
+    directly would round each partial sum to ~3e-5 and bias the mean by a good fraction of the
+    standard deviation.
+
+    The blocks have a constant trip count on purpose: with ``range(j0, min(n, j0 + B))`` LLVM
+    vectorised the index arithmetic instead of the loads (measured 8x slower)."""
+    n = x.shape[1]
+    nb = n // _BLOCK
+    total = np.float64(0.0)
+    for b in range(nb + 1):
+        base = b * _BLOCK
+        m = _BLOCK if b < nb else n - base
+        s = x.dtype.type(0.0)
+        if m == _BLOCK:
+            for j in range(_BLOCK):
+                s += x[i, base + j] - shift
+        else:
+            for j in range(m):
+                s += x[i, base + j] - shift
+        total += s
+    return total
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_sq_dev_sum(x, i, mu):
+    """sum (x[i] - mu)^2: the second pass of a two-pass variance."""
+    hi, lo = split(x, mu)
+    n = x.shape[1]
+    nb = n // _BLOCK
+    total = np.float64(0.0)
+    for b in range(nb + 1):
+        base = b * _BLOCK
+        m = _BLOCK if b < nb else n - base
+        s = x.dtype.type(0.0)
+        if m == _BLOCK:
+            for j in range(_BLOCK):
+                d = (x[i, base + j] - hi) - lo
+                s += d * d
+        else:
+            for j in range(m):
+                d = (x[i, base + j] - hi) - lo
+                s += d * d
+        total += s
+    return total
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_normalize(y, x, i, mu, a, b):
+    """y[i] = (x[i] - mu) * a + b."""
+    hi, lo = split(x, mu)
+    a_ = x.dtype.type(a)
+    b_ = x.dtype.type(b)
+    for j in range(x.shape[1]):
+        y[i, j] = ((x[i, j] - hi) - lo) * a_ + b_
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_sums_dy_dyxc(dy, x, i, mu):
+    """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum."""
+    hi, lo = split(x, mu)
+    n = x.shape[1]
+    nb = n // _BLOCK
+    t1 = np.float64(0.0)
+    t2 = np.float64(0.0)
+    for b in range(nb + 1):
+        base = b * _BLOCK
+        m = _BLOCK if b < nb else n - base
+        s1 = x.dtype.type(0.0)
+        s2 = x.dtype.type(0.0)
+        if m == _BLOCK:
+            for j in range(_BLOCK):
+                d = dy[i, base + j]
+                s1 += d
+                s2 += d * ((x[i, base + j] - hi) - lo)
+        else:
+            for j in range(m):
+                d = dy[i, base + j]
+                s1 += d
+                s2 += d * ((x[i, base + j] - hi) - lo)
+        t1 += s1
+        t2 += s2
+    return t1, t2
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_affine2(out, dy, x, i, p, mu, q, o):
+    """out[i] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form."""
+    hi, lo = split(x, mu)
+    p_ = x.dtype.type(p)
+    q_ = x.dtype.type(q)
+    o_ = x.dtype.type(o)
+    for j in range(x.shape[1]):
+        out[i, j] = p_ * dy[i, j] + q_ * ((x[i, j] - hi) - lo) + o_
+
+
+# masked variants: mask[n] is a boolean row, True at the positions that count (BatchNorm1d with a
+# mask); these serve a less common path and keep float64 arithmetic
+@njit(cache=True)
+def row_count(mask, n):
+    c = 0
+    for j in range(mask.shape[1]):
+        if mask[n, j]:
+            c += 1
+    return c
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_sum_masked(x, i, mask, n):
+    s = np.float64(0.0)
+    for j in range(x.shape[1]):
+        if mask[n, j]:
+            s += x[i, j]
+    return s
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_sq_dev_sum_masked(x, i, mask, n, mu):
+    s = np.float64(0.0)
+    for j in range(x.shape[1]):
+        if mask[n, j]:
+            d = x[i, j] - mu
+            s += d * d
+    return s
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_normalize_masked(y, x, i, mask, n, mu, a, b):
+    """As row_normalize where mask, 0 elsewhere (padding stays zero)."""
+    for j in range(x.shape[1]):
+        y[i, j] = (x[i, j] - mu) * a + b if mask[n, j] else 0.0
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_sums_dy_dyxc_masked(dy, x, i, mask, n, mu):
+    s1 = np.float64(0.0)
+    s2 = np.float64(0.0)
+    for j in range(x.shape[1]):
+        if mask[n, j]:
+            d = dy[i, j]
+            s1 += d
+            s2 += d * (x[i, j] - mu)
+    return s1, s2
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
+    for j in range(x.shape[1]):
+        out[i, j] = p * dy[i, j] + q * (x[i, j] - mu) + o if mask[n, j] else 0.0
+
+
+# column-block variants: columns [c0, c0 + W) of row n of an (N, C) matrix against per-channel
+# vectors of length W (BatchNorm1d on (N, C)). Accumulators (acc*) are float64; the vectors of
+# the elementwise passes (hi, lo, a, b, p, q, o) are in x's dtype, prepared by the caller.
+@njit(cache=True, fastmath=FASTMATH)
+def block_add(acc, x, n, c0):
+    for j in range(acc.shape[0]):
+        acc[j] += x[n, c0 + j]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def block_add_sq_dev(acc, x, n, c0, hi, lo):
+    for j in range(acc.shape[0]):
+        d = (x[n, c0 + j] - hi[j]) - lo[j]
+        acc[j] += d * d
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def block_normalize(y, x, n, c0, hi, lo, a, b):
+    for j in range(hi.shape[0]):
+        y[n, c0 + j] = ((x[n, c0 + j] - hi[j]) - lo[j]) * a[j] + b[j]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def block_add_dy_dyxc(acc1, acc2, dy, x, n, c0, hi, lo):
+    for j in range(acc1.shape[0]):
+        d = dy[n, c0 + j]
+        acc1[j] += d
+        acc2[j] += d * ((x[n, c0 + j] - hi[j]) - lo[j])
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def block_affine2(out, dy, x, n, c0, p, hi, lo, q, o):
+    for j in range(hi.shape[0]):
+        out[n, c0 + j] = p[j] * dy[n, c0 + j] + q[j] * ((x[n, c0 + j] - hi[j]) - lo[j]) + o[j]

@@ -1,0 +1,409 @@
+"""Fused Numba kernels for BatchNorm (and masked BatchNorm1d) on the CPU.
+
+BatchNorm's statistics run over every axis but the channel axis, so unlike Layer/Group
+norm no row of memory holds a whole statistic. Each pass over memory costs (the kernels
+are bound by memory, not arithmetic), so there are two strategies:
+
+fused ((N, C, S) input with channels of moderate size, such as BatchNorm2d on CNN
+activations): one parallel task per channel does everything for its channel: the
+statistics (two-pass), then the output; in backward the two sums, then dx. The task's data
+(see _FUSED_BYTES) mostly stays in cache between its passes, and one parallel region
+replaces three.
+
+chunked (everything else), in two layouts, with no transposes or copies:
+
+- (N, C, S) with S > 1 (BatchNorm2d, BatchNorm1d on (N, C, L)): viewed as N*C contiguous
+  "channel rows" of length S (row n*C + c). Statistics are gathered per (chunk of B
+  samples, channel): a task reads its B rows once for the mean and again, from cache, for
+  the squared deviations around it (two-pass, stable). The per-chunk (count, mean, M2) are
+  merged per channel with Chan's formula M2 = sum_k M2_k + n_k (mean_k - mean)^2, which is
+  just as stable. The apply and dx passes run over the N*C rows.
+- (N, C) (BatchNorm1d on 2-D input): rows are samples; a task owns a chunk of B rows and
+  accumulates per-channel vectors (vectorised across channels), then the same merge. (A
+  task per block of columns, to fuse the passes as above, was measured 20x slower: rows
+  C*4 bytes apart defeat the prefetcher and alias in the caches.)
+
+chunked forward = stats + one parallel pass writing y = (x - mean) * (rstd * gamma) + beta;
+chunked backward = one parallel pass for per-chunk sums of dy and dy * (x - mean) (these give
+dbeta, dgamma and the coupling terms), a small reduction over chunks, then one parallel pass
+writing dx = p * dy + q * (x - mean) + o per channel (derivation in
+minidl.ops.normalization.batch_norm). Arithmetic runs in the data's dtype with the
+precautions described in _rows (float64 across blocks, split means, shifted first pass);
+float16 runs in float32 and returns float16.
+
+With a mask (N, S) of real positions (masked BatchNorm1d), padding enters no sum, and its y
+and dx are 0. Masked input always takes the fused kernels, the only ones that read a mask
+(half as many kernels to compile as a masked variant of each). Eval mode with a mask reuses
+them with the statistics passed in.
+"""
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ._rows import (FASTMATH, block_add, block_add_dy_dyxc, block_add_sq_dev, block_affine2, block_normalize,
+                    row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
+                    row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, row_sums_dy_dyxc_masked,
+                    threads_for)
+
+_ROW_CHUNK = 16384   # elements of one channel a stats task reads twice (64 KB in float32: stays in L2)
+_COL_CHUNK = 65536   # elements of an (N, C) chunk (256 KB in float32)
+_FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passes then hit cache)
+
+
+# fused: one task per channel (rows layout) ----------------------------------------------------------
+@njit(parallel=True, cache=True)
+def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd):
+    """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
+    mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta."""
+    N = x.shape[0] // C
+    for c in prange(C):
+        if not given:
+            mean[c], rstd[c] = _channel_stats(x, mask, C, c, eps)
+        mu = mean[c]
+        a = rstd[c] * gamma[c]
+        for n in range(N):
+            if mask is None:
+                row_normalize(y, x, n * C + c, mu, a, beta[c])
+            else:
+                row_normalize_masked(y, x, n * C + c, mask, n, mu, a, beta[c])
+
+
+@njit(cache=True)
+def _channel_stats(x, mask, C, c, eps):
+    """(mean, rstd) of channel c over its N rows of x (N*C, S), only where mask: two-pass."""
+    N = x.shape[0] // C
+    s1 = np.float64(0.0)
+    s2 = np.float64(0.0)
+    if mask is None:
+        count = N * x.shape[1]
+        shift = x[c, 0]
+        for n in range(N):
+            s1 += row_sum(x, n * C + c, shift)
+        mu = shift + s1 / count
+        for n in range(N):
+            s2 += row_sq_dev_sum(x, n * C + c, mu)
+    else:
+        count = 0
+        for n in range(N):
+            count += row_count(mask, n)
+            s1 += row_sum_masked(x, n * C + c, mask, n)
+        mu = s1 / count if count > 0 else 0.0
+        for n in range(N):
+            s2 += row_sq_dev_sum_masked(x, n * C + c, mask, n, mu)
+    return mu, 1.0 / np.sqrt((s2 / count if count > 0 else 0.0) + eps)
+
+
+@njit(parallel=True, cache=True)
+def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx):
+    """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o."""
+    N = x.shape[0] // C
+    for c in prange(C):
+        a1 = np.float64(0.0)
+        a2 = np.float64(0.0)
+        for n in range(N):
+            if mask is None:
+                b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c])
+            else:
+                b1, b2 = row_sums_dy_dyxc_masked(dy, x, n * C + c, mask, n, mean[c])
+            a1 += b1
+            a2 += b2
+        sdy[c] = a1
+        sdyx[c] = a2
+        p = gamma[c] * rstd[c]
+        q = -p * rstd[c] * rstd[c] * a2 / count if training else 0.0
+        o = -p * a1 / count if training else 0.0
+        for n in range(N):
+            if mask is None:
+                row_affine2(dx, dy, x, n * C + c, p, mean[c], q, o)
+            else:
+                row_affine2_masked(dx, dy, x, n * C + c, mask, n, p, mean[c], q, o)
+
+
+# statistics ------------------------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def _chunk_stats_rows(x, C, B, cnt, pmean, pm2):
+    """x: (N*C, S) channel rows; per (chunk k of B samples, channel c): count, mean, M2."""
+    N = x.shape[0] // C
+    S = x.shape[1]
+    nch = cnt.shape[0]
+    for t in prange(nch * C):
+        k = t // C
+        c = t - k * C
+        n0 = k * B
+        n1 = min(N, n0 + B)
+        s1 = np.float64(0.0)
+        s2 = np.float64(0.0)
+        count = (n1 - n0) * S
+        shift = x[n0 * C + c, 0]
+        for n in range(n0, n1):
+            s1 += row_sum(x, n * C + c, shift)
+        mu = shift + s1 / count
+        for n in range(n0, n1):
+            s2 += row_sq_dev_sum(x, n * C + c, mu)
+        if c == 0:
+            cnt[k] = count
+        pmean[k, c] = mu
+        pm2[k, c] = s2
+
+
+@njit(parallel=True, cache=True)
+def _chunk_stats_cols(x, B, cnt, pmean, pm2):
+    """x: (N, C); per chunk k of B rows: count, per-channel mean and M2."""
+    N, C = x.shape
+    for k in prange(cnt.shape[0]):
+        n0 = k * B
+        n1 = min(N, n0 + B)
+        mu = np.zeros(C)
+        m2 = np.zeros(C)
+        for n in range(n0, n1):
+            block_add(mu, x, n, 0)
+        hi = np.empty(C, x.dtype)
+        lo = np.empty(C, x.dtype)
+        for c in range(C):
+            mu[c] /= n1 - n0
+            hi[c] = mu[c]
+            lo[c] = mu[c] - hi[c]
+        for n in range(n0, n1):
+            block_add_sq_dev(m2, x, n, 0, hi, lo)
+        for c in range(C):
+            pmean[k, c] = mu[c]
+            pm2[k, c] = m2[c]
+        cnt[k] = n1 - n0
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _merge(cnt, pmean, pm2, mean, m2):
+    """Chan et al.: mean = sum n_k mean_k / n, M2 = sum M2_k + n_k (mean_k - mean)^2."""
+    nch, C = pmean.shape
+    total = 0.0
+    for k in range(nch):
+        total += cnt[k]
+    for c in range(C):
+        s = np.float64(0.0)
+        for k in range(nch):
+            s += cnt[k] * pmean[k, c]
+        mu = s / total if total > 0 else 0.0
+        q = 0.0
+        for k in range(nch):
+            d = pmean[k, c] - mu
+            q += pm2[k, c] + cnt[k] * d * d
+        mean[c] = mu
+        m2[c] = q
+
+
+# y = (x - mean) * scale + shift ------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def _apply_rows(x, C, mean, scale, shift, y):
+    for i in prange(x.shape[0]):
+        c = i % C
+        row_normalize(y, x, i, mean[c], scale[c], shift[c])
+
+
+@njit(parallel=True, cache=True)
+def _apply_cols(x, hi, lo, scale, shift, y):
+    """hi, lo (the split mean), scale, shift: (C,) in x's dtype."""
+    for n in prange(x.shape[0]):
+        block_normalize(y, x, n, 0, hi, lo, scale, shift)
+
+
+# backward ------------------------------------------------------------------------------------------
+@njit(parallel=True, cache=True)
+def _chunk_grad_sums_rows(dy, x, C, B, mean, psdy, psdyx):
+    """Per (chunk, channel): sum dy and sum dy * (x - mean_c)."""
+    N = x.shape[0] // C
+    nch = psdy.shape[0]
+    for t in prange(nch * C):
+        k = t // C
+        c = t - k * C
+        a1 = np.float64(0.0)
+        a2 = np.float64(0.0)
+        for n in range(k * B, min(N, k * B + B)):
+            b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c])
+            a1 += b1
+            a2 += b2
+        psdy[k, c] = a1
+        psdyx[k, c] = a2
+
+
+@njit(parallel=True, cache=True)
+def _chunk_grad_sums_cols(dy, x, B, hi, lo, psdy, psdyx):
+    N, C = x.shape
+    for k in prange(psdy.shape[0]):
+        a1 = np.zeros(C)
+        a2 = np.zeros(C)
+        for n in range(k * B, min(N, k * B + B)):
+            block_add_dy_dyxc(a1, a2, dy, x, n, 0, hi, lo)
+        for c in range(C):
+            psdy[k, c] = a1[c]
+            psdyx[k, c] = a2[c]
+
+
+@njit(parallel=True, cache=True)
+def _dx_rows(dy, x, C, p, mean, q, o, dx):
+    for i in prange(x.shape[0]):
+        c = i % C
+        row_affine2(dx, dy, x, i, p[c], mean[c], q[c], o[c])
+
+
+@njit(parallel=True, cache=True)
+def _dx_cols(dy, x, p, hi, lo, q, o, dx):
+    for n in prange(x.shape[0]):
+        block_affine2(dx, dy, x, n, 0, p, hi, lo, q, o)
+
+
+# array-level entry points (the same signatures as the NumPy reference) -------------------------------
+def _compute_dtype(x):
+    return np.float32 if x.dtype == np.float16 else x.dtype
+
+
+def _view(a, dtype, mask):
+    """(layout, 2-D contiguous view): "cols" for (N, C) without mask, else "rows" (N*C, S)."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if mask is None and (a.ndim == 2 or a.size == a.shape[0] * a.shape[1]):
+        return "cols", a.reshape(a.shape[0], a.shape[1])
+    return "rows", a.reshape(a.shape[0] * a.shape[1], -1)
+
+
+def _chunks(n, per_sample, budget):
+    b = max(1, min(n, budget // max(per_sample, 1)))
+    return b, (n + b - 1) // b
+
+
+def _fused(layout, v, c, mask):
+    """Use the fused per-channel kernels? Always with a mask (the only kernels that take one);
+    otherwise they need the rows layout, enough channels to keep every thread busy, a channel
+    small enough to stay in cache, and contiguous runs of at least a cache line (else each
+    channel's task would drag in the whole tensor)."""
+    if mask is not None:
+        return True
+    if layout != "rows":
+        return False
+    n, s = v.shape[0] // c, v.shape[1]
+    return c >= 2 * numba.get_num_threads() and n * s * v.itemsize <= _FUSED_BYTES and s * v.itemsize >= 64
+
+
+def _split(mean, dtype):
+    """The float64 mean as hi + lo in dtype (see _rows)."""
+    mean = np.asarray(mean, dtype=np.float64)
+    hi = mean.astype(dtype)
+    return hi, (mean - hi).astype(dtype)
+
+
+def _vector(v, c, fill):
+    return np.full(c, fill) if v is None else np.ascontiguousarray(v, dtype=np.float64)
+
+
+def _mask(mask):
+    return None if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
+
+
+def batch_norm_stats(x):
+    """(mean, biased var, count) per channel, float64, over every axis but 1, by the chunked kernels."""
+    n, c = x.shape[0], x.shape[1]
+    layout, v = _view(x, _compute_dtype(x), None)
+    with threads_for(v.size):
+        if layout == "cols":
+            b, nch = _chunks(n, c, _COL_CHUNK)
+            cnt, pmean, pm2 = np.empty(nch), np.empty((nch, c)), np.empty((nch, c))
+            _chunk_stats_cols(v, b, cnt, pmean, pm2)
+        else:
+            b, nch = _chunks(n, v.shape[1], _ROW_CHUNK)
+            cnt, pmean, pm2 = np.empty(nch), np.empty((nch, c)), np.empty((nch, c))
+            _chunk_stats_rows(v, c, b, cnt, pmean, pm2)
+    mean, m2 = np.empty(c), np.empty(c)
+    _merge(cnt, pmean, pm2, mean, m2)
+    count = float(cnt.sum())
+    return mean, m2 / max(count, 1.0), count
+
+
+def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
+    """y = (x - mean) * rstd * weight + bias per channel, given the statistics (eval mode)."""
+    c = x.shape[1]
+    layout, v = _view(x, _compute_dtype(x), mask)
+    y = np.empty(x.shape, v.dtype)       # the final shape: a view would make autograd copy it
+    yv = y.reshape(v.shape)
+    mean = np.ascontiguousarray(mean, dtype=np.float64)
+    rstd = np.ascontiguousarray(rstd, dtype=np.float64)
+    gamma, beta = _vector(weight, c, 1.0), _vector(bias, c, 0.0)
+    with threads_for(v.size):
+        if _fused(layout, v, c, mask):
+            _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd)
+        elif layout == "cols":
+            hi, lo = _split(mean, v.dtype)
+            _apply_cols(v, hi, lo, (rstd * gamma).astype(v.dtype), beta.astype(v.dtype), yv)
+        else:
+            _apply_rows(v, c, mean, rstd * gamma, beta, yv)
+    return y.astype(x.dtype, copy=False)
+
+
+def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
+    """Training forward: (y, mean, rstd), statistics from the batch (float64, shape (C,))."""
+    c = x.shape[1]
+    layout, v = _view(x, _compute_dtype(x), mask)
+    with threads_for(v.size):
+        fused = _fused(layout, v, c, mask)
+    if not fused:
+        mean, var, _ = batch_norm_stats(x)
+        rstd = 1.0 / np.sqrt(var + eps)
+        return batch_norm_apply(x, mean, rstd, weight, bias), mean, rstd
+    y = np.empty(x.shape, v.dtype)
+    mean, rstd = np.empty(c), np.empty(c)
+    with threads_for(v.size):
+        _fused_forward_rows(v, _mask(mask), c, _vector(weight, c, 1.0), _vector(bias, c, 0.0), float(eps), False,
+                            y.reshape(v.shape), mean, rstd)
+    return y.astype(x.dtype, copy=False), mean, rstd
+
+
+def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None, need_affine=True):
+    """(dx, dweight, dbias), dweight/dbias float64 (None when need_affine is False and the
+    statistics were fixed, so no sums are needed)."""
+    c = x.shape[1]
+    dt = _compute_dtype(x)
+    layout, xv = _view(x, dt, mask)
+    _, dyv = _view(dy, dt, mask)
+    m = _mask(mask)
+    mean = np.ascontiguousarray(mean, dtype=np.float64)
+    rstd = np.ascontiguousarray(rstd, dtype=np.float64)
+    gamma = _vector(weight, c, 1.0)
+    dx = np.empty(x.shape, dt)        # the final shape: autograd keeps it as .grad without a copy
+    dxv = dx.reshape(xv.shape)
+    count = float(np.count_nonzero(m)) if m is not None else xv.size / c
+    with threads_for(xv.size):
+        if (training or need_affine or m is not None) and _fused(layout, xv, c, m):
+            sdy, sdyx = np.empty(c), np.empty(c)
+            _fused_backward_rows(dyv, xv, m, c, mean, rstd, gamma, training, count, dxv, sdy, sdyx)
+        else:
+            sdy, sdyx = _chunked_backward(dyv, xv, layout, c, mean, rstd, gamma * rstd, training, need_affine,
+                                          count, dxv)
+    dx = dx.astype(x.dtype, copy=False)
+    if sdy is None:
+        return dx, None, None
+    return dx, rstd * sdyx, sdy
+
+
+def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, count, dx):
+    n = xv.shape[0] if layout == "cols" else xv.shape[0] // c
+    sdy = sdyx = None
+    hi, lo = _split(mean, xv.dtype)
+    if training or need_affine:
+        if layout == "cols":
+            b, nch = _chunks(n, c, _COL_CHUNK)
+            psdy, psdyx = np.empty((nch, c)), np.empty((nch, c))
+            _chunk_grad_sums_cols(dyv, xv, b, hi, lo, psdy, psdyx)
+        else:
+            b, nch = _chunks(n, xv.shape[1], _ROW_CHUNK)
+            psdy, psdyx = np.empty((nch, c)), np.empty((nch, c))
+            _chunk_grad_sums_rows(dyv, xv, c, b, mean, psdy, psdyx)
+        sdy, sdyx = psdy.sum(axis=0), psdyx.sum(axis=0)
+    if training:
+        q = -p * rstd * rstd * sdyx / count
+        o = -p * sdy / count
+    else:
+        q = np.zeros(c)
+        o = np.zeros(c)
+    if layout == "cols":
+        dt = xv.dtype
+        _dx_cols(dyv, xv, p.astype(dt), hi, lo, q.astype(dt), o.astype(dt), dx)
+    else:
+        _dx_rows(dyv, xv, c, p, mean, q, o, dx)
+    return sdy, sdyx

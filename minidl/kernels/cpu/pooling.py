@@ -1,0 +1,197 @@
+"""Numba kernels for 2-D max and average pooling, forward and backward.
+
+Work is split by (n, c) image planes, so the backward scatters (several windows may share an
+input element) never race. Window geometry is PyTorch's: the window of output (oh, ow)
+starts at (oh*sh - ph, ow*sw - pw); padding is -inf for max pooling and zero for average
+pooling. The serial per-plane core runs by default (see ``_layer_threads``); with parallel kernels
+switched on, big problems run chunks of planes in parallel (prange). References: ``minidl.ops.pooling``.
+"""
+import numba
+import numpy as np
+from numba import njit, prange
+
+from . import _layer_threads
+
+PARALLEL_MIN_ELEMENTS = 1 << 16   # below this much input, run serially
+
+
+def _chunks(n_items):
+    return max(1, min(n_items, 4 * numba.get_num_threads()))
+
+
+def _serial(x):
+    return not _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+
+
+@njit(cache=True)
+def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw):
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2], out.shape[3]
+    for p in range(p0, p1):
+        n = p // C
+        c = p % C
+        for oh in range(OH):
+            h0 = oh * sh - ph
+            hs = h0
+            while hs < 0:
+                hs += dh
+            for ow in range(OW):
+                w0 = ow * sw - pw
+                ws = w0
+                while ws < 0:
+                    ws += dw
+                best = -np.inf
+                arg = hs * W + ws  # the first in-bounds element, as PyTorch
+                for i in range(kh):
+                    h = h0 + i * dh
+                    if h < 0 or h >= H:
+                        continue
+                    for j in range(kw):
+                        w = w0 + j * dw
+                        if w < 0 or w >= W:
+                            continue
+                        v = x[n, c, h, w]
+                        if v > best or np.isnan(v):
+                            best = v
+                            arg = h * W + w
+                out[n, c, oh, ow] = best
+                idx[n, c, oh, ow] = arg
+
+
+@njit(cache=True, parallel=True)
+def _max_fwd_parallel(x, out, idx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw):
+    planes = x.shape[0] * x.shape[1]
+    for t in prange(n_chunks):
+        _max_fwd_planes(x, out, idx, t * planes // n_chunks, (t + 1) * planes // n_chunks,
+                        kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+    """-> (out, idx): idx is the flat h*W + w position of each maximum in its plane, the
+    first one in window order on ties; a NaN is propagated, as in PyTorch."""
+    N, C = x.shape[:2]
+    out = np.empty((N, C, OH, OW), dtype=x.dtype)
+    idx = np.empty((N, C, OH, OW), dtype=np.int64)
+    if _serial(x):
+        _max_fwd_planes(x, out, idx, 0, N * C, kh, kw, sh, sw, ph, pw, dh, dw)
+    else:
+        _max_fwd_parallel(x, out, idx, _chunks(N * C), kh, kw, sh, sw, ph, pw, dh, dw)
+    return out, idx
+
+
+@njit(cache=True)
+def _max_bwd_planes(g, idx, dx, p0, p1):
+    C, OH, OW = g.shape[1], g.shape[2], g.shape[3]
+    for p in range(p0, p1):
+        n = p // C
+        c = p % C
+        for k in range(dx.shape[2]):
+            dx[n, c, k] = 0
+        for oh in range(OH):
+            for ow in range(OW):
+                dx[n, c, idx[n, c, oh, ow]] += g[n, c, oh, ow]
+
+
+@njit(cache=True, parallel=True)
+def _max_bwd_parallel(g, idx, dx, n_chunks):
+    planes = g.shape[0] * g.shape[1]
+    for t in prange(n_chunks):
+        _max_bwd_planes(g, idx, dx, t * planes // n_chunks, (t + 1) * planes // n_chunks)
+
+
+def max_pool2d_backward(g, idx, H, W):
+    """dx[n, c].flat[idx] += g: each output's gradient goes to the element it selected."""
+    N, C = g.shape[:2]
+    dx = np.empty((N, C, H * W), dtype=g.dtype)
+    if _serial(dx):
+        _max_bwd_planes(g, idx, dx, 0, N * C)
+    else:
+        _max_bwd_parallel(g, idx, dx, _chunks(N * C))
+    return dx.reshape(N, C, H, W)
+
+
+@njit(cache=True, inline="always")
+def _window(o, s, p, k, size, include_pad):
+    """[start, end) of a window clipped to the input, and its extent counted for the divisor."""
+    start = o * s - p
+    end = min(start + k, size + p)
+    padded = end - start
+    start = max(start, 0)
+    end = min(end, size)
+    return start, end, (padded if include_pad else end - start)
+
+
+@njit(cache=True)
+def _avg_fwd_planes(x, out, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2], out.shape[3]
+    for p in range(p0, p1):
+        n = p // C
+        c = p % C
+        for oh in range(OH):
+            h0, h1, nh = _window(oh, sh, ph, kh, H, count_include_pad)
+            for ow in range(OW):
+                w0, w1, nw = _window(ow, sw, pw, kw, W, count_include_pad)
+                acc = 0.0
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        acc += x[n, c, h, w]
+                div = divisor_override if divisor_override > 0 else nh * nw
+                out[n, c, oh, ow] = acc / div if h1 > h0 and w1 > w0 else 0.0
+
+
+@njit(cache=True, parallel=True)
+def _avg_fwd_parallel(x, out, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    planes = x.shape[0] * x.shape[1]
+    for t in prange(n_chunks):
+        _avg_fwd_planes(x, out, t * planes // n_chunks, (t + 1) * planes // n_chunks,
+                        kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+
+
+def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override):
+    N, C = x.shape[:2]
+    out = np.empty((N, C, OH, OW), dtype=x.dtype)
+    if _serial(x):
+        _avg_fwd_planes(x, out, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+    else:
+        _avg_fwd_parallel(x, out, _chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+    return out
+
+
+@njit(cache=True)
+def _avg_bwd_planes(g, dx, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    N, C, H, W = dx.shape
+    OH, OW = g.shape[2], g.shape[3]
+    for p in range(p0, p1):
+        n = p // C
+        c = p % C
+        for h in range(H):
+            for w in range(W):
+                dx[n, c, h, w] = 0
+        for oh in range(OH):
+            h0, h1, nh = _window(oh, sh, ph, kh, H, count_include_pad)
+            for ow in range(OW):
+                w0, w1, nw = _window(ow, sw, pw, kw, W, count_include_pad)
+                div = divisor_override if divisor_override > 0 else max(nh * nw, 1)
+                v = g[n, c, oh, ow] / div
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        dx[n, c, h, w] += v
+
+
+@njit(cache=True, parallel=True)
+def _avg_bwd_parallel(g, dx, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    planes = dx.shape[0] * dx.shape[1]
+    for t in prange(n_chunks):
+        _avg_bwd_planes(g, dx, t * planes // n_chunks, (t + 1) * planes // n_chunks,
+                        kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+
+
+def avg_pool2d_backward(g, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    N, C = g.shape[:2]
+    dx = np.empty((N, C, H, W), dtype=g.dtype)
+    if _serial(dx):
+        _avg_bwd_planes(g, dx, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+    else:
+        _avg_bwd_parallel(g, dx, _chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+    return dx

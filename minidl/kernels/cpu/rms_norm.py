@@ -1,0 +1,124 @@
+"""Fused Numba kernels for RMSNorm over the rows of an (N, D) array.
+
+Forward, one parallel pass over rows: rstd = 1/sqrt(mean(x^2) + eps) from one row sum (the
+row stays in L1), then y = x * rstd * w. Only rstd is saved (float64, N values).
+
+Backward, one parallel pass over row chunks: per row, sum(g * x) with g = dy * w, then one
+loop writing dx = rstd * (g - xhat * mean(g * xhat)) and adding dy * xhat into the chunk's
+dgamma partial (float64, see _parallel.flush), added up at the end.
+
+Large outputs are streamed as in layer_norm.py. The math and its derivation:
+minidl/ops/normalization/rms_norm.py.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._parallel import (FLUSH_ROWS, chunk_bounds, flush, launch, num_chunks,
+                        row_dy_w_x_dot, row_sq_sum, sum_partials)
+from ._stream import should_stream, store_fence, stream_row
+from .layer_norm import _ones, _param, compute_dtype
+
+
+@njit(cache=True, fastmath=False)
+def _scale_row(x, i, w, rc, out, oi):
+    for j in range(x.shape[1]):
+        out[oi, j] = x[i, j] * (rc * w[j])
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def _forward(x, w, eps, y, rstd, nchunks, stream):
+    n, d = x.shape
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        row = np.empty((1, d if stream else 0), y.dtype)    # L1 scratch row when streaming
+        for i in range(start, stop):
+            r = 1.0 / np.sqrt(np.float64(row_sq_sum(x, i)) / d + eps)
+            rstd[i] = r
+            rc = x.dtype.type(r)
+            if stream:
+                _scale_row(x, i, w, rc, row, 0)
+                stream_row(y, i, row, 0)
+            else:
+                _scale_row(x, i, w, rc, y, i)
+        if stream:
+            store_fence()
+
+
+@njit(cache=True, fastmath=False)
+def _dx_row(dy, x, i, w, rc, c2, out, oi, bw, need_dw):
+    """out[oi] = dx of row i = g rstd - x c2 (g = dy w); and, if need_dw, bw += dy xhat."""
+    if need_dw:
+        for j in range(x.shape[1]):
+            g = dy[i, j]
+            out[oi, j] = g * w[j] * rc - x[i, j] * c2
+            bw[j] += g * (x[i, j] * rc)
+    else:
+        for j in range(x.shape[1]):
+            out[oi, j] = dy[i, j] * w[j] * rc - x[i, j] * c2
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def _backward(dy, x, rstd, w, dx, dw_part, need_dx, need_dw, stream):
+    n, d = x.shape
+    nchunks = dw_part.shape[0]
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        bw = np.zeros(d if need_dw else 0, x.dtype)     # this chunk's running dgamma
+        row = np.empty((1, d if stream else 0), dx.dtype)
+        for i in range(start, stop):
+            r = rstd[i]
+            rc = x.dtype.type(r)
+            if need_dx:
+                # dx = r (g - xhat mean(g xhat)) = g r - x c2,  xhat = x r,  g = dy w
+                c2 = x.dtype.type(r * r * r * row_dy_w_x_dot(dy, x, w, i) / d)
+                if stream:
+                    _dx_row(dy, x, i, w, rc, c2, row, 0, bw, need_dw)
+                    stream_row(dx, i, row, 0)
+                else:
+                    _dx_row(dy, x, i, w, rc, c2, dx, i, bw, need_dw)
+            elif need_dw:
+                for j in range(d):
+                    bw[j] += dy[i, j] * (x[i, j] * rc)
+            if need_dw and ((i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1):
+                flush(dw_part, c, bw)
+        if stream:
+            store_fence()
+
+
+def rms_norm_forward(x, weight, eps, out=None, stream=None):
+    """y, rstd for the rows of x (N, D); weight (D,) or None; ``out``/``stream`` as in
+    layer_norm_forward."""
+    n, d = x.shape
+    ct = compute_dtype(x.dtype)
+    if out is None:
+        out = np.empty((n, d), x.dtype)
+    xc = np.ascontiguousarray(x, dtype=ct)
+    yc = out if out.dtype == ct else np.empty((n, d), ct)
+    rstd = np.empty(n, np.float64)
+    stream = should_stream(yc) if stream is None else bool(stream)
+    launch(_forward, n * d, xc, _param(weight, d, ct, _ones), float(eps), yc, rstd, num_chunks(n, n * d), stream)
+    if yc is not out:
+        out[...] = yc
+    return out, rstd
+
+
+def rms_norm_backward(dy, x, rstd, weight, need_dx=True, need_dweight=True, dx_out=None, stream=None):
+    """(dx, dweight) for the rows of x (N, D); dweight float64 (D,) or None."""
+    n, d = x.shape
+    ct = compute_dtype(x.dtype)
+    dyc = np.ascontiguousarray(dy, dtype=ct)
+    xc = np.ascontiguousarray(x, dtype=ct)
+    dx = None
+    if need_dx:
+        dx = dx_out if dx_out is not None else np.empty((n, d), x.dtype)
+    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
+    dw_part = np.zeros((num_chunks(n, n * d), d if need_dweight else 0))
+    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
+    launch(_backward, n * d, dyc, xc, rstd, _param(weight, d, ct, _ones), dxc, dw_part, need_dx, need_dweight, stream)
+    if need_dx and dxc is not dx:
+        dx[...] = dxc
+    dweight = None
+    if need_dweight:
+        dweight = np.empty(d)
+        sum_partials(dw_part, dweight)
+    return dx, dweight

@@ -1,0 +1,111 @@
+"""Fused Numba kernels for ScaleNorm / FixNorm over the rows of an (N, D) array.
+
+Forward, one parallel pass over rows: s = 1/max(||x||_2, eps) from one row sum, then
+y = g * x * s. Only s is saved (float64, N values).
+
+Backward, one parallel pass over row chunks: per row, dot = sum(dy * x); when the norm was
+not clamped (s < 1/eps) dx = g s (dy - x s^2 dot), else dx = g s dy; dg = sum_rows s * dot
+goes into one float64 partial per chunk, added up at the end.
+
+Large outputs are streamed as in layer_norm.py. The math and its derivation:
+minidl/ops/normalization/scale_norm.py.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._parallel import chunk_bounds, launch, num_chunks, row_dot, row_sq_sum
+from ._stream import should_stream, store_fence, stream_row
+from .layer_norm import compute_dtype
+
+
+@njit(cache=True, fastmath=False)
+def _scale_row(x, i, gs, out, oi):
+    for j in range(x.shape[1]):
+        out[oi, j] = x[i, j] * gs
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def _forward(x, g, eps, y, inv, nchunks, stream):
+    n, d = x.shape
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        row = np.empty((1, d if stream else 0), y.dtype)    # L1 scratch row when streaming
+        for i in range(start, stop):
+            s = 1.0 / max(np.sqrt(np.float64(row_sq_sum(x, i))), eps)
+            inv[i] = s
+            gs = x.dtype.type(g * s)
+            if stream:
+                _scale_row(x, i, gs, row, 0)
+                stream_row(y, i, row, 0)
+            else:
+                _scale_row(x, i, gs, y, i)
+        if stream:
+            store_fence()
+
+
+@njit(cache=True, fastmath=False)
+def _dx_row(dy, x, i, gs, k, out, oi):
+    for j in range(x.shape[1]):
+        out[oi, j] = gs * (dy[i, j] - x[i, j] * k)
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def _backward(dy, x, inv, g, eps, dx, dg_part, need_dx, need_dg, stream):
+    n, d = x.shape
+    nchunks = dg_part.shape[0]
+    clamped_inv = 1.0 / eps          # s takes exactly this value when max() chose eps
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        row = np.empty((1, d if stream else 0), dx.dtype)
+        acc = 0.0
+        for i in range(start, stop):
+            s = inv[i]
+            dot = np.float64(row_dot(dy, x, i))
+            if need_dg:
+                acc += s * dot
+            if need_dx:
+                # dx = g s (dy - x s^2 <dy, x>), without the radial term where the norm was clamped
+                gs = x.dtype.type(g * s)
+                k = x.dtype.type(s * s * dot if s != clamped_inv else 0.0)
+                if stream:
+                    _dx_row(dy, x, i, gs, k, row, 0)
+                    stream_row(dx, i, row, 0)
+                else:
+                    _dx_row(dy, x, i, gs, k, dx, i)
+        dg_part[c] = acc
+        if stream:
+            store_fence()
+
+
+def scale_norm_forward(x, g, eps, out=None, stream=None):
+    """y, inv_norm for the rows of x (N, D); g a Python float."""
+    n, d = x.shape
+    ct = compute_dtype(x.dtype)
+    if out is None:
+        out = np.empty((n, d), x.dtype)
+    xc = np.ascontiguousarray(x, dtype=ct)
+    yc = out if out.dtype == ct else np.empty((n, d), ct)
+    inv = np.empty(n, np.float64)
+    stream = should_stream(yc) if stream is None else bool(stream)
+    launch(_forward, n * d, xc, float(g), float(eps), yc, inv, num_chunks(n, n * d), stream)
+    if yc is not out:
+        out[...] = yc
+    return out, inv
+
+
+def scale_norm_backward(dy, x, inv, g, eps, need_dx=True, need_dg=True, dx_out=None, stream=None):
+    """(dx, dg) for the rows of x (N, D); dg a float64 scalar or None."""
+    n, d = x.shape
+    ct = compute_dtype(x.dtype)
+    dyc = np.ascontiguousarray(dy, dtype=ct)
+    xc = np.ascontiguousarray(x, dtype=ct)
+    dx = None
+    if need_dx:
+        dx = dx_out if dx_out is not None else np.empty((n, d), x.dtype)
+    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
+    dg_part = np.zeros(num_chunks(n, n * d))
+    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
+    launch(_backward, n * d, dyc, xc, inv, float(g), float(eps), dxc, dg_part, need_dx, need_dg, stream)
+    if need_dx and dxc is not dx:
+        dx[...] = dxc
+    return dx, (float(dg_part.sum()) if need_dg else None)

@@ -1,0 +1,244 @@
+"""LayerNorm and RMSNorm forward and backward on cuda (the math: minidl/ops/normalization/layer_norm.py
+and rms_norm.py; this file only maps it onto the GPU).
+
+Rows are independent, so the forward runs **one block per row**: the block's threads stride
+over the row's D features, each keeping a private partial sum, and a shared-memory tree
+(``block_sum``) combines the partials. Two passes over the row (the mean, then the sum of
+squared deviations from it) keep the variance exact for data with a large mean; RMSNorm
+(``center=False``) skips the first. Statistics accumulate in float32 for float16/float32
+inputs and in float64 for float64 (``acc``), and mean / rstd are saved per row.
+
+The backward needs per row the two means  mean(g)  and  mean(g * xhat)  (g = dy * gamma), again
+a block reduction per row, and then dx = rstd (g - mean(g) - xhat mean(g xhat)) elementwise.
+dgamma = sum_rows dy * xhat and dbeta = sum_rows dy couple all rows, so they are done in two
+stages that need no atomics: a grid of R blocks, block b handling rows b, b + R, ..., in which
+thread t owns columns t, t + T, ... and adds into its own slot of a per-block partial buffer
+(R, D); then a second kernel (the generic reduce) sums the R partials per column.
+"""
+import math
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ._common import REDUCE_THREADS, kernel_cache
+from .reduce import accumulator_dtype
+
+PARTIAL_BLOCKS = 4 if REDUCE_THREADS < 32 else 256   # R, the rows of the dgamma / dbeta partial buffer
+
+
+@cuda.jit(device=True)
+def block_sum(buf, t, value, threads):
+    """Sum of ``value`` over the block's ``threads`` threads (a power of two), returned to all."""
+    buf[t] = value
+    cuda.syncthreads()
+    step = threads // 2
+    while step > 0:
+        if t < step:
+            buf[t] += buf[t + step]
+        cuda.syncthreads()
+        step //= 2
+    total = buf[0]
+    cuda.syncthreads()   # everyone has read buf[0] before the next block_sum overwrites it
+    return total
+
+
+def _build_forward(acc, threads, center, has_w, has_b):
+    acc_t = numba.from_dtype(acc)
+
+    @cuda.jit
+    def kernel(y, x, w, b, mean_out, rstd_out, d, inv_d, eps):
+        row = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        buf = cuda.shared.array(threads, acc_t)
+        base = row * d
+        mu = acc_t(0)
+        if center:
+            s = acc_t(0)
+            for j in range(t, d, threads):
+                s += acc_t(x[base + j])
+            mu = block_sum(buf, t, s, threads) * inv_d
+        q = acc_t(0)
+        for j in range(t, d, threads):
+            v = acc_t(x[base + j]) - mu
+            q += v * v
+        rstd = acc_t(1) / math.sqrt(block_sum(buf, t, q, threads) * inv_d + eps)
+        for j in range(t, d, threads):
+            v = (acc_t(x[base + j]) - mu) * rstd
+            if has_w:
+                v = v * acc_t(w[j])
+            if has_b:
+                v = v + acc_t(b[j])
+            y[base + j] = v
+        if t == 0:
+            mean_out[row] = mu
+            rstd_out[row] = rstd
+    return kernel
+
+
+def _build_backward(acc, threads, center, has_w, need_dx, need_dw, need_db):
+    acc_t = numba.from_dtype(acc)
+
+    @cuda.jit
+    def kernel(dx, dy, x, w, mean, rstd, dw_part, db_part, n, d, inv_d):
+        blk = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        buf = cuda.shared.array(threads, acc_t)
+        row = blk
+        while row < n:   # uniform across the block: every thread runs the same rows
+            base = row * d
+            mu = acc_t(mean[row])
+            rs = acc_t(rstd[row])
+            s1 = acc_t(0)
+            s2 = acc_t(0)
+            for j in range(t, d, threads):
+                xh = (acc_t(x[base + j]) - mu) * rs
+                dyj = acc_t(dy[base + j])
+                g = dyj * acc_t(w[j]) if has_w else dyj
+                s1 += g
+                s2 += g * xh
+                if need_dw:
+                    dw_part[blk * d + j] += dyj * xh
+                if need_db:
+                    db_part[blk * d + j] += dyj
+            m1 = block_sum(buf, t, s1, threads) * inv_d if center else acc_t(0)
+            m2 = block_sum(buf, t, s2, threads) * inv_d
+            if need_dx:
+                for j in range(t, d, threads):
+                    xh = (acc_t(x[base + j]) - mu) * rs
+                    dyj = acc_t(dy[base + j])
+                    g = dyj * acc_t(w[j]) if has_w else dyj
+                    dx[base + j] = rs * (g - m1 - xh * m2)
+            row += cuda.gridDim.x
+    return kernel
+
+
+_forward = kernel_cache(_build_forward)
+_backward = kernel_cache(_build_backward)
+
+
+def _threads(d):
+    threads = REDUCE_THREADS
+    while threads > 1 and threads // 2 >= d:
+        threads //= 2
+    return threads
+
+
+def _flat(a):
+    """The contiguous CudaArray ``a`` as a flat device array (a view of its buffer)."""
+    if a is None:
+        return None
+    if not a.is_contiguous():
+        a = a.copy()
+    return a._buf[a._off:a._off + a.size]
+
+
+def _dummy(dtype):
+    return cuda.device_array(1, dtype=dtype)
+
+
+def norm_forward(x2, weight, bias, eps, center):
+    """y (n, d) in x's dtype, mean and rstd (n,) in the accumulator dtype; x2 is (n, d)."""
+    from ...backends.cuda import CudaArray
+    n, d = x2.shape
+    acc = accumulator_dtype(x2.dtype)
+    y = CudaArray.empty((n, d), x2.dtype)
+    mean, rstd = CudaArray.empty((n,), acc), CudaArray.empty((n,), acc)
+    if n and d:
+        threads = _threads(d)
+        k = _forward(acc, threads, bool(center), weight is not None, bias is not None)
+        k[n, threads](y._buf, _flat(x2), _flat(weight) if weight is not None else _dummy(acc),
+                      _flat(bias) if bias is not None else _dummy(acc), mean._buf, rstd._buf, d,
+                      acc.type(1.0 / d), acc.type(eps))
+    return y, mean, rstd
+
+
+def norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center):
+    """dx (n, d) in x's dtype (or None), dweight and dbias (d,) in the accumulator dtype (or None)."""
+    from ...backends.cuda import CUDA_NUMPY as xp
+    from ...backends.cuda import CudaArray
+    n, d = x2.shape
+    acc = accumulator_dtype(x2.dtype)
+    dx = CudaArray.empty((n, d), x2.dtype) if need_dx else None
+    blocks = max(1, min(n, PARTIAL_BLOCKS))
+    dw_part = xp.zeros((blocks, d), acc) if need_dw else None
+    db_part = xp.zeros((blocks, d), acc) if need_db else None
+    if n and d:
+        threads = _threads(d)
+        k = _backward(acc, threads, bool(center), weight is not None, bool(need_dx), bool(need_dw), bool(need_db))
+        k[blocks, threads](dx._buf if need_dx else _dummy(x2.dtype), _flat(dy2), _flat(x2),
+                           _flat(weight) if weight is not None else _dummy(acc), mean._buf, rstd._buf,
+                           dw_part._buf if need_dw else _dummy(acc), db_part._buf if need_db else _dummy(acc),
+                           n, d, acc.type(1.0 / d))
+    dw = dw_part.sum(axis=0) if need_dw else None   # the second stage: sum the R partials per column
+    db = db_part.sum(axis=0) if need_db else None
+    return dx, dw, db
+
+
+def layer_norm_forward(x2, weight, bias, eps):
+    return norm_forward(x2, weight, bias, eps, center=True)
+
+
+def layer_norm_backward(dy2, x2, mean, rstd, weight, need_dx=True, need_dw=True, need_db=True):
+    return norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center=True)
+
+
+def rms_norm_forward(x2, weight, eps):
+    y, _, rstd = norm_forward(x2, weight, None, eps, center=False)
+    return y, rstd
+
+
+def rms_norm_backward(dy2, x2, rstd, weight, need_dx=True, need_dw=True):
+    from ...backends.cuda import CUDA_NUMPY as xp
+    mean = xp.zeros(rstd.shape, rstd.dtype)
+    dx, dw, _ = norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, False, center=False)
+    return dx, dw
+
+
+# hooks for the norm Functions' device branch ----------------------------------------------------
+
+def _rows(x, d):
+    from ...backends.cuda import CUDA_NUMPY as xp
+    n = x.size // d if d else 0
+    return xp.ascontiguousarray(x).reshape(n, d)
+
+
+def _param(p, d):
+    return None if p is None else p.reshape(d)
+
+
+def _param_grad(g, p):
+    return g.reshape(p.shape).astype(p.dtype, copy=False)
+
+
+def layer_norm_function_forward(ctx, x, weight, bias, d, eps):
+    x2 = _rows(x, d)
+    y, mean, rstd = layer_norm_forward(x2, _param(weight, d), _param(bias, d), eps)
+    ctx.save_for_backward(x2, mean, rstd, weight)
+    ctx.shape, ctx.bias, ctx.cuda_backward = x.shape, bias, layer_norm_function_backward
+    return y.reshape(x.shape)
+
+
+def layer_norm_function_backward(ctx, dy):
+    x2, mean, rstd, weight = ctx.saved_tensors
+    need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
+    d = x2.shape[1]
+    dx, dw, db = layer_norm_backward(_rows(dy, d), x2, mean, rstd, _param(weight, d), need_dx, need_dw, need_db)
+    return (dx.reshape(ctx.shape) if need_dx else None, _param_grad(dw, weight) if need_dw else None,
+            _param_grad(db, ctx.bias) if need_db else None, None, None)
+
+
+def rms_norm_function_forward(ctx, x, weight, d, eps):
+    x2 = _rows(x, d)
+    y, rstd = rms_norm_forward(x2, _param(weight, d), eps)
+    ctx.save_for_backward(x2, rstd, weight)
+    ctx.shape, ctx.cuda_backward = x.shape, rms_norm_function_backward
+    return y.reshape(x.shape)
+
+
+def rms_norm_function_backward(ctx, dy):
+    x2, rstd, weight = ctx.saved_tensors
+    need_dx, need_dw = ctx.needs_input_grad[:2]
+    d = x2.shape[1]
+    dx, dw = rms_norm_backward(_rows(dy, d), x2, rstd, _param(weight, d), need_dx, need_dw)
+    return dx.reshape(ctx.shape) if need_dx else None, _param_grad(dw, weight) if need_dw else None, None, None

@@ -1,0 +1,129 @@
+"""What every lab experiment shares: a result object with tables, a figure and a conclusion.
+
+An experiment is a module with ``run(quick=True, out=None, seed=0) -> LabResult``. It computes
+its numbers, fills one or more ``Table``s, draws one figure into ``out`` and states a
+conclusion *computed from those numbers* (so a run where the expected effect does not show
+says so instead of repeating the literature).
+"""
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list
+    rows: list = field(default_factory=list)   # each a dict column -> value
+
+    def add(self, **row):
+        missing = [c for c in self.columns if c not in row]
+        if missing:
+            raise KeyError(f"Table {self.title!r}: row lacks columns {missing}")
+        self.rows.append(row)
+
+    def column(self, name):
+        return [r[name] for r in self.rows]
+
+    def format(self):
+        cells = [[_fmt(r[c]) for c in self.columns] for r in self.rows]
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.columns)]
+        line = "  ".join(c.ljust(w) for c, w in zip(self.columns, widths))
+        out = [self.title, line, "-" * len(line)]
+        out += ["  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+        return "\n".join(out)
+
+
+@dataclass
+class LabResult:
+    name: str
+    tables: list
+    figure: str                 # path of the saved PNG
+    conclusion: str
+    quick: bool = True
+    data: dict = field(default_factory=dict)   # raw numbers (curves) for tests and plots
+
+    def table(self, title_prefix=""):
+        for t in self.tables:
+            if t.title.startswith(title_prefix):
+                return t
+        raise KeyError(f"{self.name}: no table titled {title_prefix!r}...")
+
+    def format(self):
+        mode = "quick" if self.quick else "full"
+        parts = [f"== lab {self.name} ({mode} mode) =="] + [t.format() + "\n" for t in self.tables]
+        parts += [f"figure: {self.figure}", f"conclusion: {self.conclusion}"]
+        return "\n".join(parts)
+
+    def save_json(self, path):
+        blob = {"name": self.name, "quick": self.quick, "figure": self.figure, "conclusion": self.conclusion,
+                "tables": [{"title": t.title, "columns": t.columns, "rows": t.rows} for t in self.tables]}
+        with open(path, "w") as f:
+            json.dump(blob, f, indent=2, default=_jsonable)
+
+
+def _jsonable(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def _numeric(s):
+    try:
+        float(s.replace("%", "").replace("x", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def _fmt(v):
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if v != v:
+            return "nan"
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e4 or abs(v) < 1e-3:
+            return f"{v:.2e}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def out_dir(name, out):
+    path = out or os.path.join("runs", "lab", name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, out, name):
+    path = os.path.join(out, f"{name}.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
+
+
+def smooth(values, k=5):
+    """Trailing moving average (the first k-1 points average what exists so far)."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return v
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    idx = np.arange(1, len(v) + 1)
+    lo = np.maximum(idx - k, 0)
+    return (c[idx] - c[lo]) / (idx - lo)

@@ -1,0 +1,4 @@
+"""Activations: gelu and dropout (``minidl.ops.activation``), and the elementwise and softmax
+ops that are also Tensor methods (``minidl.ops``)."""
+from ...ops import log_softmax, relu, sigmoid, softmax, tanh  # noqa: F401
+from ...ops.activation import dropout, gelu  # noqa: F401

@@ -1,0 +1,144 @@
+"""Functional forms of the norms that normalize per channel: ``batch_norm``,
+``masked_batch_norm``, ``instance_norm`` and ``group_norm``. Each checks its arguments
+(errors name the expected and the actual shapes) and calls the Function in
+``minidl.ops.normalization``, whose backward is written out by hand."""
+import numbers
+
+import numpy as np
+
+from ...ops.normalization.batch_norm import BatchNormFunction
+from ...ops.normalization.group_norm import GroupNormFunction
+from ...ops.normalization.instance_norm import InstanceNormFunction
+from ...tensor.tensor import Tensor
+
+
+def _check_input(op, x, min_dim=2):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor input, got {type(x).__name__}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating point input, got dtype {x.dtype}")
+    if x.ndim < min_dim:
+        raise ValueError(f"{op}: expected an input of shape (N, C, *) with at least {min_dim} dims, "
+                         f"got shape {tuple(x.shape)}")
+
+
+def _check_channel_tensor(op, name, t, c, x):
+    if t is None:
+        return
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: expected {name} to be a Tensor or None, got {type(t).__name__}")
+    if tuple(t.shape) != (c,):
+        raise ValueError(f"{op}: expected {name} of shape ({c},) for an input with {c} channels "
+                         f"(input shape {tuple(x.shape)}), got {name} of shape {tuple(t.shape)}")
+
+
+def _check_momentum(op, momentum):
+    if momentum is None or not isinstance(momentum, numbers.Real):
+        raise TypeError(f"{op}: expected momentum to be a float, got {momentum!r} (momentum=None, the "
+                        "cumulative average, needs num_batches_tracked: use the module, which passes "
+                        "1 / num_batches_tracked)")
+
+
+def _verify_batch_size(shape):
+    size = shape[0] * int(np.prod(shape[2:]))
+    if size == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(shape)}")
+
+
+def _as_mask(op, mask, x):
+    m = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
+    if x.ndim != 3:
+        raise ValueError(f"{op}: a mask needs an input of shape (N, C, L), got shape {tuple(x.shape)}")
+    expected = (x.shape[0], x.shape[2])
+    if m.shape != expected:
+        raise ValueError(f"{op}: expected a mask of shape (N, L) = {expected} for an input of shape "
+                         f"{tuple(x.shape)}, got mask of shape {tuple(m.shape)}")
+    if m.dtype != np.bool_:
+        raise TypeError(f"{op}: expected a bool mask (True at real tokens), got dtype {m.dtype}")
+    return np.ascontiguousarray(m)
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalize each channel (dim 1) of ``x`` (N, C, *) over every other dim.
+
+    ``training=True``: normalize with the batch mean and biased variance and, when
+    ``running_mean``/``running_var`` are given, update them in place with the batch mean and
+    the *unbiased* variance: ``running = (1 - momentum) * running + momentum * batch``.
+    ``training=False``: normalize with ``running_mean`` / ``running_var``.
+    """
+    _check_input("batch_norm", x)
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        _check_channel_tensor("batch_norm", name, t, c, x)
+    if training:
+        _check_momentum("batch_norm", momentum)
+        _verify_batch_size(x.shape)
+    elif running_mean is None or running_var is None:
+        raise ValueError("batch_norm: training=False normalizes with the running statistics, so "
+                         "running_mean and running_var must be given")
+    return BatchNormFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
+                           float(momentum) if training else 0.0, float(eps), None)
+
+
+def masked_batch_norm(x, mask, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                      eps=1e-5):
+    """BatchNorm of a padded batch of sequences ``x`` (N, C, L) whose real tokens are where the
+    bool ``mask`` (N, L) is True: padding enters neither the statistics nor the running ones;
+    the result equals ``batch_norm`` of the real tokens alone. Padded positions of the output
+    are 0 and their input gradient is 0."""
+    _check_input("masked_batch_norm", x, min_dim=3)
+    m = _as_mask("masked_batch_norm", mask, x)
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        _check_channel_tensor("masked_batch_norm", name, t, c, x)
+    if training:
+        _check_momentum("masked_batch_norm", momentum)
+        real = int(np.count_nonzero(m))
+        if real <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got {real} real "
+                             f"token(s) in an input of size {tuple(x.shape)}")
+    elif running_mean is None or running_var is None:
+        raise ValueError("masked_batch_norm: training=False normalizes with the running statistics, so "
+                         "running_mean and running_var must be given")
+    return BatchNormFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
+                           float(momentum) if training else 0.0, float(eps), m)
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) of ``x`` (N, C, *) over its spatial dims.
+
+    ``use_input_stats=True`` uses the instance's own statistics and, when running tensors are
+    given, updates them with the batch average of the instances' mean and unbiased variance;
+    ``use_input_stats=False`` normalizes with ``running_mean`` / ``running_var``.
+    """
+    _check_input("instance_norm", x, min_dim=3)
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        _check_channel_tensor("instance_norm", name, t, c, x)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
+        return BatchNormFunction.apply(x, weight, bias, running_mean, running_var, False, 0.0, float(eps), None)
+    if int(np.prod(x.shape[2:])) == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {tuple(x.shape)}")
+    if running_mean is not None or running_var is not None:
+        _check_momentum("instance_norm", momentum)
+    return InstanceNormFunction.apply(x, weight, bias, running_mean, running_var,
+                              0.0 if momentum is None else float(momentum), float(eps))
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize each sample's channels in ``num_groups`` groups of consecutive channels (over
+    the group's channels and every spatial position), then a per-channel affine."""
+    _check_input("group_norm", x)
+    c = x.shape[1]
+    if not isinstance(num_groups, numbers.Integral) or num_groups <= 0 or c % num_groups:
+        raise ValueError(f"group_norm: expected num_channels ({c}, dim 1 of input shape {tuple(x.shape)}) "
+                         f"to be divisible by num_groups, got num_groups={num_groups!r}")
+    _check_channel_tensor("group_norm", "weight", weight, c, x)
+    _check_channel_tensor("group_norm", "bias", bias, c, x)
+    return GroupNormFunction.apply(x, int(num_groups), weight, bias, float(eps))

@@ -1,0 +1,73 @@
+"""Functional forms of the norms that normalize over the trailing feature dims:
+``layer_norm``, ``rms_norm`` and ``scale_norm``. Each checks its arguments and calls the
+Function in ``minidl.ops.normalization``, whose backward is written out by hand."""
+import numbers
+
+import numpy as np
+
+from ...ops.normalization import LayerNormFunction, RMSNormFunction, ScaleNormFunction
+from ...tensor.tensor import Tensor
+
+
+def _normalized_shape(op, x, normalized_shape):
+    """normalized_shape as a tuple, checked against the trailing dims of x; returns (shape, D)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor input, got {type(x).__name__}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating point input, got dtype {x.dtype}")
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (int(normalized_shape),)
+    shape = tuple(int(s) for s in normalized_shape)
+    if len(shape) == 0:
+        raise ValueError(f"{op}: normalized_shape must have at least one dim, got {shape}")
+    k = len(shape)
+    if x.ndim < k or tuple(x.shape[x.ndim - k:]) != shape:
+        raise RuntimeError(f"{op}: given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size {list(x.shape)}")
+    return shape, int(np.prod(shape))
+
+
+def _check_param(op, name, p, shape):
+    if p is None:
+        return
+    if not isinstance(p, Tensor):
+        raise TypeError(f"{op}: expected {name} to be a Tensor or None, got {type(p).__name__}")
+    if tuple(p.shape) != shape:
+        raise RuntimeError(f"{op}: expected {name} of shape {list(shape)} (the normalized_shape), "
+                           f"but got {name} of shape {list(p.shape)}")
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the trailing ``normalized_shape`` dims to zero mean and unit (biased)
+    variance, then ``* weight + bias`` (each optional, of shape ``normalized_shape``)."""
+    shape, d = _normalized_shape("layer_norm", x, normalized_shape)
+    _check_param("layer_norm", "weight", weight, shape)
+    _check_param("layer_norm", "bias", bias, shape)
+    return LayerNormFunction.apply(x, weight, bias, d, float(eps))
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) over the trailing ``normalized_shape`` dims, ``* weight``.
+    ``eps=None`` uses the machine epsilon of x's dtype, as PyTorch."""
+    shape, d = _normalized_shape("rms_norm", x, normalized_shape)
+    _check_param("rms_norm", "weight", weight, shape)
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    return RMSNormFunction.apply(x, weight, d, float(eps))
+
+
+def scale_norm(x, scale, eps=1e-5):
+    """scale * x / max(||x||_2, eps) over the last dim; ``scale`` is a (1,) Tensor (learned,
+    as in nn.ScaleNorm) or a Python number (fixed, as in nn.FixNorm)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"scale_norm: expected a Tensor input, got {type(x).__name__}")
+    if x.dtype.kind != "f" or x.ndim == 0:
+        raise TypeError(f"scale_norm: expected a floating point input with at least one dim, "
+                        f"got dtype {x.dtype} and shape {list(x.shape)}")
+    if isinstance(scale, Tensor):
+        if scale.numel() != 1:
+            raise RuntimeError(f"scale_norm: expected scale with one element (shape [1]), "
+                               f"got shape {list(scale.shape)}")
+    elif not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale_norm: expected scale to be a Tensor or a number, got {type(scale).__name__}")
+    return ScaleNormFunction.apply(x, scale, float(eps))

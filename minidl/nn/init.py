@@ -1,0 +1,145 @@
+"""Parameter initialisation, as ``torch.nn.init``: every function fills a tensor in place
+(outside the graph) from minidl.random's generator and returns it.
+
+fan_in / fan_out of a weight of shape (out, in, *kernel) are in * prod(kernel) and
+out * prod(kernel). Kaiming (He) keeps the activations' variance: std = gain / sqrt(fan);
+Xavier (Glorot) averages both directions: std = gain * sqrt(2 / (fan_in + fan_out)). A
+uniform U(-b, b) has std b / sqrt(3), so the uniform variants use b = sqrt(3) * std.
+"""
+import math
+
+import numpy as np
+
+from .. import random
+from ..autograd import grad_mode
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for a nonlinearity (PyTorch's table)."""
+    linear_fns = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                  "conv_transpose3d", "sigmoid")
+    if nonlinearity in linear_fns:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param!r} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    if tensor.ndim < 2:
+        raise ValueError(f"fan in and fan out can not be computed for a tensor with fewer than 2 dimensions "
+                         f"(got shape {list(tensor.shape)})")
+    receptive = int(np.prod(tensor.shape[2:])) if tensor.ndim > 2 else 1
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _fill(tensor, values):
+    with grad_mode.no_grad():
+        tensor._data[...] = values
+    return tensor
+
+
+def _gen(generator):
+    return random.generator() if generator is None else generator
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    return _fill(tensor, _gen(generator).uniform(a, b, tensor.shape))
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    return _fill(tensor, _gen(generator).normal(mean, std, tensor.shape))
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """N(mean, std) conditioned on [a, b] (bounds in absolute terms, as PyTorch), by inverse-CDF
+    sampling: u ~ U(Phi(alpha), Phi(beta)), x = mean + std * Phi^{-1}(u)."""
+    gen = _gen(generator)
+
+    def cdf(v):
+        return 0.5 * (1.0 + math.erf(v / math.sqrt(2.0)))
+    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    u = gen.uniform(2 * lo - 1, 2 * hi - 1, tensor.shape)
+    x = mean + std * math.sqrt(2.0) * _erfinv(u)
+    return _fill(tensor, np.clip(x, a, b))
+
+
+def _erfinv(y):
+    """Inverse error function: Giles' single-precision approximation, then two Newton steps
+    on erf (which make it accurate to float64 rounding)."""
+    y = np.clip(np.asarray(y, dtype=np.float64), -1 + 1e-15, 1 - 1e-15)
+    w = -np.log((1.0 - y) * (1.0 + y))
+    small = w < 5.0
+    ws = np.where(small, w - 2.5, np.sqrt(np.maximum(w, 5.0)) - 3.0)
+    p_small = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+               -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
+    p_large = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+    ps = np.zeros_like(ws)
+    pl = np.zeros_like(ws)
+    for cs, cl in zip(p_small, p_large):   # Horner
+        ps = ps * ws + cs
+        pl = pl * ws + cl
+    x = np.where(small, ps, pl) * y
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    for _ in range(2):
+        x = x - (erf(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
+    return x
+
+
+def constant_(tensor, val):
+    return _fill(tensor, val)
+
+
+def ones_(tensor):
+    return _fill(tensor, 1.0)
+
+
+def zeros_(tensor):
+    return _fill(tensor, 0.0)
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return normal_(tensor, 0.0, std, generator)
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    fan = _calculate_correct_fan(tensor, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    fan = _calculate_correct_fan(tensor, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    return normal_(tensor, 0.0, std, generator)

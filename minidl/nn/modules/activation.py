@@ -1,0 +1,65 @@
+"""Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax, LogSoftmax."""
+from .. import functional as F
+from .module import Module
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch compatibility; minidl never mutates inputs
+
+    def forward(self, input):
+        return F.relu(input)
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+def _implicit_dim(ndim):
+    # PyTorch's legacy choice when dim is not given
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, _implicit_dim(input.ndim) if self.dim is None else self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.log_softmax(input, _implicit_dim(input.ndim) if self.dim is None else self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"

@@ -1,0 +1,138 @@
+"""BatchNorm1d and BatchNorm2d, with PyTorch's semantics, names and defaults.
+
+Parameters (when ``affine``): ``weight`` (ones) and ``bias`` (zeros), shape (C,). Buffers (when
+``track_running_stats``): ``running_mean`` (zeros), ``running_var`` (ones) and
+``num_batches_tracked`` (int64 0-d). In training the batch statistics normalize and are folded
+into the running ones (``momentum=None``: a cumulative average, factor 1 / num_batches_tracked);
+in eval the running statistics normalize, unless ``track_running_stats=False``, in which case
+the batch statistics are used in both modes. The math is in minidl.ops.normalization.batch_norm.
+"""
+import numpy as np
+
+from ...tensor.tensor import Tensor
+from .. import functional as F
+from ..functional.channel_normalization import _as_mask, _verify_batch_size
+from ..parameter import Parameter
+from .module import Module
+
+
+def _buffer(array):
+    return Tensor._wrap(array, None, 0)
+
+
+class _NormBase(Module):
+    """What BatchNorm and InstanceNorm share: parameters, running buffers, extra_repr."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True):
+        super().__init__()
+        if int(num_features) <= 0:
+            raise ValueError(f"{type(self).__name__}: num_features must be positive, got {num_features}")
+        self.num_features = int(num_features)
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(self.num_features, np.float32))
+            self.bias = Parameter(np.zeros(self.num_features, np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _buffer(np.zeros(self.num_features, np.float32)))
+            self.register_buffer("running_var", _buffer(np.ones(self.num_features, np.float32)))
+            self.register_buffer("num_batches_tracked", _buffer(np.array(0, np.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            self.weight.data[...] = 1
+            self.bias.data[...] = 0
+
+    def _check_channels(self, x):
+        if x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels (dim 1), "
+                             f"got input of shape {tuple(x.shape)}")
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    _dims = ()
+
+    def _check_input_dim(self, x):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{type(self).__name__}: expected a Tensor input, got {type(x).__name__}")
+        if x.ndim not in self._dims:
+            want = " or ".join(f"{d}D" for d in self._dims)
+            raise ValueError(f"{type(self).__name__}: expected {want} input, got {x.ndim}D input of shape "
+                             f"{tuple(x.shape)}")
+        self._check_channels(x)
+
+    def _factor_and_mode(self, x, mask):
+        """(momentum factor, use batch statistics?), counting the batch when tracked."""
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        if bn_training:
+            # checked before counting the batch, so a rejected batch leaves the buffers alone
+            if mask is None:
+                _verify_batch_size(x.shape)
+            elif np.count_nonzero(mask) <= 1:
+                raise ValueError(f"Expected more than 1 value per channel when training, got "
+                                 f"{np.count_nonzero(mask)} real token(s) in an input of size {tuple(x.shape)}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.data[...] += 1
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.data)
+        return factor, bn_training
+
+    def _running(self):
+        """The running tensors to use or update: none when only batch statistics are used."""
+        if not self.training or self.track_running_stats:
+            return self.running_mean, self.running_var
+        return None, None
+
+    def forward(self, x):
+        self._check_input_dim(x)
+        factor, bn_training = self._factor_and_mode(x, None)
+        rm, rv = self._running()
+        return F.batch_norm(x, rm, rv, self.weight, self.bias, bn_training, factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """BatchNorm over (N, C) or (N, C, L).
+
+    Beyond PyTorch: ``forward(x, mask=None)`` for padded sequences (N, C, L), ``mask`` a bool
+    (N, L) tensor or array, True at real tokens: padding enters neither the statistics nor the
+    running estimates (the result equals BatchNorm of the real tokens alone); padded outputs
+    are 0 and get no gradient.
+    """
+    _dims = (2, 3)
+
+    def forward(self, x, mask=None):
+        if mask is None:
+            return super().forward(x)
+        self._check_input_dim(x)
+        if x.ndim != 3:
+            raise ValueError(f"BatchNorm1d: a mask needs an input of shape (N, C, L), got shape {tuple(x.shape)}")
+        m = _as_mask("BatchNorm1d", mask, x)
+        factor, bn_training = self._factor_and_mode(x, m)
+        rm, rv = self._running()
+        return F.masked_batch_norm(x, m, rm, rv, self.weight, self.bias, bn_training, factor, self.eps)
+
+
+class BatchNorm2d(_BatchNorm):
+    """BatchNorm over (N, C, H, W): statistics per channel over N, H and W."""
+    _dims = (4,)

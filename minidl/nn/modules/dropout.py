@@ -1,0 +1,17 @@
+"""Dropout: zero elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval."""
+from .. import functional as F
+from .module import Module
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = float(p), inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"

@@ -1,0 +1,49 @@
+"""GroupNorm, with PyTorch's semantics, names and defaults.
+
+Each sample's C channels are split into ``num_groups`` groups of consecutive channels, each
+normalized over its channels and spatial positions; then a per-channel affine (``weight``
+ones, ``bias`` zeros, shape (C,), when ``affine``). No running statistics: train and eval
+compute the same thing. The math is in minidl.ops.normalization.group_norm.
+"""
+import numpy as np
+
+from ...tensor.tensor import Tensor
+from .. import functional as F
+from ..parameter import Parameter
+from .module import Module
+
+
+class GroupNorm(Module):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        if int(num_groups) <= 0:
+            raise ValueError(f"GroupNorm: num_groups must be positive, got {num_groups}")
+        if num_channels % num_groups != 0:
+            raise ValueError(f"GroupNorm: num_channels must be divisible by num_groups, got num_channels="
+                             f"{num_channels} and num_groups={num_groups}")
+        self.num_groups = int(num_groups)
+        self.num_channels = int(num_channels)
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(np.ones(self.num_channels, np.float32))
+            self.bias = Parameter(np.zeros(self.num_channels, np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.affine:
+            self.weight.data[...] = 1
+            self.bias.data[...] = 0
+
+    def forward(self, x):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"GroupNorm: expected a Tensor input, got {type(x).__name__}")
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm: expected input of shape (N, {self.num_channels}, *), "
+                             f"got input of shape {tuple(x.shape)}")
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,0 +1,52 @@
+"""Embedding: a lookup table of num_embeddings vectors, initialised N(0, 1) (the padding row zero)."""
+from ...autograd import grad_mode
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .linear import _empty
+from .module import Module
+
+
+class Embedding(Module):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        super().__init__()
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if padding_idx is not None:
+            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within num_embeddings "
+                                 f"({self.num_embeddings})")
+            padding_idx %= self.num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = _empty((self.num_embeddings, self.embedding_dim), dtype)
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (self.num_embeddings, self.embedding_dim):
+                raise ValueError(f"Embedding: _weight of shape {list(_weight.shape)} does not match "
+                                 f"({self.num_embeddings}, {self.embedding_dim})")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        if device is not None and str(device) != "cpu":
+            self.to(device)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with grad_mode.no_grad():
+                self.weight._data[self.padding_idx] = 0
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
+        import numpy as np
+        data = embeddings.numpy().copy() if hasattr(embeddings, "numpy") else np.array(embeddings)
+        rows, dim = data.shape
+        return cls(rows, dim, padding_idx=padding_idx, _weight=data, _freeze=freeze)
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")

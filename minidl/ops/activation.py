@@ -1,0 +1,109 @@
+"""Activations that are layer-level rather than Tensor methods: GELU (exact and tanh) and dropout."""
+import math
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._kernel_switch import use_kernel
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_reference(x):
+    erf = _erf if type(x) is np.ndarray else namespace_of(x).erf   # a device's own erf
+    return (0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
+
+
+def gelu_backward_reference(x, g):
+    xp = namespace_of(x)
+    cdf = 0.5 * (1.0 + (_erf if xp is np else xp.erf)(x / math.sqrt(2.0)))
+    pdf = xp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    return (g * (cdf + x * pdf)).astype(g.dtype, copy=False)
+
+
+class Gelu(Function):
+    """y = x Phi(x), Phi the standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2;
+    dy/dx = Phi(x) + x phi(x), with phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        if use_kernel(x):
+            from ..kernels.cpu import gelu as k
+            return k.gelu_forward(np.ascontiguousarray(x))
+        return gelu_reference(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if use_kernel(g):
+            from ..kernels.cpu import gelu as k
+            return k.gelu_backward(np.ascontiguousarray(x), np.ascontiguousarray(g))
+        return gelu_backward_reference(x, g)
+
+
+class GeluTanh(Function):
+    """y = x (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x**3);
+    dy/dx = (1 + t) / 2 + x (1 - t**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2), t = tanh u."""
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = namespace_of(x)
+        t = xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+        ctx.save_for_backward(x, t)
+        return (0.5 * x * (1 + t)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+        return (g * d).astype(g.dtype, copy=False)
+
+
+def gelu(input, approximate="none"):
+    """GELU as ``torch.nn.functional.gelu``: exact (erf) or approximate="tanh"."""
+    if approximate == "none":
+        return Gelu.apply(input)
+    if approximate == "tanh":
+        return GeluTanh.apply(input)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+class Dropout(Function):
+    """y = x * m with m = keep / (1 - p), keep ~ Bernoulli(1 - p) drawn once per element;
+    dy/dx = m (the same mask)."""
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        return g * mask, None
+
+
+def dropout_mask(shape, p, dtype):
+    """The scaled keep mask, drawn from minidl.random's generator (so md.manual_seed fixes it)."""
+    from .. import random
+    u = random.generator().random(shape, dtype=np.float32 if np.dtype(dtype) != np.float64 else np.float64)
+    if p >= 1.0:
+        return np.zeros(shape, dtype=dtype)
+    return ((u >= p) * (1.0 / (1.0 - p))).astype(dtype)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """As ``torch.nn.functional.dropout``: in training, zero each element with probability p
+    and scale the rest by 1/(1-p); the identity otherwise. (``inplace`` is accepted and ignored.)"""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    from .. import backends
+    mask = dropout_mask(input.shape, p, input.dtype)
+    if input.device != "cpu":
+        mask = backends.get(input.device).from_host(mask)
+    return Dropout.apply(input, mask)

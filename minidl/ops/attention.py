@@ -1,0 +1,272 @@
+"""Scaled dot-product attention as one Function: softmax(q k^T * scale + mask) v.
+
+Shapes (PyTorch's): q (..., L, E), k (..., S, E), v (..., S, Ev) -> out (..., L, Ev); the
+leading (batch) dims broadcast. Masks broadcast to (..., L, S):
+- a bool ``attn_mask``: True means "may attend" (False positions get -inf scores);
+- a float ``attn_mask``: added to the scores (it gets a gradient, dS, if it requires one);
+- ``is_causal``: query i attends to keys j <= i (top-left aligned, as PyTorch's tril).
+  Unlike PyTorch, ``is_causal`` may be combined with ``attn_mask`` (both apply).
+
+Forward (row-wise over the last dim)::
+
+    S  = scale * q k^T + bias          (bias: float mask, -inf where masked)
+    P  = softmax(S) = exp(S - m) / sum_j exp(S_j - m),  m = rowmax(S)
+    Pd = P * D                          (D: dropout multiplier, 0 or 1/(1-p); D = 1 without)
+    O  = Pd v
+
+Backward, with G = dL/dO::
+
+    dv  = Pd^T G
+    dPd = G v^T,   dP = dPd * D
+    dS  = P * (dP - rowsum(dP * P))     (softmax Jacobian: dP_i/dS_j = P_i (delta_ij - P_j),
+                                         so dS_j = sum_i dP_i P_i (delta_ij - P_j)
+                                                 = P_j (dP_j - sum_i dP_i P_i))
+    dq  = scale * dS k,   dk = scale * dS^T q,   dbias = dS (summed over broadcast dims)
+
+Fully masked rows (every key masked for some query) would be 0/0 = NaN in the textbook
+formula (PyTorch's math path returns NaN there). Here the row max is taken as 0 when it
+is -inf, the row sum as 1 when it is 0, so such a row has P = 0: its output is 0 and it
+passes zero gradient to q, k, v and the mask. Training with, say, a padded query row
+that sees only padding therefore stays finite; pool or mask those rows out of the loss.
+
+Two implementations of the same math:
+- the NumPy reference below (BLAS batched matmuls, materialises P; saves P for backward);
+- the fused Numba kernel ``minidl.kernels.cpu.attention`` (row-wise, saves only the
+  row log-sum-exp and recomputes P in backward).
+``set_implementation("auto" | "numba" | "reference")`` (or the environment variable
+MINIDL_ATTENTION_IMPL) picks one; "auto" uses the kernel where it measured faster (see
+``_kernel_pays``). Dropout draws its mask from minidl.random's generator before the
+choice, so both give the same numbers for the same seed.
+"""
+import os
+from contextlib import contextmanager
+
+import numpy as np
+
+from .. import random
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import unbroadcast
+
+IMPLEMENTATIONS = ("auto", "numba", "reference")
+_impl = os.environ.get("MINIDL_ATTENTION_IMPL", "auto")
+if _impl not in IMPLEMENTATIONS:
+    raise ValueError(f"MINIDL_ATTENTION_IMPL: expected one of {IMPLEMENTATIONS}, got {_impl!r}")
+
+
+def set_implementation(name):
+    """Select "auto" (default), "numba" or "reference"; returns the previous setting."""
+    global _impl
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(f"set_implementation: expected one of {IMPLEMENTATIONS}, got {name!r}")
+    previous, _impl = _impl, name
+    return previous
+
+
+def get_implementation():
+    return _impl
+
+
+@contextmanager
+def implementation(name):
+    previous = set_implementation(name)
+    try:
+        yield
+    finally:
+        set_implementation(previous)
+
+
+def _kernel_pays(L, S, E):
+    """'auto': BLAS batched matmuls + NumPy softmax were as fast or faster up to L = S = 512
+    (E = 32, 2 cores: within noise at the GPT benchmark size 64 x 64); beyond that the
+    reference's (..., L, S) temporaries (P, dP, dS: 4 MiB per head at 1024 x 1024) cost
+    more than the kernel's recomputation, which keeps only O(L) per head (2-6x faster at
+    1024). See benchmarks/bench_transformer.py."""
+    return L * S > _AUTO_MIN_SCORES
+
+
+_AUTO_MIN_SCORES = 512 * 512
+
+
+# ----------------------------------------------------------------------------- reference
+def attention_forward_reference(q, k, v, bias, allow, scale, drop):
+    """(out, P, Pd) as in the module docstring; ``allow`` is a bool array (True = attend)
+    or None, ``bias`` a float array or None, ``drop`` the dropout multiplier or None.
+    (scale is applied to q, the smaller operand; the rest works in place on the scores.)"""
+    xp = namespace_of(q)
+    s = xp.matmul(q * q.dtype.type(scale), xp.swapaxes(k, -1, -2))
+    full = xp.broadcast_shapes(s.shape, *(m.shape for m in (bias, allow) if m is not None))
+    if full != s.shape:  # a mask with batch dims that q and k lack (v has them)
+        s = xp.ascontiguousarray(xp.broadcast_to(s, full))
+    if bias is not None:
+        s += bias
+    if allow is not None:
+        xp.copyto(s, -xp.inf, where=~allow)
+    m = s.max(axis=-1, keepdims=True)
+    m[~xp.isfinite(m)] = 0  # fully masked row: exp(-inf - 0) = 0 below, not NaN
+    s -= m
+    p = xp.exp(s, out=s)
+    z = p.sum(axis=-1, keepdims=True)
+    z[z == 0] = 1
+    p /= z
+    pd = p if drop is None else p * drop
+    return xp.matmul(pd, v), p, pd
+
+
+def attention_backward_reference(q, k, v, p, pd, drop, scale, g):
+    """(dq, dk, dv, dS) for out = attention(q, k, v); dS is dL/d(scores), the bias grad."""
+    xp = namespace_of(g)
+    dv = xp.matmul(xp.swapaxes(pd, -1, -2), g)
+    dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
+    if drop is not None:
+        dp *= drop
+    dp -= (dp * p).sum(axis=-1, keepdims=True)
+    dp *= p                                  # dS = P * (dP - rowsum(dP * P)), in place
+    ds = dp
+    dq = xp.matmul(ds, k)
+    dq *= scale
+    dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
+    dk *= scale
+    return dq, dk, dv, ds
+
+
+# ----------------------------------------------------------------------------- Function
+class ScaledDotProductAttention(Function):
+    """out = softmax(scale * q k^T + bias, masked) (dropout) v; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, allow, causal, scale, dropout_p):
+        L, S = q.shape[-2], k.shape[-2]
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        drop = None
+        if dropout_p > 0:
+            keep = random.generator().random(batch + (L, S)) >= dropout_p
+            drop = keep.astype(q.dtype) * q.dtype.type(1.0 / (1.0 - dropout_p))
+        ctx.scale, ctx.causal = scale, causal
+        ctx.bias_shape = None if bias is None else bias.shape
+        use_kernel = _impl == "numba" or (_impl == "auto" and _kernel_pays(L, S, q.shape[-1]))
+        if (use_kernel and type(q) is np.ndarray and q.dtype in (np.float32, np.float64)
+                and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+            return _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop)
+        ctx.kernel = False
+        if causal:
+            tril = np.tril(np.ones((L, S), dtype=bool))
+            if type(q) is not np.ndarray:   # another device: the mask lives beside q
+                tril = namespace_of(q).asarray(tril)
+            allow = tril if allow is None else allow & tril
+        out, p, pd = attention_forward_reference(q, k, v, bias, allow, scale, drop)
+        ctx.save_for_backward(q, k, v, p, pd, drop)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.kernel:
+            dq, dk, dv, ds = _kernel_backward(ctx, g)
+        else:
+            q, k, v, p, pd, drop = ctx.saved_tensors
+            dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g)
+            dq, dk, dv = unbroadcast(dq, q.shape), unbroadcast(dk, k.shape), unbroadcast(dv, v.shape)
+        dbias = None
+        if ctx.needs_input_grad[3]:
+            dbias = unbroadcast(ds, ctx.bias_shape)
+        return dq, dk, dv, dbias, None, None, None, None
+
+
+def _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop):
+    from ..kernels.cpu.attention import attention_forward
+    batch, (L, E), S = q.shape[:-2], q.shape[-2:], k.shape[-2]
+    bh = int(np.prod(batch))
+    q3 = np.ascontiguousarray(q.reshape(bh, L, E))
+    k3 = np.ascontiguousarray(k.reshape(bh, S, E))
+    v3 = np.ascontiguousarray(v.reshape(bh, S, v.shape[-1]))
+    b3 = _combined_bias(bias, allow, batch, L, S, q.dtype)
+    d3 = np.empty((0, L, S), q.dtype) if drop is None else drop.reshape(bh, L, S)
+    scale = q.dtype.type(scale)
+    kt = np.ascontiguousarray(k3.transpose(0, 2, 1))
+    o3, lse = attention_forward(q3, kt, v3, b3, d3, bool(causal), scale)
+    ctx.kernel = True
+    ctx.shapes = q.shape, k.shape, v.shape
+    ctx.save_for_backward(q3, k3, kt, v3, b3, d3, o3, lse)
+    return o3.reshape(batch + (L, v.shape[-1]))
+
+
+def _kernel_backward(ctx, g):
+    from ..kernels.cpu.attention import attention_backward
+    q3, k3, kt, v3, b3, d3, o3, lse = ctx.saved_tensors
+    qs, ks, vs = ctx.shapes
+    g3 = np.ascontiguousarray(g.reshape(o3.shape), dtype=q3.dtype)
+    vt = np.ascontiguousarray(v3.transpose(0, 2, 1))
+    want = bool(ctx.needs_input_grad[3])
+    dq, dk, dv, ds = attention_backward(q3, k3, kt, v3, vt, b3, d3, bool(ctx.causal), q3.dtype.type(ctx.scale),
+                                        o3, lse, g3, want)
+    if want:
+        ds = ds.reshape(qs[:-2] + ds.shape[-2:])
+    return dq.reshape(qs), dk.reshape(ks), dv.reshape(vs), ds
+
+
+def _combined_bias(bias, allow, batch, L, S, dtype):
+    """The float mask and the bool mask as one additive (nb, L, S) array for the kernel:
+    nb = 0 (no mask), 1 (one mask for every batch entry and head) or prod(batch)."""
+    if bias is None and allow is None:
+        return np.empty((0, L, S), dtype)
+    total = np.zeros((), dtype) if bias is None else bias.astype(dtype, copy=False)
+    if allow is not None:
+        total = np.where(allow, total, dtype.type(-np.inf))
+    lead = total.shape[:-2] if total.ndim > 2 else ()
+    # fresh writeable copies: a read-only view would make Numba compile another specialisation
+    if all(n == 1 for n in lead):
+        return np.array(np.broadcast_to(total, (L, S)).reshape(1, L, S), order="C")
+    return np.array(np.broadcast_to(total, batch + (L, S)).reshape(-1, L, S), order="C")
+
+
+# ----------------------------------------------------------------------------- public
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """softmax(query key^T * scale + mask) value, with PyTorch's signature and mask rules
+    (bool mask: True = may attend; float mask: added). ``scale`` defaults to 1/sqrt(E)."""
+    from ..tensor.tensor import Tensor
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor, got {type(t).__name__}")
+        if t.ndim < 2:
+            raise ValueError(f"scaled_dot_product_attention: {name} needs at least 2 dims (..., seq, features), "
+                             f"got shape {list(t.shape)}")
+        if t.dtype.kind != "f":
+            raise TypeError(f"scaled_dot_product_attention: {name} must be floating point, got {t.dtype}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(f"scaled_dot_product_attention: query, key, value dtypes differ: "
+                        f"{query.dtype}, {key.dtype}, {value.dtype}")
+    L, E = query.shape[-2:]
+    S = key.shape[-2]
+    if key.shape[-1] != E:
+        raise ValueError(f"scaled_dot_product_attention: query has E={E} features but key has {key.shape[-1]} "
+                         f"(shapes {list(query.shape)}, {list(key.shape)})")
+    if value.shape[-2] != S:
+        raise ValueError(f"scaled_dot_product_attention: key has S={S} positions but value has {value.shape[-2]} "
+                         f"(shapes {list(key.shape)}, {list(value.shape)})")
+    try:
+        batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except ValueError:
+        raise ValueError(f"scaled_dot_product_attention: batch dims of query {list(query.shape)}, key "
+                         f"{list(key.shape)} and value {list(value.shape)} do not broadcast") from None
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
+    bias = allow = None
+    if attn_mask is not None:
+        m = attn_mask._data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+        try:
+            fits = np.broadcast_shapes(m.shape, batch + (L, S)) == batch + (L, S)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"scaled_dot_product_attention: attn_mask of shape {list(m.shape)} does not "
+                             f"broadcast to the scores' shape {list(batch + (L, S))}")
+        if m.dtype.kind == "b":
+            allow = m
+        elif m.dtype.kind == "f":
+            bias = attn_mask if isinstance(attn_mask, Tensor) else m.astype(query.dtype)
+            if bias.dtype != query.dtype:
+                bias = bias.to(query.dtype)
+        else:
+            raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool or float, got {m.dtype}")
+    scale = 1.0 / np.sqrt(E) if scale is None else float(scale)
+    return ScaledDotProductAttention.apply(query, key, value, bias, allow, bool(is_causal), scale, float(dropout_p))

@@ -1,0 +1,56 @@
+"""Embedding lookup: out[...] = weight[idx[...]].
+
+The lookup is a row selection, so dL/dweight[v] = sum of g[...] over every position where
+idx == v: a scatter-add of the gradient rows (``xp.add.at``, the reference; a Numba kernel in
+``minidl.kernels.cpu.embedding`` on the CPU), which handles repeated indices. The row
+``padding_idx`` (if given) gets no gradient, as in PyTorch.
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._kernel_switch import use_kernel
+
+
+class Embedding(Function):
+    @staticmethod
+    def forward(ctx, idx, weight, padding_idx):
+        ctx.save_for_backward(idx)
+        ctx.vocab, ctx.padding_idx = weight.shape[0], padding_idx
+        return weight[idx]
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        xp = namespace_of(g)
+        D = g.shape[-1]
+        if use_kernel(g):
+            from ..kernels.cpu.embedding import embedding_backward
+            gw = embedding_backward(idx, g, ctx.vocab)
+        else:
+            gw = xp.zeros((ctx.vocab, D), dtype=g.dtype)
+            xp.add.at(gw, idx.reshape(-1), g.reshape(-1, D))
+        if ctx.padding_idx is not None:
+            gw[ctx.padding_idx] = 0
+        return None, gw, None
+
+
+def embedding(input, weight, padding_idx=None):
+    """As ``torch.nn.functional.embedding(input, weight, padding_idx=None)``: ``input`` holds
+    integer indices (a Tensor, an ndarray or a list), ``weight`` is (num_embeddings, dim)."""
+    from ..tensor.tensor import Tensor
+    idx = input._data if isinstance(input, Tensor) else np.asarray(input)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"embedding: expected integer indices, got dtype {idx.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
+                         f"got shape {list(weight.shape)}")
+    V = weight.shape[0]
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= V):
+        raise IndexError(f"embedding: index out of range: indices span [{int(idx.min())}, {int(idx.max())}] "
+                         f"but num_embeddings is {V}")
+    if padding_idx is not None:
+        if not -V <= padding_idx < V:
+            raise ValueError(f"embedding: padding_idx {padding_idx} out of range for {V} embeddings")
+        padding_idx %= V
+    return Embedding.apply(idx, weight, padding_idx)

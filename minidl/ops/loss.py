@@ -1,0 +1,283 @@
+"""Losses with PyTorch's semantics: cross_entropy (fused log-softmax + NLL), nll_loss, mse_loss.
+
+Inputs are (N, C) or (N, C, d1, d2, ...) with the classes on dim 1 (or unbatched (C,)).
+
+cross_entropy with class-index targets y, class weights w (1 if none), smoothing e, C classes:
+with logp = log_softmax(x, dim=1) and p = softmax(x), each non-ignored element k has
+
+    l_k = (1 - e) * (-w[y_k] logp[k, y_k]) + (e / C) * (-sum_c w[c] logp[k, c])
+
+"mean" divides sum_k l_k by sum_k w[y_k] over non-ignored k (PyTorch's weighted mean, used
+for both terms), "sum" sums, "none" returns l. Since d logp_c / dx_j = delta_cj - p_j,
+
+    dl_k/dx_kj = (1 - e) w[y_k] (p_kj - delta_{j, y_k}) + (e / C) (W p_kj - w[j]),   W = sum_c w[c]
+
+which for w = 1 is softmax minus the smoothed one-hot target. Ignored elements get 0.
+
+With class-probability targets t (same shape as x), t <- (1 - e) t + e / C and
+l_k = -sum_c w[c] t[k, c] logp[k, c]; "mean" divides by the number of elements N*d1*...;
+dl_k/dx_kj = p_kj sum_c w[c] t[k, c] - w[j] t[k, j],  dl_k/dt[k, c] = -(1 - e) w[c] logp[k, c].
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import unbroadcast
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _log_softmax(x, xp):
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def _class_shape(a, ndim):
+    """a (C,) reshaped to broadcast along dim 1 of an ndim-D array."""
+    return a.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _reduce_scale(g, reduction, denom):
+    """The per-element factor dL/dl_k of the reduction."""
+    if reduction == "none":
+        return g
+    return g / denom if reduction == "mean" else g
+
+
+class CrossEntropy(Function):
+    """Fused log-softmax + NLL over class indices; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction, label_smoothing):
+        xp = namespace_of(x)
+        C = x.shape[1]
+        logp = _log_softmax(x, xp)
+        valid = target != ignore_index
+        t = xp.where(valid, target, 0)[:, None]
+        wt = (weight[t[:, 0]] * valid) if weight is not None else valid.astype(x.dtype)
+        picked = xp.take_along_axis(logp, t, axis=1)[:, 0]
+        loss = -(1.0 - label_smoothing) * wt * picked
+        if label_smoothing:
+            wl = logp * _class_shape(weight, x.ndim) if weight is not None else logp
+            loss = loss - (label_smoothing / C) * wl.sum(axis=1) * valid
+        denom = wt.sum()
+        ctx.save_for_backward(logp, t, valid, wt, weight)
+        ctx.args = (reduction, label_smoothing, denom)
+        if reduction == "none":
+            return loss.astype(x.dtype, copy=False)
+        total = loss.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = total / denom if reduction == "mean" else total
+        return xp.asarray(out, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        logp, t, valid, wt, weight = ctx.saved_tensors
+        reduction, eps, denom = ctx.args
+        xp = namespace_of(logp)
+        C = logp.shape[1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = _reduce_scale(g, reduction, denom)
+        p = xp.exp(logp)
+        a = (1.0 - eps) * r * wt                       # weight of (p - onehot)
+        b = (eps / C) * r * valid                      # weight of (W p - w)
+        wsum = weight.sum() if weight is not None else C
+        dx = p * xp.expand_dims(a + b * wsum, 1)
+        if eps:
+            wb = _class_shape(weight, logp.ndim) if weight is not None else 1.0
+            dx = dx - xp.expand_dims(b, 1) * wb
+        at_t = xp.take_along_axis(dx, t, axis=1) - xp.expand_dims(a, 1)
+        xp.put_along_axis(dx, t, at_t, axis=1)
+        return dx.astype(logp.dtype, copy=False), None, None, None, None, None
+
+
+class CrossEntropyProbs(Function):
+    """Cross entropy against class probabilities; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, reduction, label_smoothing):
+        xp = namespace_of(x)
+        C = x.shape[1]
+        logp = _log_softmax(x, xp)
+        t = target * (1.0 - label_smoothing) + label_smoothing / C if label_smoothing else target
+        wb = _class_shape(weight, x.ndim) if weight is not None else 1.0
+        loss = -(logp * t * wb).sum(axis=1)
+        denom = x.size // C if x.size else 0
+        ctx.save_for_backward(logp, t, weight)
+        ctx.args = (reduction, label_smoothing, denom)
+        if reduction == "none":
+            return loss.astype(x.dtype, copy=False)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = loss.sum() / denom if reduction == "mean" else loss.sum()
+        return xp.asarray(out, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        logp, t, weight = ctx.saved_tensors
+        reduction, eps, denom = ctx.args
+        xp = namespace_of(logp)
+        r = xp.expand_dims(xp.asarray(_reduce_scale(g, reduction, denom)), 1) if reduction == "none" \
+            else _reduce_scale(g, reduction, denom)
+        wb = _class_shape(weight, logp.ndim) if weight is not None else 1.0
+        tw = t * wb
+        nx, nt = ctx.needs_input_grad[:2]
+        dx = (r * (xp.exp(logp) * tw.sum(axis=1, keepdims=True) - tw)).astype(logp.dtype, copy=False) if nx else None
+        dt = (-(1.0 - eps) * r * logp * wb).astype(logp.dtype, copy=False) if nt else None
+        return dx, dt, None, None, None
+
+
+class NLLLoss(Function):
+    """l_k = -w[y_k] x[k, y_k] over non-ignored k, reduced as cross_entropy's NLL term;
+    dl_k/dx[k, j] = -w[y_k] delta_{j, y_k}."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction):
+        xp = namespace_of(x)
+        valid = target != ignore_index
+        t = xp.where(valid, target, 0)[:, None]
+        wt = (weight[t[:, 0]] * valid) if weight is not None else valid.astype(x.dtype)
+        loss = -wt * xp.take_along_axis(x, t, axis=1)[:, 0]
+        denom = wt.sum()
+        ctx.save_for_backward(t, wt)
+        ctx.args = (x.shape, x.dtype, reduction, denom)
+        if reduction == "none":
+            return loss.astype(x.dtype, copy=False)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = loss.sum() / denom if reduction == "mean" else loss.sum()
+        return xp.asarray(out, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        t, wt = ctx.saved_tensors
+        shape, dtype, reduction, denom = ctx.args
+        xp = namespace_of(wt)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = _reduce_scale(g, reduction, denom)
+        dx = xp.zeros(shape, dtype=dtype)
+        xp.put_along_axis(dx, t, xp.expand_dims(-r * wt, 1).astype(dtype), axis=1)
+        return dx, None, None, None, None
+
+
+class MSELoss(Function):
+    """l = (a - b)**2 elementwise (broadcast), reduced;  dl/da = 2 (a - b) r,  dl/db = -2 (a - b) r."""
+
+    @staticmethod
+    def forward(ctx, a, b, reduction):
+        xp = namespace_of(a if hasattr(a, "shape") else b)
+        d = a - b
+        ctx.save_for_backward(d)
+        ctx.shapes = (np.shape(a), np.shape(b))
+        ctx.reduction = reduction
+        sq = d * d
+        if reduction == "none":
+            return sq
+        return xp.asarray(sq.mean() if reduction == "mean" else sq.sum(), dtype=sq.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        r = g / d.size if ctx.reduction == "mean" else g
+        gd = (2 * d * r).astype(d.dtype, copy=False)
+        na, nb = ctx.needs_input_grad[:2]
+        return (unbroadcast(gd, ctx.shapes[0]) if na else None), (unbroadcast(-gd, ctx.shapes[1]) if nb else None), None
+
+
+# functional entry points -----------------------------------------------------------------
+
+def _check_reduction(reduction, op):
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def _raw(a):
+    return getattr(a, "_data", a)
+
+
+def _index_target(input, target, op, ignore_index):
+    """target as an integer array of the input's shape without dim 1, checked."""
+    t = _raw(target)
+    if not hasattr(t, "dtype"):
+        t = np.asarray(t)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{op}: expected class-index targets of an integer dtype (or class probabilities of the "
+                        f"input's shape {list(input.shape)}), got dtype {t.dtype} and shape {list(t.shape)}")
+    expected = (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(t.shape) != expected:
+        raise ValueError(f"{op}: expected target of shape {list(expected)} for input of shape {list(input.shape)}, "
+                         f"got {list(t.shape)}")
+    C = input.shape[1]
+    bad = (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError(f"{op}: target {int(t[bad].reshape(-1)[0])} is out of bounds for {C} classes")
+    return t.astype(np.int64, copy=False)
+
+
+def _weight(weight, C, op):
+    if weight is None:
+        return None
+    w = _raw(weight)
+    if tuple(w.shape) != (C,):
+        raise ValueError(f"{op}: weight must have shape [{C}] (one per class), got {list(w.shape)}")
+    return w
+
+
+def _batch(input, target, op):
+    """Unbatched (C,) input with a scalar target -> (1, C) and (1,)."""
+    if input.ndim == 1:
+        from .shape import unsqueeze
+        t = _raw(target)
+        t = np.asarray(t) if not hasattr(t, "dtype") else t
+        if t.dtype.kind == "f":
+            return unsqueeze(input, 0), (unsqueeze(target, 0) if hasattr(target, "_data") else t[None]), True
+        return unsqueeze(input, 0), t.reshape(1), True
+    if input.ndim < 2:
+        raise ValueError(f"{op}: expected input of shape (C,), (N, C) or (N, C, d1, ...), got {list(input.shape)}")
+    return input, target, False
+
+
+def _unbatch_loss(loss, reduction, unbatched):
+    if unbatched and reduction == "none":
+        from .shape import squeeze
+        return squeeze(loss, 0)
+    return loss
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """As ``torch.nn.functional.cross_entropy``: ``target`` holds class indices (an int64
+    Tensor, ndarray or list, shape (N, d1, ...)) or class probabilities (input's shape)."""
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    x, target, unbatched = _batch(input, target, "cross_entropy")
+    C = x.shape[1]
+    w = _weight(weight, C, "cross_entropy")
+    t = _raw(target)
+    if hasattr(t, "dtype") and t.dtype.kind == "f":
+        if tuple(t.shape) != tuple(x.shape):
+            raise ValueError(f"cross_entropy: class-probability target must have the input's shape "
+                             f"{list(x.shape)}, got {list(t.shape)}")
+        loss = CrossEntropyProbs.apply(x, target, w, reduction, float(label_smoothing))
+    else:
+        t = _index_target(x, target, "cross_entropy", ignore_index)
+        loss = CrossEntropy.apply(x, t, w, int(ignore_index), reduction, float(label_smoothing))
+    return _unbatch_loss(loss, reduction, unbatched)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """As ``torch.nn.functional.nll_loss``: ``input`` holds log-probabilities on dim 1."""
+    _check_reduction(reduction, "nll_loss")
+    x, target, unbatched = _batch(input, target, "nll_loss")
+    w = _weight(weight, x.shape[1], "nll_loss")
+    t = _index_target(x, target, "nll_loss", ignore_index)
+    return _unbatch_loss(NLLLoss.apply(x, t, w, int(ignore_index), reduction), reduction, unbatched)
+
+
+def mse_loss(input, target, reduction="mean"):
+    """As ``torch.nn.functional.mse_loss``; shapes must be equal or broadcast."""
+    _check_reduction(reduction, "mse_loss")
+    try:
+        np.broadcast_shapes(np.shape(_raw(input)), np.shape(_raw(target)))
+    except ValueError:
+        raise ValueError(f"mse_loss: input shape {list(np.shape(_raw(input)))} and target shape "
+                         f"{list(np.shape(_raw(target)))} do not broadcast") from None
+    return MSELoss.apply(input, target, reduction)

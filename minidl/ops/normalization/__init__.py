@@ -1,0 +1,26 @@
+"""Normalization ops: each norm as a Function with a closed-form backward, a NumPy reference
+and a fused kernel, one norm per file (<norm>.py).
+
+Implementation switch (one for every norm in this package; API stable):
+
+    from minidl.ops.normalization import set_implementation, get_implementation, implementation, use_kernel
+    set_implementation("reference")      # or "numba" (default); returns the previous setting
+    with implementation("reference"):    # temporarily, e.g. in tests and benchmarks
+        y = F.layer_norm(x, (768,))
+    # the environment variable MINIDL_NORM_IMPL=reference sets the default at import
+
+Inside a Function: ``if use_kernel(x): <call minidl.kernels.cpu.<norm>> else: <call the reference>``,
+decided in forward and again in backward (``use_kernel`` is True for "numba" on NumPy arrays).
+``param_grad(g, shape, dtype)`` turns a float64 sum over rows into a fresh parameter gradient.
+Kernel files share helpers: ``minidl.kernels.cpu._parallel`` (row reductions, chunks and
+partial sums, ``launch`` to run small inputs on one thread) and ``minidl.kernels.cpu._stream``
+(streaming stores for outputs larger than the cache).
+"""
+from ._dispatch import (IMPLEMENTATIONS, get_implementation, implementation, param_grad,  # noqa: F401
+                        set_implementation, use_kernel)
+from .layer_norm import LayerNormFunction, layer_norm_backward_reference, layer_norm_forward_reference  # noqa: F401
+from .rms_norm import RMSNormFunction, rms_norm_backward_reference, rms_norm_forward_reference  # noqa: F401
+from .scale_norm import ScaleNormFunction, scale_norm_backward_reference, scale_norm_forward_reference  # noqa: F401
+from .batch_norm import BatchNormFunction, batch_norm_backward_reference, batch_norm_forward_reference  # noqa: F401
+from .instance_norm import InstanceNormFunction, instance_norm_backward_reference, instance_norm_forward_reference  # noqa: F401
+from .group_norm import GroupNormFunction, group_norm_backward_reference, group_norm_forward_reference  # noqa: F401

@@ -1,0 +1,161 @@
+"""BatchNorm: normalize every channel with statistics taken across the batch.
+
+Forward. For x of shape (N, C, *), channel c owns the M = N * prod(*) values x_i = x[:, c, ...]:
+
+    mean = (1/M) sum_i x_i
+    var  = (1/M) sum_i (x_i - mean)^2            (biased; this is what normalizes)
+    rstd = 1 / sqrt(var + eps)
+    xhat_i = (x_i - mean) * rstd
+    y_i = gamma * xhat_i + beta
+
+In training the running estimates are updated with the *unbiased* variance var * M / (M - 1):
+running = (1 - momentum) * running + momentum * batch. In eval, mean and var are the running
+estimates: constants.
+
+Backward (training). Write g_i = dL/dy_i. The affine part gives
+
+    dL/dbeta = sum_i g_i,   dL/dgamma = sum_i g_i xhat_i,   d_i := dL/dxhat_i = gamma g_i.
+
+Now the coupling: mean and rstd are functions of *every* x_j of the channel, over all samples
+of the batch, so xhat_i depends on every x_j and not only on x_i:
+
+    d mean / d x_j = 1/M
+    d var  / d x_j = (2/M) (x_j - mean)         (the term from d mean drops out: sum_i (x_i - mean) = 0)
+    d rstd / d x_j = -1/2 (var + eps)^(-3/2) d var / d x_j = -rstd^2 xhat_j / M
+    d xhat_i / d x_j = rstd (delta_ij - 1/M) + (x_i - mean) d rstd / d x_j
+                     = (rstd / M) (M delta_ij - 1 - xhat_i xhat_j)
+
+and the chain rule sums over every output that x_j reaches:
+
+    dL/dx_j = sum_i d_i dxhat_i/dx_j = (rstd / M) (M d_j - sum_i d_i - xhat_j sum_i d_i xhat_i).
+
+The two sums run over the whole batch: sample n's gradient depends on the other samples'
+inputs and output gradients, just as its output depends on their inputs. (With a random
+cotangent this is visible; with g = 1 everywhere the sums cancel exactly and dL/dx = 0.)
+In eval mode mean and rstd are constants, the sums vanish: dL/dx = gamma * rstd * g.
+
+Masked BatchNorm1d on (N, C, L) with a bool mask (N, L), True at real tokens: every sum above
+runs over the real positions only (M = number of real tokens), so padding changes neither the
+statistics nor the running estimates. Padded positions get y = 0 and dL/dx = 0 (no output
+depends on them), and their incoming g is ignored: the result equals BatchNorm on the real
+tokens alone, scattered back into a zero-padded tensor.
+"""
+import numpy as np
+
+from ...autograd.function import Function
+from ...backends import device_of
+from ...kernels.cpu import batch_norm as cpu_kernel
+from ._dispatch import use_kernel
+
+
+def _axes(x):
+    return (0,) + tuple(range(2, x.ndim))
+
+
+def _per_channel(v, x):
+    return np.reshape(v, (1, -1) + (1,) * (x.ndim - 2))
+
+
+def _mask_like(mask, x):
+    """(N, L) -> (N, 1, L), broadcasting over channels."""
+    return None if mask is None else np.asarray(mask, dtype=bool)[:, None, :]
+
+
+def batch_norm_forward_reference(x, weight=None, bias=None, eps=1e-5, mask=None, stats=None):
+    """Returns (y, mean, rstd); mean and rstd are float64 of shape (C,). ``stats=(mean, rstd)``
+    uses given statistics (eval) instead of the batch's."""
+    xf = x.astype(np.float64)
+    axes = _axes(x)
+    m = _mask_like(mask, x)
+    if stats is None:
+        w = np.ones((1, 1) + x.shape[2:]) if m is None else m.astype(np.float64)
+        count = np.broadcast_to(w, (x.shape[0], 1) + x.shape[2:]).sum()
+        mean = (xf * w).sum(axis=axes) / count
+        var = ((xf - _per_channel(mean, x)) ** 2 * w).sum(axis=axes) / count
+        rstd = 1.0 / np.sqrt(var + eps)
+    else:
+        mean, rstd = (np.asarray(s, dtype=np.float64) for s in stats)
+    y = (xf - _per_channel(mean, x)) * _per_channel(rstd, x)
+    if weight is not None:
+        y = y * _per_channel(weight, x)
+    if bias is not None:
+        y = y + _per_channel(bias, x)
+    if m is not None:
+        y = np.where(m, y, 0.0)
+    return y.astype(x.dtype), mean, rstd
+
+
+def batch_norm_backward_reference(dy, x, mean, rstd, weight=None, training=True, mask=None):
+    """Returns (dx, dweight, dbias), the weight and bias gradients in float64."""
+    axes = _axes(x)
+    m = _mask_like(mask, x)
+    g = dy.astype(np.float64) if m is None else np.where(m, dy.astype(np.float64), 0.0)
+    mean, rstd = _per_channel(mean, x), _per_channel(rstd, x)
+    xhat = (x.astype(np.float64) - mean) * rstd
+    dbias = g.sum(axis=axes)
+    dweight = (g * xhat).sum(axis=axes)
+    d = g if weight is None else g * _per_channel(weight, x)
+    if training:
+        count = x.size / x.shape[1] if m is None else np.asarray(mask).sum()
+        sum_d = d.sum(axis=axes, keepdims=True)
+        sum_dxhat = (d * xhat).sum(axis=axes, keepdims=True)
+        dx = rstd / count * (count * d - sum_d - xhat * sum_dxhat)
+    else:
+        dx = rstd * d
+    if m is not None:
+        dx = np.where(m, dx, 0.0)
+    return dx.astype(x.dtype), dweight, dbias
+
+
+class BatchNormFunction(Function):
+    """y = gamma * (x - mean) * rstd + beta per channel; training uses (and, if running tensors
+    are given, folds into them) the batch statistics, eval the running ones. Saves x and the
+    two (C,) statistics; xhat is recomputed in backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask):
+        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
+            from ...kernels.cuda.channel_norm import batch_norm_function_forward
+            return batch_norm_function_forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask)
+        fast = use_kernel(x)
+        if training:
+            if fast:
+                y, mean, rstd = cpu_kernel.batch_norm_forward(x, weight, bias, eps, mask)
+            else:
+                y, mean, rstd = batch_norm_forward_reference(x, weight, bias, eps, mask)
+            if running_mean is not None or running_var is not None:
+                count = x.size / x.shape[1] if mask is None else float(np.count_nonzero(mask))
+                if running_mean is not None:
+                    running_mean *= 1.0 - momentum
+                    running_mean += (momentum * mean).astype(running_mean.dtype)
+                if running_var is not None:
+                    unbiased = (1.0 / rstd ** 2 - eps) * count / (count - 1)
+                    running_var *= 1.0 - momentum
+                    running_var += (momentum * unbiased).astype(running_var.dtype)
+        else:
+            mean = np.asarray(running_mean, dtype=np.float64)
+            rstd = 1.0 / np.sqrt(np.asarray(running_var, dtype=np.float64) + eps)
+            if fast:
+                y = cpu_kernel.batch_norm_apply(x, mean, rstd, weight, bias, mask)
+            else:
+                y, _, _ = batch_norm_forward_reference(x, weight, bias, eps, mask, stats=(mean, rstd))
+        ctx.save_for_backward(x, weight, mean, rstd, mask)
+        ctx.training = training
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        if getattr(ctx, "cuda_backward", None) is not None:
+            return ctx.cuda_backward(ctx, dy)
+        x, weight, mean, rstd, mask = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if use_kernel(dy):
+            dx, dw, db = cpu_kernel.batch_norm_backward(dy, x, mean, rstd, weight, ctx.training, mask,
+                                                        need_affine=need_w or need_b)
+        else:
+            dx, dw, db = batch_norm_backward_reference(dy, x, mean, rstd, weight, ctx.training, mask)
+        return (dx if need_x else None,
+                dw.astype(weight.dtype) if need_w else None,
+                db.astype(ctx.bias_dtype) if need_b else None,
+                None, None, None, None, None, None)

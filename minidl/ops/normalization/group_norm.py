@@ -1,0 +1,103 @@
+"""GroupNorm: normalize each sample's channels in groups, independently of the batch.
+
+Forward. For x of shape (N, C, *), split the C channels into G groups of K = C / G
+consecutive channels. Group (n, g) owns the M = K * prod(*) values x_i = x[n, gK:(g+1)K, ...]:
+
+    mean = (1/M) sum_i x_i,   var = (1/M) sum_i (x_i - mean)^2,   rstd = 1 / sqrt(var + eps)
+    xhat_i = (x_i - mean) * rstd
+    y_i = gamma_c * xhat_i + beta_c          (c: the channel of element i; affine is per channel)
+
+The statistics are the same in training and eval; G = 1 is LayerNorm over (C, *) with a
+per-channel affine, G = C is InstanceNorm.
+
+Backward. With g_i = dL/dy_i and d_i = gamma_c g_i (the gradient reaching xhat_i), the
+derivation is BatchNorm's (see batch_norm.py) with the sums running over one group of one
+sample instead of over the batch:
+
+    dL/dx_j = (rstd / M) (M d_j - sum_i d_i - xhat_j sum_i d_i xhat_i)      (sums over the group)
+    dL/dgamma_c = sum over (n, positions of channel c) of g * xhat,   dL/dbeta_c = sum of g.
+
+No sum crosses samples, so a sample's output and gradient depend on that sample alone.
+"""
+import numpy as np
+
+from ...autograd.function import Function
+from ...backends import device_of
+from ...kernels.cpu import group_norm as cpu_kernel
+from ._dispatch import use_kernel
+
+
+def _grouped(a, num_groups):
+    """(N, C, *) -> (N, G, K * prod(*)): one row per (sample, group)."""
+    return a.reshape(a.shape[0], num_groups, -1)
+
+
+def _channel_sum(a):
+    """(N, C, *) -> (C,): sum over every axis but the channels."""
+    return a.reshape(a.shape[0], a.shape[1], -1).sum(axis=(0, 2))
+
+
+def _affine(y, weight, bias):
+    shape = (1, -1) + (1,) * (y.ndim - 2)
+    if weight is not None:
+        y = y * np.reshape(weight, shape)
+    if bias is not None:
+        y = y + np.reshape(bias, shape)
+    return y
+
+
+def group_norm_forward_reference(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """Returns (y, mean, rstd); mean and rstd float64 of shape (N, num_groups)."""
+    xg = _grouped(x.astype(np.float64), num_groups)
+    mean = xg.mean(axis=2)
+    var = ((xg - mean[:, :, None]) ** 2).mean(axis=2)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = ((xg - mean[:, :, None]) * rstd[:, :, None]).reshape(x.shape)
+    return _affine(xhat, weight, bias).astype(x.dtype), mean, rstd
+
+
+def group_norm_backward_reference(dy, x, mean, rstd, weight, num_groups):
+    """Returns (dx, dweight, dbias), the weight and bias gradients in float64."""
+    g = dy.astype(np.float64)
+    xg = _grouped(x.astype(np.float64), num_groups)
+    xhat = (xg - mean[:, :, None]) * rstd[:, :, None]
+    dweight = _channel_sum(g * xhat.reshape(x.shape))
+    dbias = _channel_sum(g)
+    d = _grouped(_affine(g, weight, None), num_groups)
+    m = xg.shape[2]
+    sum_d = d.sum(axis=2, keepdims=True)
+    sum_dxhat = (d * xhat).sum(axis=2, keepdims=True)
+    dx = rstd[:, :, None] / m * (m * d - sum_d - xhat * sum_dxhat)
+    return dx.reshape(x.shape).astype(x.dtype), dweight, dbias
+
+
+class GroupNormFunction(Function):
+    """Per (sample, group) statistics, per-channel affine; saves x, mean and rstd (N, G)."""
+
+    @staticmethod
+    def forward(ctx, x, num_groups, weight, bias, eps):
+        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
+            from ...kernels.cuda.channel_norm import group_norm_function_forward
+            return group_norm_function_forward(ctx, x, num_groups, weight, bias, eps)
+        if use_kernel(x):
+            y, mean, rstd = cpu_kernel.group_norm_forward(x, num_groups, weight, bias, eps)
+        else:
+            y, mean, rstd = group_norm_forward_reference(x, num_groups, weight, bias, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.num_groups = num_groups
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        if getattr(ctx, "cuda_backward", None) is not None:
+            return ctx.cuda_backward(ctx, dy)
+        x, weight, mean, rstd = ctx.saved_tensors
+        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
+        if use_kernel(dy):
+            dx, dw, db = cpu_kernel.group_norm_backward(dy, x, mean, rstd, weight, ctx.num_groups)
+        else:
+            dx, dw, db = group_norm_backward_reference(dy, x, mean, rstd, weight, ctx.num_groups)
+        return (dx if need_x else None, None,
+                dw.astype(weight.dtype) if need_w else None,
+                db.astype(ctx.bias_dtype) if need_b else None, None)

@@ -1,0 +1,100 @@
+"""InstanceNorm: normalize each channel of each sample over its spatial positions.
+
+Forward. For x of shape (N, C, *), instance (n, c) owns the M = prod(*) values x[n, c, ...]:
+
+    mean = (1/M) sum_i x_i,   var = (1/M) sum_i (x_i - mean)^2,   rstd = 1 / sqrt(var + eps)
+    y_i = gamma_c (x_i - mean) rstd + beta_c
+
+It is GroupNorm with one channel per group (G = C), and BatchNorm applied to one sample
+at a time; the fused kernel is GroupNorm's with G = C.
+
+Backward. With g_i = dL/dy_i, d_i = gamma_c g_i and xhat_i = (x_i - mean) rstd, the sums of
+BatchNorm's derivation (batch_norm.py) run over one instance:
+
+    dL/dx_j = (rstd / M) (M d_j - sum_i d_i - xhat_j sum_i d_i xhat_i)      (sums over (n, c))
+    dL/dgamma_c = sum_{n, i} g xhat,   dL/dbeta_c = sum_{n, i} g.
+
+With ``use_input_stats=False`` (eval with running statistics) the statistics are per-channel
+constants and the op is BatchNorm's eval mode (see batch_norm.BatchNormFunction). The running
+estimates, when tracked, are updated with the batch average of the instances' mean and
+unbiased variance, as PyTorch does.
+"""
+import numpy as np
+
+from ...autograd.function import Function
+from ...backends import device_of
+from ...kernels.cpu import group_norm as cpu_kernel
+from ._dispatch import use_kernel
+
+
+def _rows(a):
+    """(N, C, *) -> (N, C, M)."""
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+def instance_norm_forward_reference(x, weight=None, bias=None, eps=1e-5):
+    """Returns (y, mean, rstd); mean and rstd float64 of shape (N, C)."""
+    xr = _rows(x.astype(np.float64))
+    mean = xr.mean(axis=2)
+    var = ((xr - mean[:, :, None]) ** 2).mean(axis=2)
+    rstd = 1.0 / np.sqrt(var + eps)
+    y = (xr - mean[:, :, None]) * rstd[:, :, None]
+    if weight is not None:
+        y = y * np.reshape(weight, (1, -1, 1))
+    if bias is not None:
+        y = y + np.reshape(bias, (1, -1, 1))
+    return y.reshape(x.shape).astype(x.dtype), mean, rstd
+
+
+def instance_norm_backward_reference(dy, x, mean, rstd, weight):
+    """Returns (dx, dweight, dbias), the weight and bias gradients in float64."""
+    g = _rows(dy.astype(np.float64))
+    xhat = (_rows(x.astype(np.float64)) - mean[:, :, None]) * rstd[:, :, None]
+    dweight = (g * xhat).sum(axis=(0, 2))
+    dbias = g.sum(axis=(0, 2))
+    d = g if weight is None else g * np.reshape(weight, (1, -1, 1))
+    m = g.shape[2]
+    sum_d = d.sum(axis=2, keepdims=True)
+    sum_dxhat = (d * xhat).sum(axis=2, keepdims=True)
+    dx = rstd[:, :, None] / m * (m * d - sum_d - xhat * sum_dxhat)
+    return dx.reshape(x.shape).astype(x.dtype), dweight, dbias
+
+
+class InstanceNormFunction(Function):
+    """Per (sample, channel) statistics from the input; folds them into running estimates when
+    given. Saves x, mean and rstd (N, C)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
+        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
+            from ...kernels.cuda.channel_norm import instance_norm_function_forward
+            return instance_norm_function_forward(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
+        if use_kernel(x):
+            y, mean, rstd = cpu_kernel.instance_norm_forward(x, weight, bias, eps)
+        else:
+            y, mean, rstd = instance_norm_forward_reference(x, weight, bias, eps)
+        m = x.size // (x.shape[0] * x.shape[1])
+        if running_mean is not None:
+            running_mean *= 1.0 - momentum
+            running_mean += (momentum * mean.mean(axis=0)).astype(running_mean.dtype)
+        if running_var is not None:
+            unbiased = (1.0 / rstd ** 2 - eps) * m / (m - 1)
+            running_var *= 1.0 - momentum
+            running_var += (momentum * unbiased.mean(axis=0)).astype(running_var.dtype)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        if getattr(ctx, "cuda_backward", None) is not None:
+            return ctx.cuda_backward(ctx, dy)
+        x, weight, mean, rstd = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if use_kernel(dy):
+            dx, dw, db = cpu_kernel.instance_norm_backward(dy, x, mean, rstd, weight)
+        else:
+            dx, dw, db = instance_norm_backward_reference(dy, x, mean, rstd, weight)
+        return (dx if need_x else None,
+                dw.astype(weight.dtype) if need_w else None,
+                db.astype(ctx.bias_dtype) if need_b else None, None, None, None, None)

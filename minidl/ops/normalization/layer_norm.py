@@ -1,0 +1,121 @@
+"""LayerNorm: normalize each sample over its trailing features, then scale and shift.
+
+For one row x of D features (the trailing ``normalized_shape`` dims flattened):
+
+    mu   = (1/D) sum_k x_k
+    var  = (1/D) sum_k (x_k - mu)^2              (biased: LayerNorm has no running statistics)
+    rstd = 1 / sqrt(var + eps)
+    xhat = (x - mu) * rstd
+    y    = gamma * xhat + beta
+
+The statistics belong to one sample, so training and evaluation compute the same thing and
+no sample's output depends on another's.
+
+Backward. Write g = dL/dxhat = dy * gamma. Every xhat_j depends on every x_k through mu and
+rstd, so dL/dx_k = sum_j g_j dxhat_j/dx_k, with
+
+    dmu/dx_k   = 1/D
+    dvar/dx_k  = (2/D)(x_k - mu)          (the term through mu is (2/D) sum_j (x_j - mu) * (-1/D) = 0)
+    drstd/dx_k = -1/2 (var + eps)^(-3/2) dvar/dx_k = -rstd^2 xhat_k / D
+    dxhat_j/dx_k = rstd (delta_jk - 1/D) + (x_j - mu) drstd/dx_k
+                 = rstd (delta_jk - 1/D - xhat_j xhat_k / D)
+
+so that
+
+    dx_k = rstd * (g_k - mean_j(g_j) - xhat_k * mean_j(g_j xhat_j)).
+
+The two subtracted terms are the coupling through the shared statistics: raising x_k raises
+the mean, which lowers every xhat_j (hence -mean(g)); and it changes the variance, which
+rescales every xhat_j by the same factor, in proportion to how far x_k sits from the mean
+(hence -xhat_k mean(g xhat)). The result is orthogonal to both 1 and xhat: moving a row along
+the directions the normalization removes (shifting it, scaling it) changes nothing.
+
+The affine parameters are shared by all rows, so their gradients sum over rows:
+
+    dgamma = sum_rows dy * xhat,    dbeta = sum_rows dy.
+
+Statistics are computed and saved in float64 whatever the input dtype (N numbers each,
+negligible next to the (N, D) data); the output has the input's dtype.
+"""
+import numpy as np
+
+from ...autograd.function import Function
+from ...backends import device_of
+from ._dispatch import param_grad, use_kernel
+
+
+def layer_norm_forward_reference(x, weight, bias, eps):
+    """y, mean, rstd for LayerNorm over the last axis of x; weight/bias of shape (D,) or None."""
+    xf = x.astype(np.float64)
+    mean = xf.mean(axis=-1)
+    xc = xf - mean[..., None]
+    var = (xc * xc).mean(axis=-1)           # two-pass: exact for data with a large mean
+    rstd = 1.0 / np.sqrt(var + eps)
+    y = xc * rstd[..., None]
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y.astype(x.dtype), mean, rstd
+
+
+def layer_norm_backward_reference(dy, x, mean, rstd, weight):
+    """dx, dweight, dbias (the latter two float64, summed over every leading axis)."""
+    d = x.shape[-1]
+    xhat = (x.astype(np.float64) - mean[..., None]) * rstd[..., None]
+    dyf = dy.astype(np.float64)
+    g = dyf * weight if weight is not None else dyf
+    dx = rstd[..., None] * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    dweight = (dyf * xhat).reshape(-1, d).sum(axis=0)
+    dbias = dyf.reshape(-1, d).sum(axis=0)
+    return dx.astype(x.dtype), dweight, dbias
+
+
+class LayerNormFunction(Function):
+    """LayerNorm over the trailing ``d`` features: forward saves x, mean and rstd (not xhat)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, d, eps):
+        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's fused kernels
+            from ...kernels.cuda.layer_norm import layer_norm_function_forward
+            return layer_norm_function_forward(ctx, x, weight, bias, d, eps)
+        n = x.size // d if d else 0
+        x2 = np.ascontiguousarray(x).reshape(n, d)
+        if use_kernel(x):
+            from ...kernels.cpu.layer_norm import layer_norm_forward
+            y = np.empty(x.shape, x.dtype)      # the kernel writes every element; no temporary
+            _, mean, rstd = layer_norm_forward(x2, weight, bias, eps, out=y.reshape(n, d))
+        else:
+            y2, mean, rstd = layer_norm_forward_reference(
+                x2, None if weight is None else weight.reshape(d), None if bias is None else bias.reshape(d), eps)
+            y = y2.reshape(x.shape)
+        ctx.save_for_backward(x2, mean, rstd, weight)
+        ctx.shape = x.shape
+        ctx.affine = [(p.shape, p.dtype) if p is not None else None for p in (weight, bias)]
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        if getattr(ctx, "cuda_backward", None) is not None:
+            return ctx.cuda_backward(ctx, dy)
+        x2, mean, rstd, weight = ctx.saved_tensors
+        need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
+        n, d = x2.shape
+        dy2 = np.ascontiguousarray(dy).reshape(n, d)
+        dx = dweight = dbias = None
+        if use_kernel(x2):
+            from ...kernels.cpu.layer_norm import layer_norm_backward
+            if need_dx:
+                dx = np.empty(ctx.shape, x2.dtype)   # allocated in x's shape so .grad gets it uncopied
+            _, dw, db = layer_norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db,
+                                            dx_out=None if dx is None else dx.reshape(n, d))
+        else:
+            dx2, dw, db = layer_norm_backward_reference(dy2, x2, mean, rstd,
+                                                        None if weight is None else weight.reshape(d))
+            if need_dx:
+                dx = dx2.reshape(ctx.shape)
+        if need_dw:
+            dweight = param_grad(dw, *ctx.affine[0])
+        if need_db:
+            dbias = param_grad(db, *ctx.affine[1])
+        return dx, dweight, dbias, None, None

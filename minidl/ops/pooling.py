@@ -1,0 +1,270 @@
+"""2-D pooling: max, average and adaptive average, with PyTorch's window geometry.
+
+Window (oh, ow) covers rows oh*sh - ph + i*dh, i < kh (and the same for columns).
+
+max_pool2d:  out = max over the window;  the max is a selection, so
+    dL/dx[h, w] = sum of g[oh, ow] over the windows whose argmax is (h, w)   (a scatter-add)
+
+avg_pool2d:  out = (sum over the in-bounds window) / divisor, where the divisor is the window
+    size clipped to the padded input (count_include_pad=True, the default), the number of
+    in-bounds elements (False), or ``divisor_override``;
+    dL/dx[h, w] = sum of g[oh, ow] / divisor[oh, ow] over the windows containing (h, w).
+
+adaptive_avg_pool2d: bin i of an output of size O over an input of size S spans
+    [floor(i*S/O), ceil((i+1)*S/O)). Averaging over bins is linear and separable, so with the
+    averaging matrices A_h (OH, H) and A_w (OW, W):
+    out = A_h x A_w^T  and  dL/dx = A_h^T g A_w.
+
+The gathers and scatters of max/avg pooling run in Numba kernels
+(``minidl.kernels.cpu.pooling``); the NumPy references below define them.
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._kernel_switch import use_kernel
+
+
+def _pair(v, name, op):
+    if isinstance(v, int):
+        return (v, v)
+    t = tuple(int(a) for a in v)
+    if len(t) != 2:
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    return t
+
+
+def pool_output_size(size, k, s, p, d, ceil_mode):
+    """PyTorch's pooling_output_shape: floor (or ceil) division, and with ceil_mode the last
+    window must start inside the input or its left padding."""
+    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _windows(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
+    """The kh*kw strided views xpad[:, :, i*dh + sh*oh, j*dw + sw*ow], in window order."""
+    return [xpad[:, :, i * dh: i * dh + sh * (OH - 1) + 1: sh, j * dw: j * dw + sw * (OW - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)]
+
+
+def _pad(x, ph, pw, OH, OW, kh, kw, sh, sw, dh, dw, value):
+    """x padded by (ph, pw) on the left/top and enough on the right/bottom for every window."""
+    xp = namespace_of(x)
+    H, W = x.shape[2:]
+    bottom = max((OH - 1) * sh + dh * (kh - 1) + 1 - H - ph, 0)
+    right = max((OW - 1) * sw + dw * (kw - 1) + 1 - W - pw, 0)
+    return xp.pad(x, ((0, 0), (0, 0), (ph, bottom), (pw, right)), constant_values=value)
+
+
+def max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+    xp = namespace_of(x)
+    W = x.shape[3]
+    stack = xp.stack(_windows(_pad(x, ph, pw, OH, OW, kh, kw, sh, sw, dh, dw, -xp.inf), kh, kw, sh, sw, dh, dw, OH, OW))
+    k = stack.argmax(axis=0)                                   # first maximum, in window order
+    out = xp.take_along_axis(stack, k[None], axis=0)[0]
+    i, j = k // kw, k % kw
+    h = xp.arange(OH).reshape(OH, 1) * sh - ph + i * dh
+    w = xp.arange(OW).reshape(1, OW) * sw - pw + j * dw
+    return out, (h * W + w).astype(np.int64)
+
+
+def max_pool2d_backward_reference(g, idx, H, W):
+    xp = namespace_of(g)
+    N, C = g.shape[:2]
+    dx = xp.zeros((N * C, H * W), dtype=g.dtype)
+    rows = xp.arange(N * C).reshape(N * C, 1)
+    xp.add.at(dx, (rows, idx.reshape(N * C, -1)), g.reshape(N * C, -1))
+    return dx.reshape(N, C, H, W)
+
+
+def _divisor(o, s, p, k, size, include_pad, xp):
+    start = xp.arange(o) * s - p
+    end = xp.minimum(start + k, size + p)
+    if include_pad:
+        return end - start
+    return xp.minimum(end, size) - xp.maximum(start, 0)
+
+
+def avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override, xp=np):
+    if divisor_override:
+        return xp.full((OH, OW), divisor_override)
+    return (_divisor(OH, sh, ph, kh, H, count_include_pad, xp).reshape(OH, 1)
+            * _divisor(OW, sw, pw, kw, W, count_include_pad, xp).reshape(1, OW))
+
+
+def avg_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override):
+    xp = namespace_of(x)
+    H, W = x.shape[2:]
+    total = sum(_windows(_pad(x, ph, pw, OH, OW, kh, kw, sh, sw, 1, 1, 0), kh, kw, sh, sw, 1, 1, OH, OW))
+    div = avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override, xp)
+    return (total / xp.maximum(div, 1)).astype(x.dtype, copy=False)   # an empty window averages to 0
+
+
+def avg_pool2d_backward_reference(g, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    xp = namespace_of(g)
+    N, C, OH, OW = g.shape
+    div = avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override, xp)
+    v = (g / xp.maximum(div, 1)).astype(g.dtype, copy=False)
+    dxpad = _pad(xp.zeros((N, C, H, W), dtype=g.dtype), ph, pw, OH, OW, kh, kw, sh, sw, 1, 1, 0)
+    for view in _windows(dxpad, kh, kw, sh, sw, 1, 1, OH, OW):
+        view += v
+    return dxpad[:, :, ph: ph + H, pw: pw + W]
+
+
+def _c(x):
+    return x if x.flags.c_contiguous else x.copy()
+
+
+class MaxPool2d(Function):
+    """Max pooling; returns (out, indices). See the module docstring."""
+
+    @staticmethod
+    def forward(ctx, x, geom):
+        kh, kw, sh, sw, ph, pw, dh, dw, OH, OW = geom
+        if use_kernel(x):
+            from ..kernels.cpu import pooling as k
+            out, idx = k.max_pool2d_forward(_c(x), kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
+        else:
+            out, idx = max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
+        ctx.save_for_backward(idx)
+        ctx.hw = x.shape[2:]
+        return out, idx
+
+    @staticmethod
+    def backward(ctx, g, _gidx):
+        (idx,) = ctx.saved_tensors
+        H, W = ctx.hw
+        if use_kernel(g):
+            from ..kernels.cpu import pooling as k
+            return k.max_pool2d_backward(_c(g), idx, H, W), None
+        return max_pool2d_backward_reference(g, idx, H, W), None
+
+
+class AvgPool2d(Function):
+    """Average pooling. See the module docstring."""
+
+    @staticmethod
+    def forward(ctx, x, geom, count_include_pad, divisor_override):
+        kh, kw, sh, sw, ph, pw, OH, OW = geom
+        ctx.args = (x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+        if use_kernel(x):
+            from ..kernels.cpu import pooling as k
+            return k.avg_pool2d_forward(_c(x), kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override)
+        return avg_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override)
+
+    @staticmethod
+    def backward(ctx, g):
+        if use_kernel(g):
+            from ..kernels.cpu import pooling as k
+            return k.avg_pool2d_backward(_c(g), *ctx.args), None, None, None
+        return avg_pool2d_backward_reference(g, *ctx.args), None, None, None
+
+
+def adaptive_pool_matrix(size, out, dtype=np.float64, xp=np):
+    """A (out, size) with A[i, floor(i*size/out) : ceil((i+1)*size/out)] = 1 / (bin length)."""
+    a = np.zeros((out, size))
+    for i in range(out):
+        lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return xp.asarray(a.astype(dtype))
+
+
+class AdaptiveAvgPool2d(Function):
+    """out = A_h x A_w^T;  dL/dx = A_h^T g A_w (and a plain mean for a 1x1 output)."""
+
+    @staticmethod
+    def forward(ctx, x, output_size):
+        xp = namespace_of(x)
+        N, C, H, W = x.shape
+        OH, OW = output_size
+        ctx.hw = (H, W)
+        if (OH, OW) == (1, 1):
+            ctx.mats = None
+            return x.mean(axis=(2, 3), keepdims=True)
+        ah = adaptive_pool_matrix(H, OH, x.dtype, xp)
+        aw = adaptive_pool_matrix(W, OW, x.dtype, xp)
+        ctx.mats = (ah, aw)
+        return xp.matmul(xp.matmul(ah, x), aw.T)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = namespace_of(g)
+        H, W = ctx.hw
+        if ctx.mats is None:
+            return xp.broadcast_to(g / (H * W), g.shape[:2] + (H, W)).copy(), None
+        ah, aw = ctx.mats
+        return xp.matmul(xp.matmul(ah.T, g), aw), None
+
+
+# functional entry points -----------------------------------------------------------------
+
+def _batched(x, op):
+    if x.ndim == 3:
+        from .shape import unsqueeze
+        return unsqueeze(x, 0), True
+    if x.ndim != 4:
+        raise ValueError(f"{op}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {list(x.shape)}")
+    return x, False
+
+
+def _unbatch(t, unbatched):
+    if not unbatched:
+        return t
+    from .shape import squeeze
+    return squeeze(t, 0)
+
+
+def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op):
+    kh, kw = _pair(kernel_size, "kernel_size", op)
+    sh, sw = _pair(kernel_size if stride is None or stride == [] else stride, "stride", op)
+    ph, pw = _pair(padding, "padding", op)
+    dh, dw = _pair(dilation, "dilation", op)
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise ValueError(f"{op}: kernel_size, stride and dilation must be >= 1 and padding >= 0, got "
+                         f"kernel_size={(kh, kw)}, stride={(sh, sw)}, padding={(ph, pw)}, dilation={(dh, dw)}")
+    if 2 * ph > dh * (kh - 1) + 1 or 2 * pw > dw * (kw - 1) + 1:
+        raise ValueError(f"{op}: padding should be at most half of the effective kernel size, got "
+                         f"padding={(ph, pw)} for kernel_size={(kh, kw)}")
+    H, W = x.shape[2:]
+    OH = pool_output_size(H, kh, sh, ph, dh, ceil_mode)
+    OW = pool_output_size(W, kw, sw, pw, dw, ceil_mode)
+    if OH < 1 or OW < 1:
+        raise ValueError(f"{op}: input of spatial size {(H, W)} is too small for kernel_size={(kh, kw)}, "
+                         f"padding={(ph, pw)}, dilation={(dh, dw)} (output would be {(OH, OW)})")
+    return kh, kw, sh, sw, ph, pw, dh, dw, OH, OW
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """As ``torch.nn.functional.max_pool2d``; indices are flat h*W + w positions in each plane."""
+    x, unbatched = _batched(input, "max_pool2d")
+    geom = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
+    out, idx = MaxPool2d.apply(x, geom)
+    out = _unbatch(out, unbatched)
+    return (out, _unbatch(idx, unbatched)) if return_indices else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """As ``torch.nn.functional.avg_pool2d``."""
+    x, unbatched = _batched(input, "avg_pool2d")
+    kh, kw, sh, sw, ph, pw, _, _, OH, OW = _geometry(x, kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d")
+    if divisor_override is not None and int(divisor_override) <= 0:
+        raise ValueError(f"avg_pool2d: divisor_override must be positive, got {divisor_override}")
+    out = AvgPool2d.apply(x, (kh, kw, sh, sw, ph, pw, OH, OW), bool(count_include_pad), int(divisor_override or 0))
+    return _unbatch(out, unbatched)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """As ``torch.nn.functional.adaptive_avg_pool2d``; ``output_size`` is an int or a pair
+    (None in a pair keeps that input size)."""
+    x, unbatched = _batched(input, "adaptive_avg_pool2d")
+    H, W = x.shape[2:]
+    if isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    oh, ow = output_size
+    oh, ow = int(H if oh is None else oh), int(W if ow is None else ow)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
+    return _unbatch(AdaptiveAvgPool2d.apply(x, (oh, ow)), unbatched)
