@@ -207,6 +207,23 @@ def test_large_mean_float32_is_accurate(impl):
     np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-3, atol=1e-3 * np.abs(dx).max())
 
 
+def test_kernel_statistics_float32_precision():
+    """float32 rows of every kind (zero mean, large mean, constant, one far outlier first):
+    mean and rstd to float32 precision, as the float64 reference computes them."""
+    g = np.random.default_rng(10)
+    x = g.standard_normal((6, 768)).astype(np.float32)
+    x[1] = 1e3 + 1e-2 * x[1]
+    x[2] = 5.0
+    x[3] = 1e3 + 1e-2 * x[3]
+    x[3, 0] = 0.0
+    x[4] = 1e-3 * x[4]
+    x[5, 0] = 1e4
+    _, mean, rstd = kln.layer_norm_forward(x, None, None, 1e-5)
+    _, mean_ref, rstd_ref = N.layer_norm_forward_reference(x, None, None, 1e-5)
+    np.testing.assert_allclose(rstd, rstd_ref, rtol=3e-7)
+    np.testing.assert_allclose(mean, mean_ref, rtol=3e-7, atol=1e-9)
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_float16_in_float16_out_with_float32_accumulation(impl):
     g = np.random.default_rng(5)
