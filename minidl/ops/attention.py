@@ -38,42 +38,17 @@ MINIDL_ATTENTION_IMPL) picks one; "auto" uses the kernel where it measured faste
 ``_kernel_pays``). Dropout draws its mask from minidl.random's generator before the
 choice, so both give the same numbers for the same seed.
 """
-import os
-from contextlib import contextmanager
-
 import numpy as np
 
 from .. import random
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..kernels.switch import ImplementationSwitch
 from ._broadcast import unbroadcast
 
-IMPLEMENTATIONS = ("auto", "numba", "reference")
-_impl = os.environ.get("MINIDL_ATTENTION_IMPL", "auto")
-if _impl not in IMPLEMENTATIONS:
-    raise ValueError(f"MINIDL_ATTENTION_IMPL: expected one of {IMPLEMENTATIONS}, got {_impl!r}")
-
-
-def set_implementation(name):
-    """Select "auto" (default), "numba" or "reference"; returns the previous setting."""
-    global _impl
-    if name not in IMPLEMENTATIONS:
-        raise ValueError(f"set_implementation: expected one of {IMPLEMENTATIONS}, got {name!r}")
-    previous, _impl = _impl, name
-    return previous
-
-
-def get_implementation():
-    return _impl
-
-
-@contextmanager
-def implementation(name):
-    previous = set_implementation(name)
-    try:
-        yield
-    finally:
-        set_implementation(previous)
+ATTENTION = ImplementationSwitch("attention", "MINIDL_ATTENTION_IMPL", ("auto", "numba", "reference"), "auto")
+IMPLEMENTATIONS = ATTENTION.choices
+set_implementation, get_implementation, implementation = ATTENTION.set, ATTENTION.get, ATTENTION.use
 
 
 def _kernel_pays(L, S, E):
@@ -144,7 +119,8 @@ class ScaledDotProductAttention(Function):
             drop = keep.astype(q.dtype) * q.dtype.type(1.0 / (1.0 - dropout_p))
         ctx.scale, ctx.causal = scale, causal
         ctx.bias_shape = None if bias is None else bias.shape
-        use_kernel = _impl == "numba" or (_impl == "auto" and _kernel_pays(L, S, q.shape[-1]))
+        impl = ATTENTION.current
+        use_kernel = impl == "numba" or (impl == "auto" and _kernel_pays(L, S, q.shape[-1]))
         if (use_kernel and type(q) is np.ndarray and q.dtype in (np.float32, np.float64)
                 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
             return _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop)
