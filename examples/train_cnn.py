@@ -44,6 +44,7 @@ def parse_args(argv=None):
     p.add_argument("--out", default="runs/train_cnn")
     p.add_argument("--resume", default=None, help="a checkpoint written by this script")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     return p.parse_args(argv)
 
 
@@ -81,12 +82,13 @@ def shift_batch(x, rng):
     return md.from_numpy(np.ascontiguousarray(out))
 
 
-def evaluate(model, loader):
+def evaluate(model, loader, device):
     model.eval()
     correct = total = 0
     loss_sum = 0.0
     with md.no_grad():
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             logits = model(x)
             loss_sum += float(F.cross_entropy(logits, y, reduction="sum").item())
             correct += int((logits.numpy().argmax(1) == y.numpy()).sum())
@@ -135,7 +137,7 @@ def main(argv=None):
     train_set, test_set = load_digits("train"), load_digits("test")
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)   # order from md's RNG
     test_loader = DataLoader(test_set, batch_size=256)
-    model = build_model(args)
+    model = build_model(args).to(args.device)
     opt, sched = build_optimizer(args, model, len(train_loader))
     aug_rng = np.random.default_rng(args.seed + 1)
     history = {"step_loss": [], "test_acc": [], "test_loss": [], "epoch_time": [],
@@ -163,6 +165,7 @@ def main(argv=None):
         for x, y in bar_iter:
             if args.augment:
                 x = shift_batch(x, aug_rng)
+            x, y = x.to(args.device), y.to(args.device)
             loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
@@ -176,7 +179,7 @@ def main(argv=None):
         if bar is not None:
             bar.close()
         epoch_time = time.perf_counter() - t0
-        acc, test_loss = evaluate(model, test_loader)
+        acc, test_loss = evaluate(model, test_loader, args.device)
         history["test_acc"].append(acc)
         history["test_loss"].append(test_loss)
         history["epoch_time"].append(epoch_time)

@@ -20,6 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import minidl as md  # noqa: E402
+import minidl.nn as nn  # noqa: E402
 from minidl import optim  # noqa: E402
 from minidl.data.text import CharCorpus, CharTokenizer, load_text  # noqa: E402
 from minidl.zoo.gpt import GPT  # noqa: E402
@@ -54,10 +55,16 @@ def parse_args(argv=None):
     p.add_argument("--prompt", default="\n")
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.npz")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     return p.parse_args(argv)
 
 
 MODEL_KEYS = ("block_size", "n_layer", "n_head", "d_model", "dropout", "norm_position", "norm", "pos")
+
+
+def batch(corpus, split, args):
+    x, y = corpus.batch(split, args.batch_size, args.block_size)
+    return x.to(args.device), y.to(args.device)
 
 
 def estimate_loss(model, corpus, args):
@@ -66,19 +73,11 @@ def estimate_loss(model, corpus, args):
     out = {}
     with md.no_grad():
         for split in ("train", "val"):
-            out[split] = float(np.mean([model(*corpus.batch(split, args.batch_size, args.block_size))[1].item()
+            out[split] = float(np.mean([model(*batch(corpus, split, args))[1].item()
                                         for _ in range(args.eval_iters)]))
     model.train()
     return out
 
-
-def clip_grad_norm(params, max_norm):
-    grads = [p.grad.numpy() for p in params if p.grad is not None]
-    norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
-    if max_norm > 0 and norm > max_norm:
-        for g in grads:
-            g *= max_norm / (norm + 1e-6)
-    return norm
 
 
 def save_plot(history, path):
@@ -120,7 +119,7 @@ def main(argv=None):
         for k in MODEL_KEYS:  # the architecture comes from the checkpoint
             setattr(args, k, ckpt["config"][k])
     cfg = {k: getattr(args, k) for k in MODEL_KEYS}
-    model = GPT(vocab_size=corpus.vocab_size, **cfg)
+    model = GPT(vocab_size=corpus.vocab_size, **cfg).to(args.device)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -154,11 +153,12 @@ def main(argv=None):
     val = None
     for it in range(start_iter, args.max_iters):
         t0 = time.perf_counter()
-        x, y = corpus.batch("train", args.batch_size, args.block_size)
+        x, y = batch(corpus, "train", args)
         _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
-        clip_grad_norm(list(model.parameters()), args.grad_clip)
+        if args.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
         sched.step()
         dt = time.perf_counter() - t0
@@ -184,6 +184,7 @@ def main(argv=None):
               f"{1e3 * train_time / steps:.0f} ms/step); final val loss {val:.4f} nats/char "
               f"({val / math.log(2):.3f} bits/char)")
 
+    model.cpu()  # sampling is token by token: cheapest on the host
     md.manual_seed(args.seed)
     prompt = corpus.tokenizer.encode(args.prompt)[None]
     out = model.generate(prompt, args.sample_len, temperature=args.temperature, top_k=args.top_k)

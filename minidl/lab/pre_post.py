@@ -41,7 +41,7 @@ def run(quick=True, out=None, seed=0):
     else:
         cfg = dict(block_size=64, n_layer=6, n_head=4, d_model=64)
         gcfg = dict(block_size=64, n_layer=12, n_head=4, d_model=64)
-        lrs, steps, warmup, batch = (1e-3, 3e-3, 1e-2), 200, 50, 16
+        lrs, steps, warmup, batch = (1e-3, 1e-2), 150, 40, 16
     grad_table = Table(f"gradient norm per layer at initialisation, GPT {gcfg}",
                        ["layer", "Pre-LN |dL/dW_fc2|", "Post-LN |dL/dW_fc2|", "Pre-LN block", "Post-LN block"])
     norms = {p: grad_norms_at_init(p, gcfg, seed) for p in ("pre", "post")}
