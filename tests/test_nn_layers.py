@@ -32,7 +32,8 @@ SPECS = [
            implementations={"numba": k_gelu.gelu_forward}),
     OpSpec(name="gelu_tanh", op=lambda x: F.gelu(x, approximate="tanh"),
            reference=lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
-           inputs=lambda rng: (rng.standard_normal((3, 7)) * 3,)),
+           inputs=lambda rng: (rng.standard_normal((3, 7)) * 3,),
+           implementations={"numba": k_gelu.gelu_tanh_forward}),
 ]
 
 
@@ -347,6 +348,16 @@ def test_float32_erf_approximation_is_accurate():
     x = np.linspace(-7, 7, 20001).astype(np.float32)
     approx = np.array([erf_f32(v) for v in x[::20]])
     np.testing.assert_allclose(approx, _erf(x[::20].astype(np.float64)), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_tanh_kernel_matches_reference(dtype):
+    check_implementations(SPECS[5], dtype)
+    x = (np.random.default_rng(0).standard_normal(50) * 3).astype(dtype)
+    g = np.random.default_rng(1).standard_normal(50).astype(dtype)
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(k_gelu.gelu_tanh_backward(x, g), act_ops.gelu_tanh_backward_reference(
+        x.astype(np.float64), g.astype(np.float64)), atol=tol, rtol=tol)
 
 
 def test_gelu_parallel_variant(monkeypatch):

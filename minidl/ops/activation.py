@@ -44,22 +44,36 @@ class Gelu(Function):
         return gelu_backward_reference(x, g)
 
 
+def gelu_tanh_reference(x):
+    t = namespace_of(x).tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+    return (0.5 * x * (1 + t)).astype(x.dtype, copy=False)
+
+
+def gelu_tanh_backward_reference(x, g):
+    t = namespace_of(x).tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+    d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+    return (g * d).astype(g.dtype, copy=False)
+
+
 class GeluTanh(Function):
     """y = x (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x**3);
     dy/dx = (1 + t) / 2 + x (1 - t**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2), t = tanh u."""
 
     @staticmethod
     def forward(ctx, x):
-        xp = namespace_of(x)
-        t = xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-        ctx.save_for_backward(x, t)
-        return (0.5 * x * (1 + t)).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x)
+        if use_kernel(x):
+            from ..kernels.cpu import gelu as k
+            return k.gelu_tanh_forward(np.ascontiguousarray(x))
+        return gelu_tanh_reference(x)
 
     @staticmethod
     def backward(ctx, g):
-        x, t = ctx.saved_tensors
-        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-        return (g * d).astype(g.dtype, copy=False)
+        (x,) = ctx.saved_tensors
+        if use_kernel(g):
+            from ..kernels.cpu import gelu as k
+            return k.gelu_tanh_backward(np.ascontiguousarray(x), np.ascontiguousarray(g))
+        return gelu_tanh_backward_reference(x, g)
 
 
 def gelu(input, approximate="none"):

@@ -9,8 +9,16 @@ compiler vectorises (the one Eigen and XLA use for float32 erf):
     erf(x) ~ x * P(x**2) / Q(x**2)  on [-4, 4] (and +-1 outside),
 
 P of degree 6 and Q of degree 4 in x**2, max absolute error 4.2e-7 against math.erf (a few
-float32 ulps). Arrays must be C-contiguous. Serial unless parallel kernels are switched on
-(``_layer_threads``).
+float32 ulps).
+
+The tanh approximation, y = x (1 + t) / 2 with t = tanh(sqrt(2/pi) (x + 0.044715 x**3)), has
+its own pair of kernels (``gelu_tanh_forward`` / ``gelu_tanh_backward``); backward recomputes t
+from x instead of saving it.
+
+Arrays must be C-contiguous. Serial unless parallel kernels are switched on
+(``_layer_threads``): in isolation the parallel exact kernels are 6x faster on (2048, 512)
+float32, but inside a GPT step, next to multi-threaded BLAS, parallel GELU made the step slower
+(327 -> 372-407 ms per step; the serial fused tanh kernels give 321 ms).
 """
 import math
 
@@ -20,6 +28,7 @@ from numba import njit, prange
 from . import _layer_threads
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -136,5 +145,64 @@ def gelu_backward(x, g):
         fn = _bwd32_serial if small else _bwd32_parallel
     else:
         fn = _bwd_serial if small else _bwd_parallel
+    fn(x.reshape(-1), g.reshape(-1), out.reshape(-1))
+    return out
+
+
+@njit(cache=True, inline="always")
+def _half_one_plus_tanh(v):
+    # (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + exp(-2u)): exp vectorises where libm's tanh does not
+    return 1.0 / (1.0 + math.exp(-2.0 * _SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
+
+
+_C32 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
+_K32, _K3_32, _ONE32, _TWO32 = np.float32(math.sqrt(2.0 / math.pi)), np.float32(3 * 0.044715), np.float32(1), np.float32(2)
+_A32 = np.float32(0.044715)
+
+
+@njit(cache=True, inline="always")
+def _half_one_plus_tanh32(v):
+    return _ONE32 / (_ONE32 + math.exp(-_C32 * (v + _A32 * v * v * v)))
+
+
+@njit(cache=True)
+def _tanh_fwd32(x, out):
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = v * _half_one_plus_tanh32(v)
+
+
+@njit(cache=True)
+def _tanh_bwd32(x, g, out):
+    for i in prange(x.size):
+        v = x[i]
+        s = _half_one_plus_tanh32(v)
+        out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+
+
+@njit(cache=True)
+def _tanh_fwd(x, out):
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = v * _half_one_plus_tanh(v)
+
+
+@njit(cache=True)
+def _tanh_bwd(x, g, out):
+    for i in prange(x.size):
+        v = x[i]
+        s = _half_one_plus_tanh(v)             # s = (1 + t) / 2, so 1 - t**2 = 4 s (1 - s)
+        out[i] = g[i] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
+
+
+def gelu_tanh_forward(x):
+    out = np.empty_like(x)
+    (_tanh_fwd32 if x.dtype == np.float32 else _tanh_fwd)(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def gelu_tanh_backward(x, g):
+    out = np.empty_like(g)
+    fn = _tanh_bwd32 if x.dtype == np.float32 and g.dtype == np.float32 else _tanh_bwd
     fn(x.reshape(-1), g.reshape(-1), out.reshape(-1))
     return out
