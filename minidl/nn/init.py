@@ -143,3 +143,14 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     fan = _calculate_correct_fan(tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
     return normal_(tensor, 0.0, std, generator)
+
+
+def default_layer_init_(weight, bias=None):
+    """PyTorch's default initialisation of Linear and Conv weights and biases: Kaiming-uniform
+    with a = sqrt(5) for the weight, which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same
+    bound for the bias."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        uniform_(bias, -bound, bound)

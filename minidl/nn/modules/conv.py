@@ -1,5 +1,4 @@
 """Conv2d: 2-D convolution over (N, C, H, W) with PyTorch's constructor and initialisation."""
-import math
 
 from .. import functional as F
 from .. import init
@@ -39,12 +38,7 @@ class Conv2d(Module):
             self.to(device)
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init.default_layer_init_(self.weight, self.bias)
 
     def forward(self, input):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

@@ -1,5 +1,4 @@
 """Linear (y = x W^T + b) and Identity."""
-import math
 
 import numpy as np
 
@@ -41,11 +40,7 @@ class Linear(Module):
             self.to(device)
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init.default_layer_init_(self.weight, self.bias)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
