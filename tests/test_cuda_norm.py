@@ -81,6 +81,20 @@ def test_layer_norm_module_float32_on_cuda():
     assert m.weight.grad.device == "cuda" and m.weight.grad.dtype == np.float32
 
 
+def test_scale_norm_module_on_cuda_matches_cpu():
+    md.manual_seed(0)
+    cpu, gpu = nn.ScaleNorm(4), nn.ScaleNorm(4).to("cuda")
+    x = rnd(3, 4).astype(np.float32)
+    g = rnd(3, 4, seed=5).astype(np.float32)
+    xc, xg = md.tensor(x, requires_grad=True), md.tensor(x, device="cuda").requires_grad_()
+    cpu(xc).backward(g)
+    yg = gpu(xg)
+    yg.backward(md.tensor(g, device="cuda"))
+    np.testing.assert_allclose(yg.numpy(), cpu(xc).detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(xg.grad.numpy(), xc.grad.numpy(), atol=1e-6)
+    np.testing.assert_allclose(gpu.scale.grad.numpy(), cpu.scale.grad.numpy(), atol=1e-5)
+
+
 def test_group_norm_on_cuda_matches_cpu():
     check(lambda x, w, b: F.group_norm(x, 2, w, b), rnd(2, 4, 3), rnd(4, seed=2), rnd(4, seed=3), atol=1e-9)
     check(lambda x: F.group_norm(x, 1), rnd(2, 2, 2, 2), atol=1e-9)
