@@ -23,25 +23,36 @@ def gelu_backward_reference(x, g):
     return (g * (cdf + x * pdf)).astype(g.dtype, copy=False)
 
 
-class Gelu(Function):
-    """y = x Phi(x), Phi the standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2;
-    dy/dx = Phi(x) + x phi(x), with phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
+class _KernelActivation(Function):
+    """An elementwise activation with a NumPy reference and a Numba kernel pair: forward
+    saves x, backward recomputes what it needs from x. Subclasses name the four pieces."""
+    reference = reference_backward = kernel = kernel_backward = None  # set by subclasses
 
-    @staticmethod
-    def forward(ctx, x):
+    @classmethod
+    def forward(cls, ctx, x):
         ctx.save_for_backward(x)
         if use_kernel(x):
-            from ..kernels.cpu import gelu as k
-            return k.gelu_forward(np.ascontiguousarray(x))
-        return gelu_reference(x)
+            return getattr(_kernels(), cls.kernel)(np.ascontiguousarray(x))
+        return cls.reference(x)
 
-    @staticmethod
-    def backward(ctx, g):
+    @classmethod
+    def backward(cls, ctx, g):
         (x,) = ctx.saved_tensors
         if use_kernel(g):
-            from ..kernels.cpu import gelu as k
-            return k.gelu_backward(np.ascontiguousarray(x), np.ascontiguousarray(g))
-        return gelu_backward_reference(x, g)
+            return getattr(_kernels(), cls.kernel_backward)(np.ascontiguousarray(x), np.ascontiguousarray(g))
+        return cls.reference_backward(x, g)
+
+
+def _kernels():
+    from ..kernels.cpu import gelu
+    return gelu
+
+
+class Gelu(_KernelActivation):
+    """y = x Phi(x), Phi the standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2;
+    dy/dx = Phi(x) + x phi(x), with phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
+    reference, reference_backward = staticmethod(gelu_reference), staticmethod(gelu_backward_reference)
+    kernel, kernel_backward = "gelu_forward", "gelu_backward"
 
 
 def gelu_tanh_reference(x):
@@ -55,25 +66,11 @@ def gelu_tanh_backward_reference(x, g):
     return (g * d).astype(g.dtype, copy=False)
 
 
-class GeluTanh(Function):
+class GeluTanh(_KernelActivation):
     """y = x (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x**3);
     dy/dx = (1 + t) / 2 + x (1 - t**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2), t = tanh u."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        if use_kernel(x):
-            from ..kernels.cpu import gelu as k
-            return k.gelu_tanh_forward(np.ascontiguousarray(x))
-        return gelu_tanh_reference(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        if use_kernel(g):
-            from ..kernels.cpu import gelu as k
-            return k.gelu_tanh_backward(np.ascontiguousarray(x), np.ascontiguousarray(g))
-        return gelu_tanh_backward_reference(x, g)
+    reference, reference_backward = staticmethod(gelu_tanh_reference), staticmethod(gelu_tanh_backward_reference)
+    kernel, kernel_backward = "gelu_tanh_forward", "gelu_tanh_backward"
 
 
 def gelu(input, approximate="none"):
