@@ -8,11 +8,13 @@ on 1x28x28. A training step is forward, cross-entropy, backward and an SGD (mome
 update. Each framework gets the same thread count (BLAS, Numba, torch intra-op), a few
 warm-up steps (Numba compiles, caches fill), then the median over --steps timed steps.
 PyTorch runs equivalent models built here (same layers, shapes and optimizer) when it is
-importable. Finally a cProfile of minidl's ResNet-8 steps shows where the time goes.
+installed, in a process of its own started by this script (see _peer). Finally a cProfile of minidl's ResNet-8 steps shows where the time goes.
 """
 import argparse
 import os
 import sys
+
+import _peer
 
 
 def parse_args():
@@ -24,6 +26,7 @@ def parse_args():
     p.add_argument("--profile-steps", type=int, default=5)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--cases", default="resnet8_bn,lenet")
+    _peer.add_argument(p)
     return p.parse_args()
 
 
@@ -32,6 +35,8 @@ ARGS = parse_args()
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
 
+if ARGS.peer_json:
+    import torch  # noqa: F401,E402  (first, so its thread runtime loads with its own defaults; see _peer)
 import cProfile  # noqa: E402
 import io  # noqa: E402
 import pstats  # noqa: E402
@@ -125,15 +130,20 @@ def time_steps(step, warmup, steps):
     return statistics.median(times)
 
 
+def peer_main():
+    """The PyTorch half, in its own process (see _peer)."""
+    import torch
+    torch.set_num_threads(ARGS.threads)
+    _peer.write(ARGS.peer_json, {"version": torch.__version__,
+                                 "step_s": {name: time_steps(torch_case(name, ARGS.batch_size), ARGS.warmup,
+                                                             ARGS.steps) for name in ARGS.cases.split(",")}})
+
+
 def main():
+    if ARGS.peer_json:
+        return peer_main()
     bs = ARGS.batch_size
-    torch = None
-    if not ARGS.no_torch:
-        try:
-            import torch
-            torch.set_num_threads(ARGS.threads)
-        except ImportError:
-            torch = None
+    peer = None if ARGS.no_torch else _peer.run(__file__)
     try:
         import numba
         numba.set_num_threads(min(ARGS.threads, numba.config.NUMBA_NUM_THREADS))
@@ -141,11 +151,11 @@ def main():
         pass
     cases = ARGS.cases.split(",")
     print(f"threads {ARGS.threads}, batch {bs}, median of {ARGS.steps} steps after {ARGS.warmup} warm-up; "
-          f"numpy {np.__version__}" + (f", torch {torch.__version__}" if torch else ", torch not installed"))
+          f"numpy {np.__version__}" + (f", torch {peer['version']} (own process)" if peer else ", no torch"))
     rows = []
     for name in cases:
         t_md = time_steps(minidl_case(name, bs), ARGS.warmup, ARGS.steps)
-        t_pt = time_steps(torch_case(name, bs), ARGS.warmup, ARGS.steps) if torch else None
+        t_pt = peer["step_s"][name] if peer else None
         rows.append((name, bs / t_md, None if t_pt is None else bs / t_pt))
         print(f"  {name}: minidl {1e3 * t_md:.1f} ms/step" +
               ("" if t_pt is None else f", torch {1e3 * t_pt:.1f} ms/step"), flush=True)

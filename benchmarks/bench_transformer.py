@@ -6,7 +6,7 @@
 1. One training step (forward, cross-entropy, backward, AdamW) of the same GPT in minidl and,
    when importable, in PyTorch (vocab 96, 4 layers, 4 heads, d_model 128, context 64,
    batch 32; pre-LN, learned positions, tanh-GELU MLP, causal attention), with the same number of
-   threads (BLAS, Numba and torch). Median over ``--steps`` after ``--warmup`` steps; tokens/s =
+   threads (BLAS, Numba and torch; PyTorch in a process of its own, see _peer). Median over ``--steps`` after ``--warmup`` steps; tokens/s =
    batch * context / step time; the ratio minidl/PyTorch is the issue's target (>= 0.7).
 2. Causal attention forward+backward at the model's shape (B=32, H=4, T=64, D=32): the fused
    op (NumPy reference and Numba kernel), the same attention composed from minidl's generic ops
@@ -17,6 +17,8 @@
 import argparse
 import os
 import sys
+
+import _peer
 
 
 def _set_threads(n):
@@ -37,11 +39,14 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-profile", action="store_true")
+    _peer.add_argument(p)
     return p.parse_args()
 
 
 args = parse_args()
 _set_threads(args.threads)  # before NumPy / Numba / torch start their thread pools
+if args.peer_json:
+    import torch  # noqa: F401  (first, so its thread runtime loads with its own defaults; see _peer)
 
 import time  # noqa: E402
 
@@ -177,21 +182,34 @@ def bench_attention():
     results["minidl composed from generic ops"] = median_time(composed, args.steps * 2, 2)
     results["plain NumPy composition"] = median_time(lambda: numpy_attention_fwd_bwd(q, k, v, g, scale),
                                                      args.steps * 2, 2)
-    if not args.no_torch:
-        try:
-            import torch
-            tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-            tg = torch.tensor(g)
-
-            def trun():
-                torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(tg)
-            results["torch SDPA (CPU)"] = median_time(trun, args.steps * 2, 2)
-        except ImportError:
-            pass
     return (B, H, T, Dh), results
 
 
+def torch_sdpa_time():
+    import torch
+    B, H, T, Dh = args.batch_size, args.n_head, args.block_size, args.d_model // args.n_head
+    rng = np.random.default_rng(0)
+    tq, tk, tv = (torch.tensor(rng.standard_normal((B, H, T, Dh)).astype(np.float32), requires_grad=True)
+                  for _ in range(3))
+    tg = torch.tensor(rng.standard_normal((B, H, T, Dh)).astype(np.float32))
+
+    def run():
+        torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(tg)
+    return median_time(run, args.steps * 2, 2)
+
+
+def peer_main():
+    """The PyTorch half, in its own process (see _peer)."""
+    import torch
+    _peer.write(args.peer_json, {"version": torch.__version__,
+                                 "step_s": median_time(torch_step_fn(), args.steps, args.warmup),
+                                 "sdpa_s": torch_sdpa_time()})
+
+
 def main():
+    if args.peer_json:
+        return peer_main()
+    peer = None if args.no_torch else _peer.run(__file__)
     tokens = args.batch_size * args.block_size
     print(f"threads={args.threads}; GPT vocab {args.vocab}, {args.n_layer} layers, {args.n_head} heads, "
           f"d_model {args.d_model}, context {args.block_size}, batch {args.batch_size}, AdamW; "
@@ -200,18 +218,15 @@ def main():
     t_md = median_time(step, args.steps, args.warmup)
     print(f"minidl : {1e3 * t_md:8.1f} ms/step  {tokens / t_md:10,.0f} tokens/s "
           f"(attention impl: {A.get_implementation()})")
-    t_torch = None
-    if not args.no_torch:
-        try:
-            tstep = torch_step_fn()
-        except ImportError:
-            print("torch  : not installed")
-        else:
-            t_torch = median_time(tstep, args.steps, args.warmup)
-            print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s")
-            print(f"ratio minidl/torch tokens/s: {t_torch / t_md:.2f}  (target >= 0.7)")
+    if peer:
+        t_torch = peer["step_s"]
+        print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s "
+              f"(torch {peer['version']}, own process)")
+        print(f"ratio minidl/torch tokens/s: {t_torch / t_md:.2f}  (target >= 0.7)")
 
     shape, res = bench_attention()
+    if peer:
+        res["torch SDPA (CPU, own process)"] = peer["sdpa_s"]
     print(f"\ncausal attention forward+backward, (B, H, T, D) = {shape}, float32:")
     for name, t in res.items():
         print(f"  {name:36s} {1e3 * t:8.2f} ms")

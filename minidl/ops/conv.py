@@ -129,6 +129,8 @@ def _scratch_buffer(name, shape, dtype, xp):
 def _blocks(N, row_bytes):
     """[n0, n1) ranges of whole images whose cols take about BLOCK_BYTES."""
     import numba
+
+    import minidl.kernels.cpu  # noqa: F401  (starts Numba's pool the way minidl configures it)
     threads = numba.get_num_threads()
     per = threads * max(1, round(BLOCK_BYTES / (max(row_bytes, 1) * threads)))   # images split evenly over threads
     return [(n0, min(n0 + per, N)) for n0 in range(0, N, per)]

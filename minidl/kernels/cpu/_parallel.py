@@ -38,7 +38,7 @@ from numba import njit
 _REDUCE = {"reassoc"}
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_sum(x, i):
     """sum_j x[i, j] in float64 (stable API: the channel-norm kernels use it)."""
     s = 0.0
@@ -47,7 +47,7 @@ def row_sum(x, i):
     return s
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_sq_dev_sum(x, i, m):
     """sum_j (x[i, j] - m)^2 in float64, m a float64 (stable API: the channel-norm kernels use it)."""
     s = 0.0
@@ -57,7 +57,7 @@ def row_sq_dev_sum(x, i, m):
     return s
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_sum_native(x, i):
     """sum_j x[i, j], accumulated in x's dtype."""
     s = x.dtype.type(0.0)
@@ -66,7 +66,7 @@ def row_sum_native(x, i):
     return s
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_shifted_sums(x, i, shift):
     """(sum_j d_j, sum_j d_j^2) with d = x[i] - shift, in x's dtype: the second pass of
     mean_var."""
@@ -80,7 +80,7 @@ def row_shifted_sums(x, i, shift):
     return s1, s2
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_sq_sum(x, i):
     """sum_j x[i, j]^2 in x's dtype."""
     s = x.dtype.type(0.0)
@@ -89,7 +89,7 @@ def row_sq_sum(x, i):
     return s
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_dot(a, b, i):
     """sum_j a[i, j] * b[i, j] in a's dtype."""
     s = a.dtype.type(0.0)
@@ -98,7 +98,7 @@ def row_dot(a, b, i):
     return s
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_dy_w_x_dot(dy, x, w, i):
     """sum_j dy_ij w_j x_ij in x's dtype (RMSNorm's backward row sum)."""
     s = x.dtype.type(0.0)
@@ -107,7 +107,7 @@ def row_dy_w_x_dot(dy, x, w, i):
     return s
 
 
-@njit(cache=True, fastmath=_REDUCE)
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_dy_w_sums(dy, x, w, i, m_hi, m_lo):
     """(sum_j g_j, sum_j g_j (x_ij - m)) with g_j = dy_ij w_j and m = m_hi + m_lo (see
     split), in x's dtype: the two row sums of a normalization backward."""
@@ -120,7 +120,7 @@ def row_dy_w_sums(dy, x, w, i, m_hi, m_lo):
     return a, b
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def mean_var(x, i):
     """Mean and biased variance of row i (float64 results), by the corrected two-pass algorithm
     (Chan, Golub & LeVeque): exact to working precision even for 1e3 + 1e-2 * randn in float32.
@@ -137,7 +137,7 @@ def mean_var(x, i):
     return np.float64(m1) + mc, max(np.float64(s2) / d - mc * mc, 0.0)
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def split(x, v):
     """v (float64) as hi + lo in x's dtype, hi = v rounded. (x - hi) - lo then equals x - v to
     x's precision even when v is large and x - v small, which x - v with v rounded would not."""
@@ -145,7 +145,7 @@ def split(x, v):
     return hi, x.dtype.type(v - np.float64(hi))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def chunk_bounds(n, nchunks, c):
     """Rows [start, stop) of chunk c when n rows are split into nchunks near-equal chunks."""
     return (c * n) // nchunks, ((c + 1) * n) // nchunks
@@ -181,7 +181,7 @@ def launch(kernel, work, *args):
 FLUSH_ROWS = 32
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def flush(part, c, block):
     """part[c] += block (float64 += the input's dtype), then block = 0. A chunk sums its rows'
     dgamma contributions into ``block`` in the input's dtype (16 float32 lanes per instruction)
@@ -192,7 +192,7 @@ def flush(part, c, block):
         block[j] = 0
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def sum_partials(partials, out):
     """out[j] = sum_c partials[c, j], the final reduction of per-chunk partial sums (a few
     rows of D: serial, since starting threads would cost more than the adds)."""

@@ -48,14 +48,14 @@ def threads_for(n_elements):
 _BLOCK = 256
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def split(x, mu):
     """(hi, lo) in x's dtype with hi + lo ~ mu to twice the dtype's precision."""
     hi = x.dtype.type(mu)
     return hi, x.dtype.type(mu - hi)
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sum(x, i, shift):
     """sum (x[i] - shift) for a shift in x's dtype (the caller adds n * shift back in float64).
 
@@ -84,7 +84,7 @@ def row_sum(x, i, shift):
     return total
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sq_dev_sum(x, i, mu):
     """sum (x[i] - mu)^2: the second pass of a two-pass variance."""
     hi, lo = split(x, mu)
@@ -107,7 +107,7 @@ def row_sq_dev_sum(x, i, mu):
     return total
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_normalize(y, x, i, mu, a, b):
     """y[i] = (x[i] - mu) * a + b."""
     hi, lo = split(x, mu)
@@ -117,7 +117,7 @@ def row_normalize(y, x, i, mu, a, b):
         y[i, j] = ((x[i, j] - hi) - lo) * a_ + b_
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sums_dy_dyxc(dy, x, i, mu):
     """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum."""
     hi, lo = split(x, mu)
@@ -145,7 +145,7 @@ def row_sums_dy_dyxc(dy, x, i, mu):
     return t1, t2
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_affine2(out, dy, x, i, p, mu, q, o):
     """out[i] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form."""
     hi, lo = split(x, mu)
@@ -158,7 +158,7 @@ def row_affine2(out, dy, x, i, p, mu, q, o):
 
 # masked variants: mask[n] is a boolean row, True at the positions that count (BatchNorm1d with a
 # mask); these serve a less common path and keep float64 arithmetic
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def row_count(mask, n):
     c = 0
     for j in range(mask.shape[1]):
@@ -167,7 +167,7 @@ def row_count(mask, n):
     return c
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sum_masked(x, i, mask, n):
     s = np.float64(0.0)
     for j in range(x.shape[1]):
@@ -176,7 +176,7 @@ def row_sum_masked(x, i, mask, n):
     return s
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sq_dev_sum_masked(x, i, mask, n, mu):
     s = np.float64(0.0)
     for j in range(x.shape[1]):
@@ -186,14 +186,14 @@ def row_sq_dev_sum_masked(x, i, mask, n, mu):
     return s
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_normalize_masked(y, x, i, mask, n, mu, a, b):
     """As row_normalize where mask, 0 elsewhere (padding stays zero)."""
     for j in range(x.shape[1]):
         y[i, j] = (x[i, j] - mu) * a + b if mask[n, j] else 0.0
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sums_dy_dyxc_masked(dy, x, i, mask, n, mu):
     s1 = np.float64(0.0)
     s2 = np.float64(0.0)
@@ -205,43 +205,45 @@ def row_sums_dy_dyxc_masked(dy, x, i, mask, n, mu):
     return s1, s2
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
     for j in range(x.shape[1]):
         out[i, j] = p * dy[i, j] + q * (x[i, j] - mu) + o if mask[n, j] else 0.0
 
 
-# column-block variants: columns [c0, c0 + W) of row n of an (N, C) matrix against per-channel
-# vectors of length W (BatchNorm1d on (N, C)). Accumulators (acc*) are float64; the vectors of
-# the elementwise passes (hi, lo, a, b, p, q, o) are in x's dtype, prepared by the caller.
-@njit(cache=True, fastmath=FASTMATH)
-def block_add(acc, x, n, c0):
+# column variants: row n of an (N, C) matrix against per-channel vectors of length C
+# (BatchNorm1d on (N, C)). The accumulators (acc*) are in x's dtype, flushed into float64 every
+# FLUSH_ROWS rows by the caller (see _parallel.flush); the vectors of the elementwise passes
+# (hi, lo, a, b, p, q, o) are in x's dtype too, prepared by the caller. Outputs go to row oi of
+# ``out``, so a kernel can write into an L1 scratch row and stream it (see _stream).
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+def cols_add_dev(acc, x, n, hi, lo):
     for j in range(acc.shape[0]):
-        acc[j] += x[n, c0 + j]
+        acc[j] += (x[n, j] - hi[j]) - lo[j]
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def block_add_sq_dev(acc, x, n, c0, hi, lo):
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+def cols_add_sq_dev(acc, x, n, hi, lo):
     for j in range(acc.shape[0]):
-        d = (x[n, c0 + j] - hi[j]) - lo[j]
+        d = (x[n, j] - hi[j]) - lo[j]
         acc[j] += d * d
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def block_normalize(y, x, n, c0, hi, lo, a, b):
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+def cols_normalize(out, oi, x, n, hi, lo, a, b):
     for j in range(hi.shape[0]):
-        y[n, c0 + j] = ((x[n, c0 + j] - hi[j]) - lo[j]) * a[j] + b[j]
+        out[oi, j] = ((x[n, j] - hi[j]) - lo[j]) * a[j] + b[j]
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def block_add_dy_dyxc(acc1, acc2, dy, x, n, c0, hi, lo):
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+def cols_add_dy_dyxc(acc1, acc2, dy, x, n, hi, lo):
     for j in range(acc1.shape[0]):
-        d = dy[n, c0 + j]
+        d = dy[n, j]
         acc1[j] += d
-        acc2[j] += d * ((x[n, c0 + j] - hi[j]) - lo[j])
+        acc2[j] += d * ((x[n, j] - hi[j]) - lo[j])
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def block_affine2(out, dy, x, n, c0, p, hi, lo, q, o):
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+def cols_affine2(out, oi, dy, x, n, p, hi, lo, q, o):
     for j in range(hi.shape[0]):
-        out[n, c0 + j] = p[j] * dy[n, c0 + j] + q[j] * ((x[n, c0 + j] - hi[j]) - lo[j]) + o[j]
+        out[oi, j] = p[j] * dy[n, j] + q[j] * ((x[n, j] - hi[j]) - lo[j]) + o[j]

@@ -31,13 +31,13 @@ def should_stream(array):
 
 
 if numba.config.DISABLE_JIT or platform.machine().lower() not in ("x86_64", "amd64"):
-    @njit(cache=True)
+    @njit(error_model="numpy", cache=True)
     def stream_row(dst, i, src, si):
         """dst[i, :] = src[si, :]"""
         for k in range(dst.shape[1]):
             dst[i, k] = src[si, k]
 
-    @njit(cache=True)
+    @njit(error_model="numpy", cache=True)
     def store_fence():
         pass
 

@@ -35,7 +35,7 @@ _BLOCK = 16  # query rows per parallel task in forward
 _FM = {"nsz", "arcp", "contract", "reassoc"}
 
 
-@njit(parallel=True, cache=True, fastmath=_FM)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
 def attention_forward(q, kt, v, bias, drop, causal, scale):
     """Returns (o (BH, L, Ev), lse (BH, L)); see the module docstring."""
     BH, L, E = q.shape
@@ -78,7 +78,7 @@ def attention_forward(q, kt, v, bias, drop, causal, scale):
     return o, lse
 
 
-@njit(cache=True, fastmath=_FM, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=_FM, inline="always")
 def _scores(q, kt, bias, b, bb, i, jmax, nb, scale, s):
     """s[:jmax] = scale * q[b, i] . kt[b, :, j] (+ bias[bb, i, j])."""
     E = q.shape[2]
@@ -93,7 +93,7 @@ def _scores(q, kt, bias, b, bb, i, jmax, nb, scale, s):
             s[j] += bias[bb, i, j]
 
 
-@njit(parallel=True, cache=True, fastmath=_FM)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
 def attention_backward(q, k, kt, v, vt, bias, drop, causal, scale, o, lse, do, want_dbias):
     """Returns (dq, dk, dv, dbias); dbias is (BH, L, S) (the dS of every head, to be summed
     down to the mask's shape by the caller) when ``want_dbias``, else an empty array."""

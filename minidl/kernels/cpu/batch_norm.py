@@ -40,10 +40,12 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._rows import (FASTMATH, block_add, block_add_dy_dyxc, block_add_sq_dev, block_affine2, block_normalize,
+from ._parallel import FLUSH_ROWS, chunk_bounds, flush
+from ._rows import (FASTMATH, cols_add_dev, cols_add_dy_dyxc, cols_add_sq_dev, cols_affine2, cols_normalize,
                     row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
                     row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, row_sums_dy_dyxc_masked,
                     threads_for)
+from ._stream import should_stream, store_fence, stream_row
 
 _ROW_CHUNK = 16384   # elements of one channel a stats task reads twice (64 KB in float32: stays in L2)
 _COL_CHUNK = 65536   # elements of an (N, C) chunk (256 KB in float32)
@@ -51,7 +53,7 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
     mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta."""
@@ -68,7 +70,7 @@ def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd):
                 row_normalize_masked(y, x, n * C + c, mask, n, mu, a, beta[c])
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _channel_stats(x, mask, C, c, eps):
     """(mean, rstd) of channel c over its N rows of x (N*C, S), only where mask: two-pass."""
     N = x.shape[0] // C
@@ -93,7 +95,7 @@ def _channel_stats(x, mask, C, c, eps):
     return mu, 1.0 / np.sqrt((s2 / count if count > 0 else 0.0) + eps)
 
 
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx):
     """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o."""
     N = x.shape[0] // C
@@ -120,7 +122,7 @@ def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx,
 
 
 # statistics ------------------------------------------------------------------------------------
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _chunk_stats_rows(x, C, B, cnt, pmean, pm2):
     """x: (N*C, S) channel rows; per (chunk k of B samples, channel c): count, mean, M2."""
     N = x.shape[0] // C
@@ -146,32 +148,40 @@ def _chunk_stats_rows(x, C, B, cnt, pmean, pm2):
         pm2[k, c] = s2
 
 
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _chunk_stats_cols(x, B, cnt, pmean, pm2):
-    """x: (N, C); per chunk k of B rows: count, per-channel mean and M2."""
+    """x: (N, C); per chunk k of B rows: count, per-channel mean and M2, two-pass within the
+    chunk (its rows are read again from cache). The first pass sums x - x[n0] (the chunk's first
+    row: a shift near the mean, so float32 sums lose nothing to a large mean); both passes sum
+    in x's dtype over FLUSH_ROWS rows, then in float64 (pmean and pm2 collect the float64 sums)."""
     N, C = x.shape
     for k in prange(cnt.shape[0]):
         n0 = k * B
         n1 = min(N, n0 + B)
-        mu = np.zeros(C)
-        m2 = np.zeros(C)
-        for n in range(n0, n1):
-            block_add(mu, x, n, 0)
+        block = np.zeros(C, x.dtype)
         hi = np.empty(C, x.dtype)
-        lo = np.empty(C, x.dtype)
+        lo = np.zeros(C, x.dtype)
         for c in range(C):
-            mu[c] /= n1 - n0
-            hi[c] = mu[c]
-            lo[c] = mu[c] - hi[c]
+            hi[c] = x[n0, c]
+            pmean[k, c] = 0.0
+            pm2[k, c] = 0.0
         for n in range(n0, n1):
-            block_add_sq_dev(m2, x, n, 0, hi, lo)
+            cols_add_dev(block, x, n, hi, lo)
+            if (n - n0 + 1) % FLUSH_ROWS == 0 or n == n1 - 1:
+                flush(pmean, k, block)
         for c in range(C):
-            pmean[k, c] = mu[c]
-            pm2[k, c] = m2[c]
+            mu = np.float64(hi[c]) + pmean[k, c] / (n1 - n0)
+            pmean[k, c] = mu
+            hi[c] = mu
+            lo[c] = mu - np.float64(hi[c])
+        for n in range(n0, n1):
+            cols_add_sq_dev(block, x, n, hi, lo)
+            if (n - n0 + 1) % FLUSH_ROWS == 0 or n == n1 - 1:
+                flush(pm2, k, block)
         cnt[k] = n1 - n0
 
 
-@njit(cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def _merge(cnt, pmean, pm2, mean, m2):
     """Chan et al.: mean = sum n_k mean_k / n, M2 = sum M2_k + n_k (mean_k - mean)^2."""
     nch, C = pmean.shape
@@ -192,22 +202,33 @@ def _merge(cnt, pmean, pm2, mean, m2):
 
 
 # y = (x - mean) * scale + shift ------------------------------------------------------------------
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _apply_rows(x, C, mean, scale, shift, y):
     for i in prange(x.shape[0]):
         c = i % C
         row_normalize(y, x, i, mean[c], scale[c], shift[c])
 
 
-@njit(parallel=True, cache=True)
-def _apply_cols(x, hi, lo, scale, shift, y):
-    """hi, lo (the split mean), scale, shift: (C,) in x's dtype."""
-    for n in prange(x.shape[0]):
-        block_normalize(y, x, n, 0, hi, lo, scale, shift)
+@njit(error_model="numpy", parallel=True, cache=True)
+def _apply_cols(x, hi, lo, scale, shift, y, nchunks, stream):
+    """hi, lo (the split mean), scale, shift: (C,) in x's dtype. Each chunk of rows writes
+    through an L1 scratch row with streaming stores when ``stream`` (see _stream)."""
+    N, C = x.shape
+    for k in prange(nchunks):
+        start, stop = chunk_bounds(N, nchunks, k)
+        row = np.empty((1, C if stream else 0), y.dtype)
+        for n in range(start, stop):
+            if stream:
+                cols_normalize(row, 0, x, n, hi, lo, scale, shift)
+                stream_row(y, n, row, 0)
+            else:
+                cols_normalize(y, n, x, n, hi, lo, scale, shift)
+        if stream:
+            store_fence()
 
 
 # backward ------------------------------------------------------------------------------------------
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _chunk_grad_sums_rows(dy, x, C, B, mean, psdy, psdyx):
     """Per (chunk, channel): sum dy and sum dy * (x - mean_c)."""
     N = x.shape[0] // C
@@ -225,30 +246,47 @@ def _chunk_grad_sums_rows(dy, x, C, B, mean, psdy, psdyx):
         psdyx[k, c] = a2
 
 
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _chunk_grad_sums_cols(dy, x, B, hi, lo, psdy, psdyx):
+    """Per chunk of B rows: sum dy and sum dy * (x - mean) per channel (in x's dtype over
+    FLUSH_ROWS rows, then float64)."""
     N, C = x.shape
     for k in prange(psdy.shape[0]):
-        a1 = np.zeros(C)
-        a2 = np.zeros(C)
-        for n in range(k * B, min(N, k * B + B)):
-            block_add_dy_dyxc(a1, a2, dy, x, n, 0, hi, lo)
+        a1 = np.zeros(C, x.dtype)
+        a2 = np.zeros(C, x.dtype)
         for c in range(C):
-            psdy[k, c] = a1[c]
-            psdyx[k, c] = a2[c]
+            psdy[k, c] = 0.0
+            psdyx[k, c] = 0.0
+        n0 = k * B
+        n1 = min(N, n0 + B)
+        for n in range(n0, n1):
+            cols_add_dy_dyxc(a1, a2, dy, x, n, hi, lo)
+            if (n - n0 + 1) % FLUSH_ROWS == 0 or n == n1 - 1:
+                flush(psdy, k, a1)
+                flush(psdyx, k, a2)
 
 
-@njit(parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _dx_rows(dy, x, C, p, mean, q, o, dx):
     for i in prange(x.shape[0]):
         c = i % C
         row_affine2(dx, dy, x, i, p[c], mean[c], q[c], o[c])
 
 
-@njit(parallel=True, cache=True)
-def _dx_cols(dy, x, p, hi, lo, q, o, dx):
-    for n in prange(x.shape[0]):
-        block_affine2(dx, dy, x, n, 0, p, hi, lo, q, o)
+@njit(error_model="numpy", parallel=True, cache=True)
+def _dx_cols(dy, x, p, hi, lo, q, o, dx, nchunks, stream):
+    N, C = x.shape
+    for k in prange(nchunks):
+        start, stop = chunk_bounds(N, nchunks, k)
+        row = np.empty((1, C if stream else 0), dx.dtype)
+        for n in range(start, stop):
+            if stream:
+                cols_affine2(row, 0, dy, x, n, p, hi, lo, q, o)
+                stream_row(dx, n, row, 0)
+            else:
+                cols_affine2(dx, n, dy, x, n, p, hi, lo, q, o)
+        if stream:
+            store_fence()
 
 
 # array-level entry points (the same signatures as the NumPy reference) -------------------------------
@@ -280,6 +318,10 @@ def _fused(layout, v, c, mask):
         return False
     n, s = v.shape[0] // c, v.shape[1]
     return c >= 2 * numba.get_num_threads() and n * s * v.itemsize <= _FUSED_BYTES and s * v.itemsize >= 64
+
+
+def _row_tasks(n):
+    return max(1, min(n, numba.get_num_threads()))
 
 
 def _split(mean, dtype):
@@ -330,7 +372,8 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
             _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd)
         elif layout == "cols":
             hi, lo = _split(mean, v.dtype)
-            _apply_cols(v, hi, lo, (rstd * gamma).astype(v.dtype), beta.astype(v.dtype), yv)
+            _apply_cols(v, hi, lo, (rstd * gamma).astype(v.dtype), beta.astype(v.dtype), yv,
+                        _row_tasks(v.shape[0]), should_stream(yv))
         else:
             _apply_rows(v, c, mean, rstd * gamma, beta, yv)
     return y.astype(x.dtype, copy=False)
@@ -403,7 +446,8 @@ def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, 
         o = np.zeros(c)
     if layout == "cols":
         dt = xv.dtype
-        _dx_cols(dyv, xv, p.astype(dt), hi, lo, q.astype(dt), o.astype(dt), dx)
+        _dx_cols(dyv, xv, p.astype(dt), hi, lo, q.astype(dt), o.astype(dt), dx, _row_tasks(xv.shape[0]),
+                 should_stream(dx))
     else:
         _dx_rows(dyv, xv, c, p, mean, q, o, dx)
     return sdy, sdyx

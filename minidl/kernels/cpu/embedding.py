@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _scatter_rows(idx, g, gw):
     for k in range(idx.shape[0]):
         dst = gw[idx[k]]

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import _layer_threads
+from ._fastexp import exp32
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -40,7 +41,7 @@ _B0, _B2, _B4, _B6, _B8 = (np.float32(-1.42647390514189e-02), np.float32(-7.3733
                            np.float32(-1.45660718464996e-05))
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def erf_f32(x):
     """float32 erf by the rational approximation above."""
     x = min(max(x, np.float32(-4.0)), np.float32(4.0))
@@ -58,70 +59,70 @@ def erf_f32(x):
     return x * p / q
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _gelu(v):
     return 0.5 * v * (1.0 + math.erf(v * _INV_SQRT2))
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _dgelu(v):
     return 0.5 * (1.0 + math.erf(v * _INV_SQRT2)) + v * _INV_SQRT_2PI * math.exp(-0.5 * v * v)
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _gelu32(v):
     return np.float32(0.5) * v * (np.float32(1.0) + erf_f32(v * np.float32(_INV_SQRT2)))
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _dgelu32(v):
     return (np.float32(0.5) * (np.float32(1.0) + erf_f32(v * np.float32(_INV_SQRT2)))
-            + v * np.float32(_INV_SQRT_2PI) * np.exp(np.float32(-0.5) * v * v))
+            + v * np.float32(_INV_SQRT_2PI) * exp32(np.float32(-0.5) * v * v))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _fwd_serial(x, out):
     for i in range(x.size):
         out[i] = _gelu(np.float64(x[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _fwd_parallel(x, out):
     for i in prange(x.size):
         out[i] = _gelu(np.float64(x[i]))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _bwd_serial(x, g, out):
     for i in range(x.size):
         out[i] = g[i] * _dgelu(np.float64(x[i]))
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _bwd_parallel(x, g, out):
     for i in prange(x.size):
         out[i] = g[i] * _dgelu(np.float64(x[i]))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _fwd32_serial(x, out):
     for i in range(x.size):
         out[i] = _gelu32(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _fwd32_parallel(x, out):
     for i in prange(x.size):
         out[i] = _gelu32(x[i])
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _bwd32_serial(x, g, out):
     for i in range(x.size):
         out[i] = g[i] * _dgelu32(x[i])
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _bwd32_parallel(x, g, out):
     for i in prange(x.size):
         out[i] = g[i] * _dgelu32(x[i])
@@ -149,9 +150,9 @@ def gelu_backward(x, g):
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _half_one_plus_tanh(v):
-    # (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + exp(-2u)): exp vectorises where libm's tanh does not
+    # (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + exp(-2u)): one exp instead of libm's tanh
     return 1.0 / (1.0 + math.exp(-2.0 * _SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
 
 
@@ -160,19 +161,19 @@ _K32, _K3_32, _ONE32, _TWO32 = np.float32(math.sqrt(2.0 / math.pi)), np.float32(
 _A32 = np.float32(0.044715)
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _half_one_plus_tanh32(v):
-    return _ONE32 / (_ONE32 + math.exp(-_C32 * (v + _A32 * v * v * v)))
+    return _ONE32 / (_ONE32 + exp32(-_C32 * (v + _A32 * v * v * v)))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _tanh_fwd32(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh32(v)
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _tanh_bwd32(x, g, out):
     for i in prange(x.size):
         v = x[i]
@@ -180,14 +181,14 @@ def _tanh_bwd32(x, g, out):
         out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _tanh_fwd(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh(v)
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _tanh_bwd(x, g, out):
     for i in prange(x.size):
         v = x[i]

@@ -36,7 +36,7 @@ def _chunks(n_items):
     return max(1, min(n_items, 4 * numba.get_num_threads()))
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _im2col_images(x, cols, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
     OH, OW = cols.shape[1], cols.shape[2]
@@ -62,7 +62,7 @@ def _im2col_images(x, cols, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
                                 rows[n, p, q, c] = xg[r, g, c]
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _im2col_images_dense(x, cols, n0, n1, kh, kw, sh, sw, ph, pw, dh):
     """One group, column dilation 1: the kw*C entries of a (pixel, i) are one contiguous run
     of the channels-last image, copied as one. The run's start is an unsigned index, which
@@ -88,7 +88,7 @@ def _im2col_images_dense(x, cols, n0, n1, kh, kw, sh, sw, ph, pw, dh):
                         rows[n, p, i, e] = xf[start + np.uintp(e)]
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _im2col_parallel(x, cols, n_chunks, G, kh, kw, sh, sw, ph, pw, dh, dw):
     N = x.shape[0]
     for t in prange(n_chunks):
@@ -112,7 +112,7 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
     return cols
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _col2im_images(cols, dx, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
     OH, OW = cols.shape[1], cols.shape[2]
@@ -139,7 +139,7 @@ def _col2im_images(cols, dx, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
                     dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _col2im_images_dense(cols, dx, n0, n1, kh, kw, sh, sw, ph, pw, dh):
     """The adjoint of _im2col_images_dense."""
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
@@ -164,7 +164,7 @@ def _col2im_images_dense(cols, dx, n0, n1, kh, kw, sh, sw, ph, pw, dh):
                     dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _col2im_parallel(cols, dx, n_chunks, G, kh, kw, sh, sw, ph, pw, dh, dw):
     N = dx.shape[0]
     for t in prange(n_chunks):

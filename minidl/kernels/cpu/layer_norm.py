@@ -28,14 +28,14 @@ from ._parallel import (FLUSH_ROWS, chunk_bounds, flush, launch, mean_var,
 from ._stream import should_stream, store_fence, stream_row
 
 
-@njit(cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath=False)
 def _normalize_row(x, i, w, b, m_hi, m_lo, rc, out, oi):
     """out[oi] = (x[i] - m) * rstd * w + b, with m = m_hi + m_lo (see _parallel.split)."""
     for j in range(x.shape[1]):
         out[oi, j] = ((x[i, j] - m_hi) - m_lo) * (rc * w[j]) + b[j]
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
 def _forward(x, w, b, eps, y, mean, rstd, nchunks, stream):
     n, d = x.shape
     for c in prange(nchunks):
@@ -57,7 +57,7 @@ def _forward(x, w, b, eps, y, mean, rstd, nchunks, stream):
             store_fence()
 
 
-@njit(cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath=False)
 def _dx_row(dy, x, i, w, m_hi, m_lo, rc, c0, c2, out, oi, bw, bb, need_dwb):
     """out[oi] = dx of row i = g rstd - c0 - xhat c2 (g = dy w, xhat = (x - m) rstd); and, if
     need_dwb, bw += dy xhat, bb += dy."""
@@ -73,7 +73,7 @@ def _dx_row(dy, x, i, w, m_hi, m_lo, rc, c0, c2, out, oi, bw, bb, need_dwb):
             out[oi, j] = dy[i, j] * w[j] * rc - c0 - ((x[i, j] - m_hi) - m_lo) * rc * c2
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
 def _backward(dy, x, mean, rstd, w, dx, dw_part, db_part, need_dx, need_dwb, stream):
     n, d = x.shape
     nchunks = dw_part.shape[0]

@@ -23,7 +23,7 @@ def _serial(x):
     return not _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw):
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
@@ -58,7 +58,7 @@ def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw):
                 idx[n, c, oh, ow] = arg
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _max_fwd_parallel(x, out, idx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw):
     planes = x.shape[0] * x.shape[1]
     for t in prange(n_chunks):
@@ -79,7 +79,7 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     return out, idx
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _max_bwd_planes(g, idx, dx, p0, p1):
     C, OH, OW = g.shape[1], g.shape[2], g.shape[3]
     for p in range(p0, p1):
@@ -92,7 +92,7 @@ def _max_bwd_planes(g, idx, dx, p0, p1):
                 dx[n, c, idx[n, c, oh, ow]] += g[n, c, oh, ow]
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _max_bwd_parallel(g, idx, dx, n_chunks):
     planes = g.shape[0] * g.shape[1]
     for t in prange(n_chunks):
@@ -110,7 +110,7 @@ def max_pool2d_backward(g, idx, H, W):
     return dx.reshape(N, C, H, W)
 
 
-@njit(cache=True, inline="always")
+@njit(error_model="numpy", cache=True, inline="always")
 def _window(o, s, p, k, size, include_pad):
     """[start, end) of a window clipped to the input, and its extent counted for the divisor."""
     start = o * s - p
@@ -121,7 +121,7 @@ def _window(o, s, p, k, size, include_pad):
     return start, end, (padded if include_pad else end - start)
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _avg_fwd_planes(x, out, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
@@ -140,7 +140,7 @@ def _avg_fwd_planes(x, out, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, d
                 out[n, c, oh, ow] = acc / div if h1 > h0 and w1 > w0 else 0.0
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _avg_fwd_parallel(x, out, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     planes = x.shape[0] * x.shape[1]
     for t in prange(n_chunks):
@@ -158,7 +158,7 @@ def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, div
     return out
 
 
-@njit(cache=True)
+@njit(error_model="numpy", cache=True)
 def _avg_bwd_planes(g, dx, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     N, C, H, W = dx.shape
     OH, OW = g.shape[2], g.shape[3]
@@ -179,7 +179,7 @@ def _avg_bwd_planes(g, dx, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, di
                         dx[n, c, h, w] += v
 
 
-@njit(cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _avg_bwd_parallel(g, dx, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     planes = dx.shape[0] * dx.shape[1]
     for t in prange(n_chunks):

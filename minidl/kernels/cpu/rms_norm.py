@@ -19,13 +19,13 @@ from ._stream import should_stream, store_fence, stream_row
 from .layer_norm import _ones, _param, compute_dtype
 
 
-@njit(cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath=False)
 def _scale_row(x, i, w, rc, out, oi):
     for j in range(x.shape[1]):
         out[oi, j] = x[i, j] * (rc * w[j])
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
 def _forward(x, w, eps, y, rstd, nchunks, stream):
     n, d = x.shape
     for c in prange(nchunks):
@@ -44,7 +44,7 @@ def _forward(x, w, eps, y, rstd, nchunks, stream):
             store_fence()
 
 
-@njit(cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath=False)
 def _dx_row(dy, x, i, w, rc, c2, out, oi, bw, need_dw):
     """out[oi] = dx of row i = g rstd - x c2 (g = dy w); and, if need_dw, bw += dy xhat."""
     if need_dw:
@@ -57,7 +57,7 @@ def _dx_row(dy, x, i, w, rc, c2, out, oi, bw, need_dw):
             out[oi, j] = dy[i, j] * w[j] * rc - x[i, j] * c2
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
 def _backward(dy, x, rstd, w, dx, dw_part, need_dx, need_dw, stream):
     n, d = x.shape
     nchunks = dw_part.shape[0]

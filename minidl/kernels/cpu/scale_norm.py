@@ -18,13 +18,13 @@ from ._stream import should_stream, store_fence, stream_row
 from .layer_norm import compute_dtype
 
 
-@njit(cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath=False)
 def _scale_row(x, i, gs, out, oi):
     for j in range(x.shape[1]):
         out[oi, j] = x[i, j] * gs
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
 def _forward(x, g, eps, y, inv, nchunks, stream):
     n, d = x.shape
     for c in prange(nchunks):
@@ -43,13 +43,13 @@ def _forward(x, g, eps, y, inv, nchunks, stream):
             store_fence()
 
 
-@njit(cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath=False)
 def _dx_row(dy, x, i, gs, k, out, oi):
     for j in range(x.shape[1]):
         out[oi, j] = gs * (dy[i, j] - x[i, j] * k)
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
 def _backward(dy, x, inv, g, eps, dx, dg_part, need_dx, need_dg, stream):
     n, d = x.shape
     nchunks = dg_part.shape[0]

@@ -1,0 +1,53 @@
+"""The CPU kernels' runtime pieces: the vectorisable float32 exp and the thread-pool start."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numba import njit
+
+from minidl.kernels.cpu._fastexp import exp32
+
+
+@njit(error_model="numpy")
+def _exp_all(x, out):
+    for i in range(x.size):
+        out[i] = exp32(x[i])
+
+
+def _exp(x):
+    x = np.asarray(x, np.float32)
+    out = np.empty_like(x)
+    _exp_all(x, out)
+    return out
+
+
+def test_exp32_is_as_accurate_as_numpy_float32_exp_over_its_range():
+    x = np.linspace(-87.3, 88.3, 200_001, dtype=np.float32)
+    exact = np.exp(x.astype(np.float64))
+    rel = np.abs(_exp(x) - exact) / exact
+    assert rel.max() < 2e-7
+    assert rel.max() <= (np.abs(np.exp(x) - exact) / exact).max()
+
+
+def test_exp32_edges_nan_and_saturation():
+    out = _exp([np.nan, 0.0, -1000.0, np.inf, 1000.0])
+    assert np.isnan(out[0])
+    assert out[1] == 1.0
+    assert 0 < out[2] < 2e-38                 # clamped: below any sigmoid's resolution
+    assert out[3] > 1e38 and out[4] > 1e38
+
+
+def _run(code, **env):
+    full = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("user_value", [None, "5"])
+def test_starting_the_pool_leaves_the_environment_as_it_was(user_value):
+    env = {} if user_value is None else {"GOMP_SPINCOUNT": user_value}
+    out = _run("import os, minidl.kernels.cpu, numba; numba.get_num_threads();"
+               "print(os.environ.get('GOMP_SPINCOUNT'))", **env)
+    assert out.strip() == str(user_value)
