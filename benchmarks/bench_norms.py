@@ -8,10 +8,10 @@ For each norm, in float32 at transformer and CNN sizes, times the user-facing pa
     forward+backward:   y = layer(x); y.backward(gradient=g); the grads are then in x.grad etc.
 
 for minidl with the NumPy reference (``minidl.ops.normalization.implementation("reference")``),
-minidl with the Numba kernels (the default), and PyTorch CPU when it is installed, with the
-same number of threads as Numba. Each time is the median of ``--repeat`` runs after warm-up
-(``--interleave`` alternates minidl and PyTorch runs, for a busy shared machine; ``--threads 1
---cpu-time`` counts only the working thread's CPU time, steadier still on such a machine).
+minidl with the Numba kernels (the default), and PyTorch CPU when it is installed (in a process
+of its own, see _peer), with the same number of threads as Numba. Each time is the median of
+``--repeat`` runs after warm-up (``--threads 1 --cpu-time`` counts only the working thread's CPU
+time, steadier on a busy shared machine).
 
 The memory-bandwidth floor of a pass is the bytes it must move (forward: read x, write y;
 backward: read dy and x, write dx; plus the small parameter and statistics arrays) divided by
@@ -31,6 +31,8 @@ import sys
 import time
 
 import numpy as np
+
+import _peer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -88,30 +90,9 @@ def median_time(fn, repeat, warmup):
     return float(STAT(times))
 
 
-def interleaved_times(fns, repeat, warmup, interleave):
-    """{name: time} for several functions. With ``interleave`` they are timed in turn, run after
-    run, so that each sees the same background load (on a shared machine load drifts more than
-    implementations differ); otherwise each is warmed up and timed in a block of its own, which
-    is the cleaner measure on a quiet machine (PyTorch and Numba each bring their own OpenMP
-    runtime, whose idle threads spin for a while after a parallel region and would take cores
-    from the other in interleaved runs)."""
-    if not interleave:
-        return {name: median_time(fn, repeat, warmup) for name, fn in fns.items()}
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = CLOCK()
-            fn()
-            times[name].append(CLOCK() - t0)
-    return {name: float(STAT(ts)) for name, ts in times.items()}
-
-
 class Copy:
     """A large array copy (into a reused buffer): bytes read + written per second is the copy
-    bandwidth. It is also timed in turn with each norm, so that each norm's floor uses the
+    bandwidth. It is also timed right after each norm, so that each norm's floor uses the
     bandwidth of the same moments (the overall figure alone drifts with background load)."""
 
     def __init__(self):
@@ -168,6 +149,29 @@ def torch_runner(torch, layer, x, g):
     return fwd, fwdbwd
 
 
+def selected_cases(args):
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    return [case for case in CASES if not only or case[0] in only]
+
+
+def case_inputs(name, shape):
+    """x and the cotangent g for a case, the same in both processes."""
+    rng = np.random.default_rng([ord(ch) for ch in name])
+    return rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+
+
+def peer_main(args):
+    """The PyTorch half, in its own process (see _peer): (fwd, fwd+bwd) seconds per case."""
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    times = {}
+    for name, shape, _, torch_ctor, _ in selected_cases(args):
+        fwd, fwdbwd = torch_runner(torch, torch_ctor(torch), *case_inputs(name, shape))
+        times[name] = (median_time(fwd, args.repeat, args.warmup), median_time(fwdbwd, args.repeat, args.warmup))
+    _peer.write(args.peer_json, {"version": torch.__version__, "threads": torch.get_num_threads(), "times": times})
+
+
 def build_minidl(spec):
     cls_name, args = spec
     cls = getattr(nn, cls_name, None)
@@ -183,12 +187,11 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated norm names (default: all)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--stat", choices=("median", "min"), default="median")
-    ap.add_argument("--interleave", action="store_true",
-                    help="alternate minidl, PyTorch and copy runs (steadier ratios on a shared, busy machine)")
     ap.add_argument("--threads", type=int, default=0, help="threads for Numba and PyTorch (default: Numba's)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="with --threads 1: time the CPU time of the (only) working thread, so that other "
                          "processes on a shared machine do not count (memory-bandwidth contention still does)")
+    _peer.add_argument(ap)
     args = ap.parse_args(argv)
     global STAT, CLOCK
     STAT = np.median if args.stat == "median" else np.min
@@ -196,39 +199,30 @@ def main(argv=None):
         if args.threads != 1:
             ap.error("--cpu-time needs --threads 1 (other threads' CPU time would not be counted)")
         CLOCK = time.thread_time
+    if args.peer_json:
+        return peer_main(args)
+    peer = None if args.no_torch else _peer.run(__file__, argv)
     import numba
     if args.threads:
         numba.set_num_threads(args.threads)
     threads = numba.get_num_threads()
-    torch = None
-    if not args.no_torch:
-        try:
-            import torch
-            torch.set_num_threads(threads)
-        except ImportError:
-            torch = None
 
     copy = Copy()
     bandwidth = copy.nbytes / median_time(copy, args.repeat, 3)
     print(f"threads: {threads} (numba and torch){'; CPU time' if args.cpu_time else ''}; "
           f"copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
-          f"torch {'%s' % torch.__version__ if torch else 'not installed'}; {args.stat} of {args.repeat} runs "
+          f"torch {peer['version'] + ' (own process)' if peer else '-'}; {args.stat} of {args.repeat} runs "
           f"({args.repeat_reference} for the reference), times in ms")
 
-    only = {s.strip() for s in args.only.split(",") if s.strip()}
-    rng = np.random.default_rng(0)
     rows = []
-    for name, shape, spec, torch_ctor, target in CASES:
-        if only and name not in only:
-            continue
+    for name, shape, spec, torch_ctor, target in selected_cases(args):
         row = {"norm": name, "shape": list(shape), "target": target}
         layer = build_minidl(spec)
         if layer is None:
             row["missing"] = True
             rows.append(row)
             continue
-        x = rng.standard_normal(shape).astype(np.float32)
-        g = rng.standard_normal(shape).astype(np.float32)
+        x, g = case_inputs(name, shape)
         n_params = sum(p.numel() for p in layer.parameters())
         n_stats = 2 * STATS_PER[spec[0]](shape)
         fb, fbb = floor_bytes(shape, n_params, n_stats)
@@ -237,13 +231,13 @@ def main(argv=None):
         with implementation("reference"):
             row["ref_fwd"] = median_time(fwd, args.repeat_reference, 1)
             row["ref_fwdbwd"] = median_time(fwdbwd, args.repeat_reference, 1)
-        fwds, fwdbwds = {"numba": fwd, "copy": copy}, {"numba": fwdbwd, "copy": copy}
-        if torch is not None:
-            fwds["torch"], fwdbwds["torch"] = torch_runner(torch, torch_ctor(torch), x, g)
         with implementation("numba"):
-            for mode, fns in (("fwd", fwds), ("fwdbwd", fwdbwds)):
-                for impl, t in interleaved_times(fns, args.repeat, args.warmup, args.interleave).items():
-                    row[f"{impl}_{mode}"] = t
+            row["numba_fwd"] = median_time(fwd, args.repeat, args.warmup)
+            row["copy_fwd"] = median_time(copy, args.repeat, 1)
+            row["numba_fwdbwd"] = median_time(fwdbwd, args.repeat, args.warmup)
+            row["copy_fwdbwd"] = median_time(copy, args.repeat, 1)
+        if peer:
+            row["torch_fwd"], row["torch_fwdbwd"] = peer["times"][name]
         bw = copy.nbytes / min(row.pop("copy_fwd"), row.pop("copy_fwdbwd"))
         row["copy_bandwidth"] = bw
         row["floor_fwd"], row["floor_fwdbwd"] = fb / bw, fbb / bw

@@ -6,12 +6,14 @@
 1. One training step (forward, cross-entropy, backward, AdamW) of the same GPT in minidl and,
    when importable, in PyTorch (vocab 96, 4 layers, 4 heads, d_model 128, context 64,
    batch 32; pre-LN, learned positions, tanh-GELU MLP, causal attention), with the same number of
-   threads (BLAS, Numba and torch; PyTorch in a process of its own, see _peer). Median over ``--steps`` after ``--warmup`` steps; tokens/s =
-   batch * context / step time; the ratio minidl/PyTorch is the issue's target (>= 0.7).
+   threads (BLAS, Numba and torch; PyTorch in a process of its own, see _peer). Median over
+   ``--steps`` after ``--warmup`` steps; tokens/s = batch * context / step time; the ratio
+   minidl/PyTorch is the issue's target (>= 0.7).
 2. Causal attention forward+backward at the model's shape (B=32, H=4, T=64, D=32): the fused
-   op (NumPy reference and Numba kernel), the same attention composed from minidl's generic ops
-   (matmul, masked_fill, softmax, matmul; autograd through each), a plain NumPy composition
-   (forward and hand-written backward, no framework) and torch's SDPA.
+   op (NumPy reference, BLAS matmuls with the Numba softmax kernels, and the Numba row
+   kernel), the same attention composed from minidl's generic ops (matmul, masked_fill,
+   softmax, matmul; autograd through each), a plain NumPy composition (forward and
+   hand-written backward, no framework) and torch's SDPA.
 3. A cProfile of minidl's training steps: the functions with the most own time.
 """
 import argparse
@@ -178,7 +180,8 @@ def bench_attention():
         (s.masked_fill(causal_out, -np.inf).softmax(-1) @ tv).backward(g)
 
     results["minidl fused op, NumPy reference"] = median_time(fused("reference"), args.steps * 2, 2)
-    results["minidl fused op, Numba kernel"] = median_time(fused("numba"), args.steps * 2, 2)
+    results["minidl fused op, BLAS + Numba softmax"] = median_time(fused("fused-softmax"), args.steps * 2, 2)
+    results["minidl fused op, Numba row kernel"] = median_time(fused("numba"), args.steps * 2, 2)
     results["minidl composed from generic ops"] = median_time(composed, args.steps * 2, 2)
     results["plain NumPy composition"] = median_time(lambda: numpy_attention_fwd_bwd(q, k, v, g, scale),
                                                      args.steps * 2, 2)

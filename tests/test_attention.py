@@ -9,7 +9,7 @@ from minidl.autograd import gradcheck
 from minidl.ops import attention as A
 from minidl.testing import OpSpec, check_forward, check_gradcheck, check_implementations, forward_cases, spec_id
 
-IMPLS = ("reference", "numba")
+IMPLS = ("reference", "numba", "fused-softmax")
 
 
 def naive_attention(q, k, v, mask=None, causal=False, scale=None):
@@ -66,7 +66,7 @@ def _specs(impl):
     ]
 
 
-SPECS = _specs("reference") + _specs("numba")
+SPECS = _specs("reference") + _specs("numba") + _specs("fused-softmax")
 
 
 @pytest.mark.parametrize("spec,dtype,device", forward_cases(SPECS))
@@ -120,8 +120,9 @@ def test_kernel_and_reference_agree_on_gradients_with_masks(dtype):
             (out2 * md.tensor(g)).sum().backward()
             grads[impl] = [out.numpy(), out2.numpy()] + [t.grad.numpy() for t in ts]
     tol = 1e-5 if dtype == "float32" else 1e-12
-    for a, b in zip(grads["reference"], grads["numba"]):
-        np.testing.assert_allclose(a, b, atol=tol, rtol=tol)
+    for impl in IMPLS[1:]:
+        for a, b in zip(grads["reference"], grads[impl]):
+            np.testing.assert_allclose(a, b, atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

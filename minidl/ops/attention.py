@@ -29,24 +29,28 @@ is -inf, the row sum as 1 when it is 0, so such a row has P = 0: its output is 0
 passes zero gradient to q, k, v and the mask. Training with, say, a padded query row
 that sees only padding therefore stays finite; pool or mask those rows out of the loss.
 
-Two implementations of the same math:
-- the NumPy reference below (BLAS batched matmuls, materialises P; saves P for backward);
-- the fused Numba kernel ``minidl.kernels.cpu.attention`` (row-wise, saves only the
-  row log-sum-exp and recomputes P in backward).
-``set_implementation("auto" | "numba" | "reference")`` (or the environment variable
-MINIDL_ATTENTION_IMPL) picks one; "auto" uses the kernel where it measured faster (see
-``_kernel_pays``). Dropout draws its mask from minidl.random's generator before the
+Three implementations of the same math:
+- "reference": the NumPy code below (BLAS batched matmuls, materialises P; saves P for backward);
+- "fused-softmax": the reference's matmuls, with the masking and softmax (forward) and the
+  softmax Jacobian (backward) each done in one Numba pass over the scores
+  (``minidl.kernels.cpu.softmax``) instead of NumPy's six;
+- "numba": the fused row kernel ``minidl.kernels.cpu.attention`` (saves only the row
+  log-sum-exp and recomputes P in backward: no (L, S) matrix at all).
+``set_implementation("auto" | "numba" | "fused-softmax" | "reference")`` (or the environment
+variable MINIDL_ATTENTION_IMPL) picks one; "auto" uses the row kernel where it measured faster
+(see ``_kernel_pays``) and "fused-softmax" elsewhere. Dropout draws its mask from minidl.random's generator before the
 choice, so both give the same numbers for the same seed.
 """
 import numpy as np
 
 from .. import random
 from ..autograd.function import Function
-from ..backends import namespace_of
+from ..backends import device_of, namespace_of
 from ..kernels.switch import ImplementationSwitch
 from ._broadcast import unbroadcast
 
-ATTENTION = ImplementationSwitch("attention", "MINIDL_ATTENTION_IMPL", ("auto", "numba", "reference"), "auto")
+ATTENTION = ImplementationSwitch("attention", "MINIDL_ATTENTION_IMPL",
+                                 ("auto", "numba", "fused-softmax", "reference"), "auto")
 IMPLEMENTATIONS = ATTENTION.choices
 set_implementation, get_implementation, implementation = ATTENTION.set, ATTENTION.get, ATTENTION.use
 
@@ -69,14 +73,7 @@ def attention_forward_reference(q, k, v, bias, allow, scale, drop):
     or None, ``bias`` a float array or None, ``drop`` the dropout multiplier or None.
     (scale is applied to q, the smaller operand; the rest works in place on the scores.)"""
     xp = namespace_of(q)
-    s = xp.matmul(q * q.dtype.type(scale), xp.swapaxes(k, -1, -2))
-    full = xp.broadcast_shapes(s.shape, *(m.shape for m in (bias, allow) if m is not None))
-    if full != s.shape:  # a mask with batch dims that q and k lack (v has them)
-        s = xp.ascontiguousarray(xp.broadcast_to(s, full))
-    if bias is not None:
-        s += bias
-    if allow is not None:
-        xp.copyto(s, -xp.inf, where=~allow)
+    s = _scores(q, k, bias, allow, scale)
     m = s.max(axis=-1, keepdims=True)
     m[~xp.isfinite(m)] = 0  # fully masked row: exp(-inf - 0) = 0 below, not NaN
     s -= m
@@ -88,16 +85,36 @@ def attention_forward_reference(q, k, v, bias, allow, scale, drop):
     return xp.matmul(pd, v), p, pd
 
 
-def attention_backward_reference(q, k, v, p, pd, drop, scale, g):
-    """(dq, dk, dv, dS) for out = attention(q, k, v); dS is dL/d(scores), the bias grad."""
+def _scores(q, k, bias, allow, scale):
+    """scale * q k^T + bias, -inf where not allowed, broadcast to the masks' batch dims."""
+    xp = namespace_of(q)
+    s = xp.matmul(q * q.dtype.type(scale), xp.swapaxes(k, -1, -2))
+    full = xp.broadcast_shapes(s.shape, *(m.shape for m in (bias, allow) if m is not None))
+    if full != s.shape:  # a mask with batch dims that q and k lack (v has them)
+        s = xp.ascontiguousarray(xp.broadcast_to(s, full))
+    if bias is not None:
+        s += bias
+    if allow is not None:
+        xp.copyto(s, -xp.inf, where=~allow)
+    return s
+
+
+def softmax_backward_reference(dp, p):
+    """dS = P * (dP - rowsum(dP * P)), in place in dp."""
+    dp -= (dp * p).sum(axis=-1, keepdims=True)
+    dp *= p
+    return dp
+
+
+def attention_backward_reference(q, k, v, p, pd, drop, scale, g, softmax_backward=softmax_backward_reference):
+    """(dq, dk, dv, dS) for out = attention(q, k, v); dS is dL/d(scores), the bias grad.
+    ``softmax_backward(dp, p)`` computes dS in place (the "fused-softmax" path passes its kernel)."""
     xp = namespace_of(g)
     dv = xp.matmul(xp.swapaxes(pd, -1, -2), g)
     dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
     if drop is not None:
         dp *= drop
-    dp -= (dp * p).sum(axis=-1, keepdims=True)
-    dp *= p                                  # dS = P * (dP - rowsum(dP * P)), in place
-    ds = dp
+    ds = softmax_backward(dp, p)
     dq = xp.matmul(ds, k)
     dq *= scale
     dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
@@ -114,21 +131,34 @@ class ScaledDotProductAttention(Function):
         L, S = q.shape[-2], k.shape[-2]
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         drop = None
-        if dropout_p > 0:
+        if dropout_p > 0 and type(q) is not np.ndarray:   # another device draws its own mask
+            from .. import backends
+            drop = backends.get(device_of(q)).dropout_mask(batch + (L, S), dropout_p, q.dtype)
+        elif dropout_p > 0:
             keep = random.generator().random(batch + (L, S)) >= dropout_p
             drop = keep.astype(q.dtype) * q.dtype.type(1.0 / (1.0 - dropout_p))
         ctx.scale, ctx.causal = scale, causal
         ctx.bias_shape = None if bias is None else bias.shape
         impl = ATTENTION.current
-        use_kernel = impl == "numba" or (impl == "auto" and _kernel_pays(L, S, q.shape[-1]))
-        if (use_kernel and type(q) is np.ndarray and q.dtype in (np.float32, np.float64)
-                and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        if impl == "auto":
+            impl = "numba" if _kernel_pays(L, S, q.shape[-1]) else "fused-softmax"
+        on_cpu = type(q) is np.ndarray and q.dtype in (np.float32, np.float64)
+        if impl == "numba" and on_cpu and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
             return _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop)
         ctx.kernel = False
+        ctx.fused_softmax = impl == "fused-softmax" and on_cpu
+        if ctx.fused_softmax:
+            from ..kernels.cpu.softmax import softmax_rows_
+            p = softmax_rows_(_scores(q, k, bias, allow, scale), causal)
+            pd = p if drop is None else p * drop
+            ctx.save_for_backward(q, k, v, p, pd, drop)
+            return np.matmul(pd, v)
         if causal:
-            tril = np.tril(np.ones((L, S), dtype=bool))
-            if type(q) is not np.ndarray:   # another device: the mask lives beside q
-                tril = namespace_of(q).asarray(tril)
+            if type(q) is not np.ndarray:   # another device: built there, j <= i, as np.tril
+                xp = namespace_of(q)
+                tril = xp.arange(S)[None, :] <= xp.arange(L)[:, None]
+            else:
+                tril = np.tril(np.ones((L, S), dtype=bool))
             allow = tril if allow is None else allow & tril
         out, p, pd = attention_forward_reference(q, k, v, bias, allow, scale, drop)
         ctx.save_for_backward(q, k, v, p, pd, drop)
@@ -140,7 +170,11 @@ class ScaledDotProductAttention(Function):
             dq, dk, dv, ds = _kernel_backward(ctx, g)
         else:
             q, k, v, p, pd, drop = ctx.saved_tensors
-            dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g)
+            if ctx.fused_softmax:
+                from ..kernels.cpu.softmax import softmax_backward_
+                dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g, softmax_backward_)
+            else:
+                dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g)
             dq, dk, dv = unbroadcast(dq, q.shape), unbroadcast(dk, k.shape), unbroadcast(dv, v.shape)
         dbias = None
         if ctx.needs_input_grad[3]:
@@ -228,7 +262,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
     bias = allow = None
     if attn_mask is not None:
-        m = attn_mask._data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+        m = attn_mask._data if isinstance(attn_mask, Tensor) else (
+            attn_mask if device_of(attn_mask) != "cpu" else np.asarray(attn_mask))   # a device mask stays put
         try:
             fits = np.broadcast_shapes(m.shape, batch + (L, S)) == batch + (L, S)
         except ValueError:

@@ -29,6 +29,7 @@ import math
 import numba
 import numpy as np
 from numba import njit, types
+from numba.extending import overload
 
 if numba.config.DISABLE_JIT:
     def as_float32(bits):
@@ -75,3 +76,15 @@ def exp32(y):
     p = p * r + _ONE
     p = p * r + _ONE
     return p * as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+
+
+def exp_any(y):
+    """exp32(y) for a float32 y, math.exp(y) otherwise: one name for kernels compiled for both."""
+    return math.exp(y)
+
+
+@overload(exp_any, inline="always")
+def _exp_any(y):
+    if y == types.float32:
+        return lambda y: exp32(y)
+    return lambda y: math.exp(y)

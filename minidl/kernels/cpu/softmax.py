@@ -1,0 +1,76 @@
+"""Softmax over the last axis of a matrix of rows, in place, forward and backward (Numba).
+
+Used by attention on scores that BLAS computed (see minidl.ops.attention, "fused-softmax"):
+NumPy's softmax makes six passes over the scores (max, subtract, exp, sum, divide, and the
+causal mask before), these make one per row, with the row in L1:
+
+    forward   p_j = exp(s_j - m) / sum_k exp(s_k - m),  m = max_k s_k     (over j < jmax)
+    backward  ds_j = p_j (dp_j - sum_k dp_k p_k)                          (the softmax Jacobian)
+
+With ``causal``, row r (query position i = r mod L) keeps only j <= i, as np.tril, and
+its other entries are set to 0: the mask is applied here instead of as a -inf pass before.
+A row whose entries are all -inf (fully masked by the caller) becomes all 0, so it passes
+no gradient. float32 rows use the vectorisable exp32 (see _fastexp).
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._fastexp import exp_any
+from ._parallel import chunk_bounds, launch, num_chunks
+
+# reassociation lets the row max and sums vectorise; no "nnan"/"ninf": masks are -inf
+_FM = {"reassoc", "contract"}
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
+def _forward(s, L, causal, nchunks):
+    R, S = s.shape
+    zero = s.dtype.type(0)
+    for c in prange(nchunks):
+        r0, r1 = chunk_bounds(R, nchunks, c)
+        for r in range(r0, r1):
+            jmax = min(r % L + 1, S) if causal else S
+            m = s[r, 0]
+            for j in range(1, jmax):
+                m = max(m, s[r, j])
+            if m == -np.inf:
+                jmax = 0
+            z = zero
+            for j in range(jmax):
+                e = exp_any(s[r, j] - m)
+                s[r, j] = e
+                z += e
+            inv = s.dtype.type(1) / z
+            for j in range(jmax):
+                s[r, j] *= inv
+            for j in range(jmax, S):
+                s[r, j] = zero
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
+def _backward(dp, p, nchunks):
+    R, S = p.shape
+    for c in prange(nchunks):
+        r0, r1 = chunk_bounds(R, nchunks, c)
+        for r in range(r0, r1):
+            d = p.dtype.type(0)
+            for j in range(S):
+                d += dp[r, j] * p[r, j]
+            for j in range(S):
+                dp[r, j] = p[r, j] * (dp[r, j] - d)
+
+
+def softmax_rows_(s, causal=False):
+    """s (..., L, S), C-contiguous float32/float64: softmax of each row, in place (see above)."""
+    L, S = s.shape[-2:]
+    rows = s.reshape(-1, S)
+    launch(_forward, rows.size, rows, L, bool(causal), num_chunks(rows.shape[0], rows.size))
+    return s
+
+
+def softmax_backward_(dp, p):
+    """dp <- p * (dp - rowsum(dp * p)) in place; both (..., S), C-contiguous, same dtype."""
+    S = p.shape[-1]
+    rows, prow = dp.reshape(-1, S), p.reshape(-1, S)
+    launch(_backward, rows.size, rows, prow, num_chunks(rows.shape[0], rows.size))
+    return dp
