@@ -76,16 +76,21 @@ def test_scaled_dot_product_attention_causal_and_masked():
           atol=1e-9)
 
 
-def test_dropout_mask_is_applied_on_the_device():
+def test_dropout_mask_is_drawn_on_the_device_and_reproduces():
+    """The mask comes from the device's generator (no host copy; not the CPU's mask): each
+    element is 0 or 1/(1-p), the same seed gives the same mask, and the gradient is the mask."""
     x = md.ones(4, 5, device="cuda", requires_grad=True)
     md.manual_seed(3)
     y = F.dropout(x, 0.5)
     md.manual_seed(3)
-    ref = F.dropout(md.ones(4, 5), 0.5)
+    again = F.dropout(md.ones(4, 5, device="cuda"), 0.5)
     assert y.device == "cuda"
-    np.testing.assert_array_equal(y.numpy(), ref.numpy())
+    mask = y.numpy()
+    assert set(np.unique(mask)) <= {0.0, 2.0} and 0 < np.count_nonzero(mask) < mask.size
+    np.testing.assert_array_equal(again.numpy(), mask)
+    assert not np.array_equal(F.dropout(md.ones(4, 5, device="cuda"), 0.5).numpy(), mask)   # the stream moves on
     y.sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), ref.numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), mask)
 
 
 @pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01),

@@ -23,6 +23,18 @@ class Backend:
     def to_host(self, array):
         raise NotImplementedError
 
+    def assert_all(self, ok, error, message):
+        """``if not ok.all(): raise error(message)``; a device may defer it (see CudaBackend)."""
+        if not bool(ok.all()):
+            raise error(message)
+
+    fused_adam = None   # optional one-kernel optimizer updates (minidl/optim uses them when set)
+    fused_sgd = None
+
+    def dropout_mask(self, shape, p, dtype):
+        """The scaled dropout keep mask drawn on this device (ops/activation.py draws the CPU's)."""
+        raise NotImplementedError(f"dropout masks are not implemented for device {self.name!r}")
+
 
 class CPUBackend(Backend):
     name = "cpu"

@@ -16,9 +16,16 @@ which read any strides, so views are never copied just to be consumed:
 built on those kernels, so the ops run here unchanged. A NumPy function it lacks raises
 NotImplementedError naming it and the device.
 
-Known host round trips: integer-array indexing computes the element offsets with NumPy on
-the host (indices living on the device are copied to the host first), then gathers or
-scatters on the device; ``bool(x)`` / ``float(x)`` / ``item()`` read one value back.
+Host round trips. Every copy goes through ``cuda_transfers`` and is counted:
+``with transfer_log() as log: ...`` lists them (bytes, count, call site). A training step of
+the zoo models makes none but reading the loss (tests/test_cuda_transfers.py): integer-array
+indices (x[i], x[:, i, j], add.at) become element offsets on the device; ``arange`` and
+causal masks are computed there; dropout masks are drawn there; index range checks run there
+and report at the next read (kernels/cuda/checks.py); optimizers run one fused kernel per
+parameter. What still reads back, by nature: ``bool(x)`` / ``float(x)`` / ``item()`` /
+``.numpy()``; a bool-mask index ``x[mask]`` with array values, and integer indices separated
+by slices (``x[i, :, j]``), whose offsets NumPy's rules compute on the host; and the first use
+of a scalar constant in where/scatter (``_const``, cached: one upload per value, once).
 """
 import builtins
 import math
@@ -28,6 +35,8 @@ import operator
 import numpy as np
 from numba import cuda
 
+from ..kernels.cuda import arange as _arange_kernel
+from ..kernels.cuda import checks as _checks
 from ..kernels.cuda import gather as _gather
 from ..kernels.cuda import map as _map
 from ..kernels.cuda import matmul as _matmul
@@ -35,6 +44,8 @@ from ..kernels.cuda import reduce as _reduce
 from ..kernels.cuda import zip as _zip
 from ..kernels.cuda._common import SIMULATOR
 from . import Backend
+from . import cuda_transfers as _tx
+from .cuda_transfers import transfer_log  # noqa: F401  (public: minidl.backends.cuda.transfer_log)
 
 
 def _contiguous_strides(shape):
@@ -89,7 +100,7 @@ class CudaArray:
         a = np.asarray(array)
         if a.dtype == object:
             raise TypeError("cuda: cannot move an object array to the device")
-        return cls(cuda.to_device(np.ascontiguousarray(a).reshape(-1)), a.shape)
+        return cls(_tx.upload(np.ascontiguousarray(a).reshape(-1)), a.shape)
 
     def _view(self, shape, strides, offset=None, writeable=None):
         return CudaArray(self._buf, shape, strides, self._off if offset is None else offset,
@@ -160,8 +171,9 @@ class CudaArray:
 
     # host transfer ------------------------------------------------------------------
     def copy_to_host(self):
+        _checks.raise_pending()   # a read is where deferred device checks report (kernels/cuda/checks.py)
         a = self if self._is_whole_buffer() else self.copy()
-        return a._buf.copy_to_host().reshape(self.shape)
+        return _tx.download(a._buf).reshape(self.shape)
 
     def _is_whole_buffer(self):
         return self._off == 0 and self.is_contiguous() and self.size == self._buf.size
@@ -292,7 +304,7 @@ class CudaArray:
             return _gather_axis(self, *on_axis)
         offsets = _offsets(self, index)
         out = CudaArray.empty(offsets.shape, self.dtype)
-        _gather.gather(out._buf, self._buf, cuda.to_device(offsets.reshape(-1)))
+        _gather.gather(out._buf, self._buf, _flat_buffer(offsets))
         return out
 
     def __setitem__(self, index, value):
@@ -637,21 +649,85 @@ def _host_index(index):
 
 
 def _offsets(x, index):
-    """Buffer offsets (int64, host) of x[index] for an advanced index, by NumPy's own rules."""
+    """Buffer offsets (a contiguous int64 CudaArray) of the elements of x[index] for an
+    advanced index: computed on the device when ``_device_offsets`` can, else by NumPy's own
+    rules on the host (a round trip: device index arrays are read back, the offsets copied up)."""
+    on_device = _device_offsets(x, index)
+    if on_device is not None:
+        return on_device
     pos = np.full((), x._off, dtype=np.int64)
     for d, (n, st) in enumerate(zip(x.shape, x._st)):
         shape = [1] * x.ndim
         shape[d] = n
         pos = pos + np.arange(n, dtype=np.int64).reshape(shape) * st
     pos = np.broadcast_to(pos, x.shape)
-    return np.ascontiguousarray(pos[_host_index(index)])
+    return CudaArray.from_host(np.ascontiguousarray(pos[_host_index(index)]))
+
+
+def _device_offsets(x, index):
+    """Offsets of x[i0, i1, ..., :, :] on the device, or None for other index forms.
+
+    Handles a run of adjacent integer indices (arrays, or ints, which broadcast with them),
+    optionally after and before full slices: NumPy puts the broadcast index shape B in place
+    of the run, so x[:, i, j] has shape x.shape[:1] + B + x.shape[3:], and element
+    (p, b, q) lives at off + p . st_pre + sum_d wrap(i_d[b]) st_d + q . st_post. Every term is
+    a small integer array, summed with broadcasting by the zip kernel. Index ranges are
+    checked on the device (deferred, see kernels/cuda/checks.py). Bool masks, None,
+    Ellipsis and partial slices return None (the host path)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if len(items) > x.ndim:
+        return None
+    kinds = []
+    for i in items:
+        if isinstance(i, slice) and i == slice(None):
+            kinds.append("s")
+        elif _is_int_array(i) or _is_int_scalar(i):
+            kinds.append("a")
+        else:
+            return None
+    run = "".join(kinds).strip("s")
+    if not run or "s" in run:
+        return None
+    first = kinds.index("a")
+    last = first + len(run)
+    arrays = []
+    for d in range(first, last):
+        i = items[d]
+        arrays.append(_index_array(i) if _is_int_array(i) else _const(int(i), np.int64))
+    bshape = np.broadcast_shapes(*[a.shape for a in arrays])
+    pre, post = x.shape[:first], x.shape[last:]
+    out_shape = pre + bshape + post
+    nd = len(out_shape)
+    pos = _const(x._off, np.int64)
+    for d, n in enumerate(pre):
+        pos = pos + _expand_to(_arange(n, dtype=np.int64) * x._st[d], d, nd)
+    for d, a in zip(range(first, last), arrays):
+        n = x.shape[d]
+        _checks.assert_all((a >= -n) & (a < n), IndexError,
+                           f"index out of bounds for axis {d} with size {n} (an integer index array on device 'cuda')")
+        wrapped = a + (a < 0).astype(np.int64) * n
+        pos = pos + wrapped.reshape((1,) * len(pre) + (1,) * (len(bshape) - a.ndim) + a.shape + (1,) * len(post)) \
+            * x._st[d]
+    for k, n in enumerate(post):
+        pos = pos + _expand_to(_arange(n, dtype=np.int64) * x._st[last + k], len(pre) + len(bshape) + k, nd)
+    pos = _broadcast_to(pos, out_shape)
+    return pos if pos.is_contiguous() else pos.copy()
+
+
+def _is_int_scalar(i):
+    return isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+
+def _expand_to(v, axis, ndim):
+    """A 1-d array as the ``axis`` of an ndim-d array (size 1 elsewhere)."""
+    return v.reshape((1,) * axis + (v.size,) + (1,) * (ndim - axis - 1))
 
 
 def _scatter(x, offsets, value, add):
     shape = offsets.shape
     value = _value_for(x, value, shape)
     shape_k = shape if shape else (1,)
-    _gather.scatter(x._buf, cuda.to_device(offsets.reshape(-1)), value._buf,
+    _gather.scatter(x._buf, _flat_buffer(offsets), value._buf,
                     value._strides_for(shape_k) if shape else (0,), value._off, shape_k, add)
 
 
@@ -960,7 +1036,15 @@ def _ascontiguousarray(x, dtype=None):
 
 
 def _arange(*args, dtype=None):
-    return CudaArray.from_host(np.arange(*args, dtype=dtype))
+    """np.arange's values, written by a kernel (only the length is worked out on the host)."""
+    dt = np.dtype(dtype) if dtype is not None else np.result_type(*args)
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
+    if step == 0:
+        raise ZeroDivisionError("arange: step must not be zero")
+    n = builtins.max(0, math.ceil((stop - start) / step))
+    out = CudaArray.empty((n,), dt)
+    _arange_kernel.launch(out._buf, dt.type(start), dt.type(step))
+    return out
 
 
 class CudaNamespace:
@@ -1097,6 +1181,10 @@ class CudaNamespace:
 CUDA_NUMPY = CudaNamespace()
 
 
+def _fusable(a, w):
+    return isinstance(a, CudaArray) and a.dtype == w.dtype and a.shape == w.shape and a._is_whole_buffer()
+
+
 class CudaBackend(Backend):
     name = "cuda"
     xp = CUDA_NUMPY
@@ -1109,3 +1197,43 @@ class CudaBackend(Backend):
 
     def to_host(self, array):
         return array.copy_to_host()
+
+    def assert_all(self, ok, error, message):
+        """``if not ok.all(): raise error(message)``, deferred to the next read from the device."""
+        _checks.assert_all(ok, error, message)
+
+    @staticmethod
+    def fused_adam(w, g, m, v, vmax, lr, beta1, beta2, eps, wd, step, decoupled, amsgrad, maximize):
+        """One Adam(W) kernel for the parameter (kernels/cuda/optim.py); False (use the generic
+        path) unless every array is a contiguous whole buffer of w's dtype."""
+        arrays = [w, g, m, v] + ([vmax] if amsgrad else [])
+        if not all(_fusable(a, w) for a in arrays):
+            return False
+        from ..kernels.cuda import optim as _optim
+        _optim.adam(w._buf, g._buf, m._buf, v._buf, (vmax if amsgrad else v)._buf, lr, beta1, beta2, eps, wd,
+                    step, decoupled, amsgrad, maximize)
+        return True
+
+    @staticmethod
+    def fused_sgd(w, g, buf, lr, wd, momentum, dampening, nesterov, maximize):
+        """One SGD kernel for the parameter: (True, momentum buffer, allocated on the first step;
+        None without momentum), or (False, None) (use the generic path) unless the arrays are
+        contiguous whole buffers of w's dtype."""
+        first = momentum != 0 and buf is None
+        if first:
+            buf = CudaArray.empty(w.shape, w.dtype)
+        if not all(_fusable(a, w) for a in ([w, g] + ([buf] if momentum != 0 else []))):
+            return False, None
+        from ..kernels.cuda import optim as _optim
+        _optim.sgd(w._buf, g._buf, (buf if momentum != 0 else w)._buf, lr, wd, momentum, dampening, first, nesterov,
+                   maximize)
+        return True, buf
+
+    def dropout_mask(self, shape, p, dtype):
+        """The scaled keep mask drawn on the device (kernels/cuda/random.py), seeded from
+        minidl's generator: reproducible under md.manual_seed, but not the CPU's mask."""
+        from .. import random
+        from ..kernels.cuda import random as _random
+        out = CudaArray.empty(shape, dtype)
+        _random.keep_mask(out._buf, float(p), int(random.generator().integers(0, 2 ** 62)))
+        return out

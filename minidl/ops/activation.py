@@ -114,7 +114,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if not training or p == 0.0:
         return input
     from .. import backends
-    mask = dropout_mask(input.shape, p, input.dtype)
-    if input.device != "cpu":
-        mask = backends.get(input.device).from_host(mask)
+    if input.device != "cpu":   # drawn where the data lives: no host -> device copy of a mask
+        mask = backends.get(input.device).dropout_mask(input.shape, p, input.dtype)
+    else:
+        mask = dropout_mask(input.shape, p, input.dtype)
     return Dropout.apply(input, mask)

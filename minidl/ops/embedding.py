@@ -46,7 +46,12 @@ def embedding(input, weight, padding_idx=None):
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {list(weight.shape)}")
     V = weight.shape[0]
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= V):
+    if type(idx) is not np.ndarray:   # checked where idx lives, reported at the next read (no round trip)
+        from ..backends import device_of, get
+        get(device_of(idx)).assert_all((idx >= 0) & (idx < V), IndexError,
+                                       f"embedding: index out of range: an index lies outside [0, {V}) "
+                                       f"(num_embeddings is {V}; checked on device {device_of(idx)!r})")
+    elif idx.size and (int(idx.min()) < 0 or int(idx.max()) >= V):
         raise IndexError(f"embedding: index out of range: indices span [{int(idx.min())}, {int(idx.max())}] "
                          f"but num_embeddings is {V}")
     if padding_idx is not None:

@@ -207,7 +207,11 @@ def _index_target(input, target, op, ignore_index):
                          f"got {list(t.shape)}")
     C = input.shape[1]
     bad = (t != ignore_index) & ((t < 0) | (t >= C))
-    if bad.any():
+    if type(t) is not np.ndarray:   # checked where t lives, reported at the next read (no round trip)
+        from ..backends import device_of, get
+        get(device_of(t)).assert_all(~bad, IndexError, f"{op}: a target is out of bounds for {C} classes "
+                                                       f"(checked on device {device_of(t)!r})")
+    elif bad.any():
         raise IndexError(f"{op}: target {int(t[bad].reshape(-1)[0])} is out of bounds for {C} classes")
     return t.astype(np.int64, copy=False)
 

@@ -54,6 +54,10 @@ class Adam(Optimizer):
             m, v = state["exp_avg"], state["exp_avg_sq"]
             state["step"] += 1
             t = state["step"]
+            fused = backends.get(backends.device_of(w)).fused_adam
+            if fused is not None and fused(w, g, m, v, state.get("max_exp_avg_sq"), lr, beta1, beta2, eps, wd, t,
+                                           self._decoupled, amsgrad, maximize):
+                continue   # one kernel did the whole update (a device's fused path)
             if maximize:
                 g = -g
             if wd != 0:

@@ -172,7 +172,11 @@ def _state_value_for(p, name, value):
     if isinstance(value, np.ndarray):
         if value.ndim == 0 and name == "step":
             return int(value)
-        return np.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype, copy=True)
+        host = np.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype, copy=True)
+        if p.device != "cpu":   # beside the parameter, so the update never mixes devices
+            from .. import backends
+            return backends.get(p.device).from_host(host)
+        return host
     return copy.deepcopy(value)
 
 

@@ -36,6 +36,15 @@ class SGD(Optimizer):
             if p.grad is None:
                 continue
             w, g = p._data, p.grad._data
+            fused = backends.get(backends.device_of(w)).fused_sgd
+            if fused is not None:
+                state = self.state.setdefault(p, {}) if momentum != 0 else None
+                done, buf = fused(w, g, None if state is None else state.get("momentum_buffer"), lr, wd, momentum,
+                                  dampening, nesterov, maximize)
+                if done:   # one kernel did the whole update (a device's fused path)
+                    if state is not None:
+                        state["momentum_buffer"] = buf
+                    continue
             if maximize:
                 g = -g
             if wd != 0:

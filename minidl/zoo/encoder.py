@@ -13,6 +13,8 @@ on how much padding follows them (tests/test_transformer.py checks this).
 import numpy as np
 
 from .. import nn
+from ..backends import get as get_backend
+from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from .transformer import SeqNorm, make_blocks
 
@@ -40,12 +42,20 @@ class TransformerEncoderClassifier(nn.Module):
         self.head = nn.Linear(d_model, num_classes)
 
     def encode(self, idx, key_padding_mask=None):
-        """(per-token features (B, T, d), padding mask (B, T) as a bool array)."""
-        ids = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
+        """(per-token features (B, T, d), padding mask (B, T) as a bool array on idx's device)."""
+        on_device = isinstance(idx, Tensor) and idx.device != "cpu"
+        ids = idx._data if on_device else (idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx))
+        xp = namespace_of(ids)   # a device's ids stay there: the mask is computed beside them
         if key_padding_mask is None:
-            kpm = ids == self.pad_idx if self.pad_idx is not None else np.zeros(ids.shape, bool)
+            kpm = ids == self.pad_idx if self.pad_idx is not None else xp.zeros(ids.shape, bool)
         else:
-            kpm = key_padding_mask.numpy() if isinstance(key_padding_mask, Tensor) else np.asarray(key_padding_mask)
+            if on_device and isinstance(key_padding_mask, Tensor) and key_padding_mask.device == idx.device:
+                kpm = key_padding_mask._data
+            else:
+                kpm = (key_padding_mask.numpy() if isinstance(key_padding_mask, Tensor)
+                       else np.asarray(key_padding_mask))
+                if on_device:   # a host mask is copied up, like the batch itself
+                    kpm = get_backend(idx.device).from_host(kpm)
             if kpm.shape != ids.shape or kpm.dtype != np.bool_:
                 raise ValueError(f"key_padding_mask must be a bool array of shape {ids.shape}, "
                                  f"got {kpm.dtype} {kpm.shape}")
@@ -62,6 +72,6 @@ class TransformerEncoderClassifier(nn.Module):
     def forward(self, idx, key_padding_mask=None):
         x, kpm = self.encode(idx, key_padding_mask)
         valid = (~kpm).astype(x.dtype)[:, :, None]                  # (B, T, 1)
-        count = np.maximum(valid.sum(axis=1), 1.0)                  # (B, 1); an all-padding row pools to 0
+        count = namespace_of(valid).maximum(valid.sum(axis=1), 1.0)  # (B, 1); an all-padding row pools to 0
         pooled = (x * valid).sum(dim=1) / count
         return self.head(pooled)

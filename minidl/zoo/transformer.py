@@ -56,6 +56,13 @@ def deepnorm_constants(n_encoder_layers=0, n_decoder_layers=0):
     return out
 
 
+def _raw_mask(m):
+    """A mask's array where it lives (a device array stays on its device); lists become ndarrays."""
+    if hasattr(m, "_data"):
+        return m._data
+    return m if hasattr(m, "dtype") and hasattr(m, "shape") else np.asarray(m)
+
+
 class SeqNorm(nn.Module):
     """A norm over the features of (B, T, d) inputs, chosen by name (see the module docstring);
     ``forward(x, key_padding_mask=None)``: the mask (B, T), True = padding, matters only to "batch"."""
@@ -79,8 +86,7 @@ class SeqNorm(nn.Module):
             return self.norm(x)
         valid = None
         if key_padding_mask is not None:
-            kpm = key_padding_mask._data if hasattr(key_padding_mask, "_data") else np.asarray(key_padding_mask)
-            valid = ~kpm
+            valid = ~_raw_mask(key_padding_mask)
         return self.norm(x.transpose(1, 2), mask=valid).transpose(1, 2)
 
 
@@ -106,8 +112,7 @@ class SelfAttention(nn.Module):
             q, k = self.rotary(q), self.rotary(k)
         mask = None
         if key_padding_mask is not None:  # SDPA's bool convention: True = may attend
-            kpm = key_padding_mask._data if hasattr(key_padding_mask, "_data") else np.asarray(key_padding_mask)
-            mask = ~kpm.reshape(B, 1, 1, T)
+            mask = ~_raw_mask(key_padding_mask).reshape(B, 1, 1, T)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal,
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, T, d))

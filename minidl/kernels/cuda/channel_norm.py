@@ -109,7 +109,9 @@ def _from_channel_rows(rows, shape):
 
 def batch_norm_function_forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask):
     if mask is not None:
-        raise NotImplementedError("batch_norm: a padding mask is not implemented for device 'cuda'")
+        from . import masked_batch_norm
+        return masked_batch_norm.forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps,
+                                         mask)
     rows = _channel_rows(x)
     if training:
         xhat, mean, rstd = norm_forward(rows, None, None, eps, center=True)

@@ -11,6 +11,18 @@ from numba import cuda
 from ._common import grid_for, kernel_cache, strided_offset
 
 
+@cuda.jit(device=True)
+def wrap_index(k, n):
+    """k in [-n, n) as a position in [0, n); anything else clamped to the nearest end."""
+    if k < 0:
+        k += n
+    if k < 0:
+        return 0
+    if k >= n:
+        return n - 1
+    return k
+
+
 @cuda.jit
 def _where(out, cond, c_strides, c_off, a, a_strides, a_off, b, b_strides, b_off, shape, n):
     i = cuda.grid(1)
@@ -65,7 +77,8 @@ def scatter(out, offsets, v, v_strides, v_off, shape, add):
 # gathers and scatters whose indices stay on the device ---------------------------------------
 # x[:, :, idx] (one integer index array on one axis) and take/put_along_axis read their indices
 # in the kernel, so a training step never copies token ids or targets back to the host. Negative
-# indices wrap as in NumPy; out-of-range ones are not checked (as in any GPU gather).
+# indices wrap as in NumPy; out-of-range ones are clamped into the axis, so they never touch memory
+# outside the array (ops that must reject them check on the device first: kernels/cuda/checks.py).
 
 @cuda.jit
 def _take_axis(out, x, x_off, pre_shape, pre_strides, idx, n_idx, axis_len, axis_stride, post_shape,
@@ -75,9 +88,7 @@ def _take_axis(out, x, x_off, pre_shape, pre_strides, idx, n_idx, axis_len, axis
         q = t % npost
         r = t // npost
         p = r % n_idx
-        k = idx[p]
-        if k < 0:
-            k += axis_len
+        k = wrap_index(idx[p], axis_len)
         out[t] = x[strided_offset(r // n_idx, pre_shape, pre_strides, x_off) + k * axis_stride
                    + strided_offset(q, post_shape, post_strides, 0)]
 
@@ -91,9 +102,7 @@ def _build_put_axis(add):
             q = t % npost
             r = t // npost
             p = r % n_idx
-            k = idx[p]
-            if k < 0:
-                k += axis_len
+            k = wrap_index(idx[p], axis_len)
             off = (strided_offset(r // n_idx, pre_shape, pre_strides, x_off) + k * axis_stride
                    + strided_offset(q, post_shape, post_strides, 0))
             val = v[strided_offset(t, v_shape, v_strides, v_off)]
@@ -111,9 +120,7 @@ _put_axis = kernel_cache(_build_put_axis)
 def _take_along(out, x, x_off, x_strides, axis_stride, axis_len, idx, idx_strides, idx_off, shape, total):
     t = cuda.grid(1)
     if t < total:
-        k = idx[strided_offset(t, shape, idx_strides, idx_off)]
-        if k < 0:
-            k += axis_len
+        k = wrap_index(idx[strided_offset(t, shape, idx_strides, idx_off)], axis_len)
         out[t] = x[strided_offset(t, shape, x_strides, x_off) + k * axis_stride]
 
 
@@ -122,9 +129,7 @@ def _put_along(x, x_off, x_strides, axis_stride, axis_len, idx, idx_strides, idx
                total):
     t = cuda.grid(1)
     if t < total:
-        k = idx[strided_offset(t, shape, idx_strides, idx_off)]
-        if k < 0:
-            k += axis_len
+        k = wrap_index(idx[strided_offset(t, shape, idx_strides, idx_off)], axis_len)
         x[strided_offset(t, shape, x_strides, x_off) + k * axis_stride] = v[strided_offset(t, shape, v_strides, v_off)]
 
 

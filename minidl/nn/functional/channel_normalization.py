@@ -46,6 +46,9 @@ def _verify_batch_size(shape):
 
 
 def _as_mask(op, mask, x):
+    m = mask._data if isinstance(mask, Tensor) else mask
+    if type(m) is not np.ndarray and x.device != "cpu" and hasattr(m, "dtype"):
+        return _device_mask(op, m, x)
     m = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
     if x.ndim != 3:
         raise ValueError(f"{op}: a mask needs an input of shape (N, C, L), got shape {tuple(x.shape)}")
@@ -55,7 +58,41 @@ def _as_mask(op, mask, x):
                          f"{tuple(x.shape)}, got mask of shape {tuple(m.shape)}")
     if m.dtype != np.bool_:
         raise TypeError(f"{op}: expected a bool mask (True at real tokens), got dtype {m.dtype}")
+    if x.device != "cpu":   # a host mask for a device input: copied up (one counted upload)
+        from ...backends import get
+        return get(x.device).from_host(np.ascontiguousarray(m))
     return np.ascontiguousarray(m)
+
+
+def _device_mask(op, m, x):
+    """A mask on x's device, checked without reading it (its shape and dtype are host metadata)."""
+    from ...backends import device_of
+    if device_of(m) != x.device:
+        raise ValueError(f"{op}: the mask is on device {device_of(m)!r} but the input on {x.device!r}")
+    if x.ndim != 3:
+        raise ValueError(f"{op}: a mask needs an input of shape (N, C, L), got shape {tuple(x.shape)}")
+    expected = (x.shape[0], x.shape[2])
+    if tuple(m.shape) != expected:
+        raise ValueError(f"{op}: expected a mask of shape (N, L) = {expected} for an input of shape "
+                         f"{tuple(x.shape)}, got mask of shape {tuple(m.shape)}")
+    if m.dtype != np.bool_:
+        raise TypeError(f"{op}: expected a bool mask (True at real tokens), got dtype {m.dtype}")
+    return m
+
+
+def check_real_tokens(m, x):
+    """Training needs more than one real token per channel; on a device the count is checked
+    there and reported at the next read (no host round trip)."""
+    if type(m) is not np.ndarray:
+        from ...backends import device_of, get
+        get(device_of(m)).assert_all(m.sum() > 1, ValueError,
+                                     f"Expected more than 1 value per channel when training, got at most 1 real "
+                                     f"token in an input of size {tuple(x.shape)} (checked on device)")
+        return
+    real = int(np.count_nonzero(m))
+    if real <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got {real} real "
+                         f"token(s) in an input of size {tuple(x.shape)}")
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
@@ -95,10 +132,7 @@ def masked_batch_norm(x, mask, running_mean, running_var, weight=None, bias=None
         _check_channel_tensor("masked_batch_norm", name, t, c, x)
     if training:
         _check_momentum("masked_batch_norm", momentum)
-        real = int(np.count_nonzero(m))
-        if real <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got {real} real "
-                             f"token(s) in an input of size {tuple(x.shape)}")
+        check_real_tokens(m, x)
     elif running_mean is None or running_var is None:
         raise ValueError("masked_batch_norm: training=False normalizes with the running statistics, so "
                          "running_mean and running_var must be given")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...tensor.tensor import Tensor
 from .. import functional as F
-from ..functional.channel_normalization import _as_mask, _verify_batch_size
+from ..functional.channel_normalization import _as_mask, _verify_batch_size, check_real_tokens
 from ..parameter import Parameter
 from .module import Module
 
@@ -88,9 +88,8 @@ class _BatchNorm(_NormBase):
             # checked before counting the batch, so a rejected batch leaves the buffers alone
             if mask is None:
                 _verify_batch_size(x.shape)
-            elif np.count_nonzero(mask) <= 1:
-                raise ValueError(f"Expected more than 1 value per channel when training, got "
-                                 f"{np.count_nonzero(mask)} real token(s) in an input of size {tuple(x.shape)}")
+            else:
+                check_real_tokens(mask, x)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.data[...] += 1

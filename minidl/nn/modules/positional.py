@@ -89,7 +89,21 @@ class RotaryEmbedding(Module):
         _check_len(offset + T, self.max_len, type(self).__name__)
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"RotaryEmbedding: expected last dim {self.head_dim}, got shape {list(x.shape)}")
-        return apply_rotary(x, self._cos[offset:offset + T], self._sin[offset:offset + T])
+        cos, sin = self._tables(x)
+        return apply_rotary(x, cos[offset:offset + T], sin[offset:offset + T])
+
+    def _tables(self, x):
+        """The cos/sin tables where x lives: on a device, copied up once per (device, dtype) and
+        kept (slicing a device table is a view), so a step does not upload them again."""
+        if x.device == "cpu":
+            return self._cos, self._sin
+        cache = self.__dict__.setdefault("_device_tables", {})
+        key = (x.device, np.dtype(x.dtype))
+        if key not in cache:
+            from ...backends import get
+            backend = get(x.device)
+            cache[key] = tuple(backend.from_host(t.astype(key[1])) for t in (self._cos, self._sin))
+        return cache[key]
 
     def extra_repr(self):
         return f"{self.head_dim}, max_len={self.max_len}, base={self.base}"
