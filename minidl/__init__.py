@@ -6,6 +6,7 @@
     x.grad
 """
 from . import autograd, backends, ops, random
+from .backends.host_memory import keep_freed_memory as _keep_freed_memory
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import cat, stack, where
 from .random import get_rng_state, manual_seed, set_rng_state
@@ -17,6 +18,8 @@ from .tensor.factories import (arange, as_tensor, empty, eye, from_numpy, full, 
                                zeros_like)
 
 half, float, double, long = float16, float32, float64, int64  # noqa: A001
+
+_keep_freed_memory()     # freed arrays stay with the process for the next step (see backends.host_memory)
 
 __version__ = "0.1.0"
 

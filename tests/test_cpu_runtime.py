@@ -51,3 +51,18 @@ def test_starting_the_pool_leaves_the_environment_as_it_was(user_value):
     out = _run("import os, minidl.kernels.cpu, numba; numba.get_num_threads();"
                "print(os.environ.get('GOMP_SPINCOUNT'))", **env)
     assert out.strip() == str(user_value)
+
+
+def test_importing_minidl_keeps_freed_arrays_in_the_process_unless_told_not_to():
+    # M_MMAP_THRESHOLD raised: a 64 MB array now comes from the heap, not from a fresh mmap,
+    # so freeing it and allocating again does not page-fault (minor faults stay near zero)
+    code = ("import resource, numpy as np, minidl\n"
+            "a = np.ones(1 << 24, np.float32); del a\n"
+            "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "for _ in range(5):\n"
+            "    a = np.ones(1 << 24, np.float32); del a\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)")
+    kept = int(_run(code))
+    fresh = int(_run(code, MINIDL_KEEP_FREED_MEMORY="0"))
+    assert fresh > 5 * 30            # 5 x 64 MB faulted in again (at least one fault per 2 MB huge page)
+    assert kept < fresh / 10, (kept, fresh)

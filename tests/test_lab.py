@@ -85,6 +85,11 @@ def test_batch_size_sweep(tmp_path):
             assert (norm, b) in pairs
     assert ("BatchNorm", 1) in pairs
     assert all(0 <= row["test acc"] <= 1 for row in rows if row["test acc"] != "error")
+    # only BatchNorm's test accuracy depends on whose statistics normalize the test images
+    bn = [row for row in rows if row["norm"] == "BatchNorm" and row["batch size"] > 1]
+    assert all(0 <= row["BN batch-stats acc"] <= 1 for row in bn)
+    assert any(row["BN batch-stats acc"] != row["test acc"] for row in bn)
+    assert all(row["BN batch-stats acc"] == "-" for row in rows if row["norm"] != "BatchNorm")
 
 
 def test_padding(tmp_path):
@@ -102,9 +107,13 @@ def test_padding(tmp_path):
 def test_pre_post(tmp_path):
     r = _run("pre-post", tmp_path)
     grads, training = r.tables
-    assert len(grads.rows) == 6 and all(row["Pre-LN |dL/dW_fc2|"] > 0 for row in grads.rows)
+    assert len(grads.rows) == 12 and all(row["Pre-LN |dL/dW_fc2|"] > 0 for row in grads.rows)
     assert {(row["placement"], row["warm-up"] > 0) for row in training.rows} == {
-        ("Pre-LN", False), ("Pre-LN", True), ("Post-LN", False), ("Post-LN", True)}
+        ("Pre-LN", False), ("Post-LN", False), ("Post-LN", True)}
+    # Xavier init: Post-LN's gradients grow towards the output, Pre-LN's do not (Xiong et al., Fig. 3)
+    pre = [row["Pre-LN |dL/dW_fc2|"] for row in grads.rows]
+    post = [row["Post-LN |dL/dW_fc2|"] for row in grads.rows]
+    assert post[-1] > post[0] and pre[-1] < pre[0]
 
 
 def test_deepnorm(tmp_path):

@@ -16,7 +16,7 @@ from ._common import LabResult, Table
 # name -> (module, one-line description); the order is the numbering
 EXPERIMENTS = {
     "padding": ("padding", "BatchNorm vs masked BatchNorm vs LayerNorm on padded sequences"),
-    "batch-size": ("batch_size", "BatchNorm vs GroupNorm vs LayerNorm in ResNet-8 across batch sizes"),
+    "batch-size": ("batch_size", "BatchNorm vs GroupNorm vs LayerNorm in a ResNet across batch sizes"),
     "train-eval": ("train_eval", "the train-mode / eval-mode output gap of BatchNorm vs LayerNorm"),
     "pre-post": ("pre_post", "Pre-LN vs Post-LN GPT, with and without warm-up; gradients at init"),
     "deepnorm": ("deepnorm", "a deep narrow Post-LN Transformer vs DeepNorm"),

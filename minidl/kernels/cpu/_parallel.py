@@ -19,11 +19,10 @@ Three lessons measured on this code, each of which cost 2-10x when ignored:
    these sums, so each row is read from memory once.
 
 ``row_sum`` and ``row_sq_dev_sum`` accumulate in float64 (the channel norms rely on that).
-``row_sum_native`` and the other row helpers accumulate in the input's dtype, float32 or
-float64 (float16 is converted to float32 before it reaches a kernel). Row sums are SIMD trees
-of partial sums, so a float32 row of thousands of values is summed to about float32
-precision, and the variance uses the corrected two-pass algorithm (``mean_var``), so a large
-mean costs no accuracy. Staying in float32 keeps 16 values per AVX-512 instruction instead of
+The other row helpers accumulate in the input's dtype, float32 or float64 (float16 is
+converted to float32 before it reaches a kernel). Row sums are SIMD trees of partial sums, so
+a float32 row of thousands of values is summed to about float32 precision, and the variance
+sums deviations from a shift near the mean (``mean_var``), so a large mean costs no accuracy. Staying in float32 keeps 16 values per AVX-512 instruction instead of
 8: a single thread is then bound by memory, not by arithmetic. Per-row scalars (mean, rstd)
 are float64; sums over rows (dgamma) use float64 partials.
 
@@ -54,15 +53,6 @@ def row_sq_dev_sum(x, i, m):
     for j in range(x.shape[1]):
         d = x[i, j] - m
         s += d * d
-    return s
-
-
-@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
-def row_sum_native(x, i):
-    """sum_j x[i, j], accumulated in x's dtype."""
-    s = x.dtype.type(0.0)
-    for j in range(x.shape[1]):
-        s += x[i, j]
     return s
 
 
@@ -120,18 +110,35 @@ def row_dy_w_sums(dy, x, w, i, m_hi, m_lo):
     return a, b
 
 
+HEAD = 256   # elements that estimate a row's mean for the shift of mean_var
+
+
+@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
+def row_head_mean(x, i):
+    """The mean of the first HEAD elements of row i (all of a shorter row), in x's dtype."""
+    m = min(x.shape[1], HEAD)
+    s = x.dtype.type(0.0)
+    for j in range(m):
+        s += x[i, j]
+    return x.dtype.type(s / m)
+
+
 @njit(error_model="numpy", cache=True)
 def mean_var(x, i):
-    """Mean and biased variance of row i (float64 results), by the corrected two-pass algorithm
-    (Chan, Golub & LeVeque): exact to working precision even for 1e3 + 1e-2 * randn in float32.
+    """Mean and biased variance of row i (float64 results), by the shifted-data algorithm with a
+    shift close to the mean (Chan, Golub & LeVeque): exact to working precision even for
+    1e3 + 1e-2 * randn in float32, in one pass over the row plus one over its first HEAD values.
 
-    The first pass gives the mean m1 (rounded to x's dtype); the second sums d = x - m1, which
-    is small and, for data with a large mean, exact (x and m1 are close), so
-    mean = m1 + mean(d) corrects m1's rounding and var = mean(d^2) - mean(d)^2 cannot cancel.
-    (A single pass shifted by the row's first value saves one pass over the row in L1 but
-    loses up to a factor 16 in accuracy when that value lies a few standard deviations out.)"""
+    The shift m1 is the mean of the row's first HEAD values (rounded to x's dtype), typically a
+    small fraction of a standard deviation from the row mean; the pass sums d = x - m1, which is
+    small and, for data with a large mean, exact (x and m1 are close), so mean = m1 + mean(d)
+    corrects m1, and var = mean(d^2) - mean(d)^2 loses only a factor 1 + (mean(d) / std)^2 of
+    precision to cancellation (about 1 here; 2 even if the head's mean were a whole std off).
+    (With the row's first value as the shift, one saves the head pass but loses up to a factor
+    16 in accuracy when that value lies a few standard deviations out; with the full row mean
+    as the shift, the classic corrected two-pass, one pays a second full pass.)"""
     d = x.shape[1]
-    m1 = x.dtype.type(row_sum_native(x, i) / d)
+    m1 = row_head_mean(x, i)
     s1, s2 = row_shifted_sums(x, i, m1)
     mc = np.float64(s1) / d
     return np.float64(m1) + mc, max(np.float64(s2) / d - mc * mc, 0.0)

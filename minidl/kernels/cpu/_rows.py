@@ -85,6 +85,34 @@ def row_sum(x, i, shift):
 
 
 @njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+def row_shifted_moments(x, i, shift):
+    """(sum d, sum d^2) with d = x[i] - shift, shift in x's dtype, blocked as row_sum: the one
+    pass of a shifted-data variance (see _parallel.mean_var)."""
+    n = x.shape[1]
+    nb = n // _BLOCK
+    t1 = np.float64(0.0)
+    t2 = np.float64(0.0)
+    for b in range(nb + 1):
+        base = b * _BLOCK
+        m = _BLOCK if b < nb else n - base
+        s1 = x.dtype.type(0.0)
+        s2 = x.dtype.type(0.0)
+        if m == _BLOCK:
+            for j in range(_BLOCK):
+                d = x[i, base + j] - shift
+                s1 += d
+                s2 += d * d
+        else:
+            for j in range(m):
+                d = x[i, base + j] - shift
+                s1 += d
+                s2 += d * d
+        t1 += s1
+        t2 += s2
+    return t1, t2
+
+
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sq_dev_sum(x, i, mu):
     """sum (x[i] - mu)^2: the second pass of a two-pass variance."""
     hi, lo = split(x, mu)

@@ -6,10 +6,10 @@ mean and rstd, and channel c = g*K + k gets its own gamma/beta. InstanceNorm is 
 G = C (K = 1), so both norms run the very same kernel pair.
 
 forward: one parallel loop over rows; each row (a few KB) is read once from memory for the
-mean, then again from cache for the variance around that mean (two-pass: stable for inputs
-like 1e3 + 1e-2 * randn, where E[x^2] - E[x]^2 would cancel), and written normalized.
-Arithmetic runs in the data's dtype with the precautions described in _rows (float64
-across blocks, split means, shifted first pass).
+sums of d = x - shift and d^2, with the shift the mean of the row's first values (see
+_parallel.mean_var: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
+1e3 + 1e-2 * randn), then again from cache to be written normalized. Arithmetic runs in the
+data's dtype with the precautions described in _rows (float64 across blocks, split means).
 
 backward (derivation in minidl.ops.normalization.group_norm): per row, one pass gathers per
 channel sum(dy) and sum(dy * (x - mean)); the row's dx is then an affine function of dy and
@@ -22,7 +22,8 @@ float16 inputs run in float32 and come back as float16.
 import numpy as np
 from numba import njit, prange
 
-from ._rows import row_affine2, row_normalize, row_sq_dev_sum, row_sum, row_sums_dy_dyxc, threads_for
+from ._parallel import row_head_mean
+from ._rows import row_affine2, row_normalize, row_shifted_moments, row_sums_dy_dyxc, threads_for
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
@@ -33,15 +34,16 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd):
     m = K * x.shape[1]
     C = gamma.shape[0]
     for r in prange(R):
+        shift = row_head_mean(x, r * K)
         s1 = np.float64(0.0)
-        shift = x[r * K, 0]          # see row_sum: keeps float32 block sums accurate for large means
-        for k in range(K):
-            s1 += row_sum(x, r * K + k, shift)
-        mu = shift + s1 / m
         s2 = np.float64(0.0)
         for k in range(K):
-            s2 += row_sq_dev_sum(x, r * K + k, mu)
-        rs = 1.0 / np.sqrt(s2 / m + eps)
+            a, b = row_shifted_moments(x, r * K + k, shift)
+            s1 += a
+            s2 += b
+        mc = s1 / m
+        mu = np.float64(shift) + mc
+        rs = 1.0 / np.sqrt(max(s2 / m - mc * mc, 0.0) + eps)
         mean[r] = mu
         rstd[r] = rs
         for k in range(K):

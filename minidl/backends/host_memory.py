@@ -1,0 +1,41 @@
+"""Host memory: keep freed array buffers in the process, so the next step reuses them.
+
+A training step allocates the same large arrays every time (activations, their gradients,
+norm outputs) and frees them at the end of the step. glibc's malloc serves an allocation of
+more than M_MMAP_THRESHOLD bytes (128 KiB to 32 MiB, adjusted as it goes) with a fresh mmap,
+and gives freed memory at the top of its heap back to the system once more than
+M_TRIM_THRESHOLD is free. Either way the next step's arrays land on pages the kernel must
+fault in and zero again: about 1 ms per 4 MB here, on every step. For a (8192, 768)
+RMSNorm forward+backward that was 18 ms instead of 6 ms; for the GPT benchmark step 167-210
+ms instead of 129-145 ms (2 cores).
+
+``keep_freed_memory`` raises both thresholds (arrays up to MMAP_BYTES come from the heap,
+and up to TRIM_BYTES of free heap are kept), which is what a caching allocator does for a
+GPU framework: the memory a step needed stays with the process for the next step. It runs
+when minidl is imported, on Linux with glibc only, and changes nothing when the user has set
+malloc's own variables (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, GLIBC_TUNABLES) or
+MINIDL_KEEP_FREED_MEMORY=0. The cost: a process's resident memory does not shrink after a
+peak of up to TRIM_BYTES of freed arrays.
+"""
+import ctypes
+import os
+import sys
+
+MMAP_BYTES = 256 << 20
+TRIM_BYTES = 1 << 30
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3        # mallopt parameters, from glibc's malloc.h
+_USER_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+
+
+def keep_freed_memory():
+    """Raise glibc's mmap and trim thresholds (see the module docstring); True if done."""
+    if os.environ.get("MINIDL_KEEP_FREED_MEMORY", "1") == "0" or any(v in os.environ for v in _USER_VARIABLES):
+        return False
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):       # not glibc (musl, ...): leave the allocator alone
+        return False
+    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES))
