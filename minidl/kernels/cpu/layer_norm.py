@@ -28,7 +28,7 @@ from ._parallel import (FLUSH_ROWS, chunk_bounds, flush, launch, mean_var,
 from ._stream import should_stream, store_fence, stream_row
 
 
-@njit(error_model="numpy", cache=True, fastmath=False)
+@njit(error_model="numpy", cache=True, fastmath={"contract"})
 def _normalize_row(x, i, w, b, m_hi, m_lo, rc, out, oi):
     """out[oi] = (x[i] - m) * rstd * w + b, with m = m_hi + m_lo (see _parallel.split)."""
     for j in range(x.shape[1]):
