@@ -136,6 +136,23 @@ def test_conv2d_gradcheck(spec, impl):
         assert check_gradcheck(spec)
 
 
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv2d_backward_same_whether_cols_are_kept_or_rebuilt(monkeypatch, groups):
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((3, 4, 6, 5))
+    w0 = rng.standard_normal((6, 4 // groups, 3, 3))
+    g = rng.standard_normal((3, 6, 3, 3))
+    grads = []
+    for keep in (1 << 30, 0):                 # every cols kept from forward / none (rebuilt in backward)
+        monkeypatch.setattr(conv_ops, "KEEP_COLS_BYTES", keep)
+        monkeypatch.setattr(conv_ops, "BLOCK_BYTES", 4 * 9 * 4 * 8)   # several blocks of images
+        x, w = md.tensor(x0, requires_grad=True), md.tensor(w0, requires_grad=True)
+        F.conv2d(x, w, stride=2, padding=1, groups=groups).backward(md.tensor(g))
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)
+
+
 def _im2col_spec(xs, kh, kw, s, p, d, groups=1):
     (sh, sw), (ph, pw), (dh, dw) = _pair(s), _pair(p), _pair(d)
     OH = conv_ops.conv_output_size(xs[2], kh, sh, ph, dh)
