@@ -88,13 +88,14 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, x):
         xp = namespace_of(x)
-        ctx.save_for_backward(x > 0)
-        return xp.maximum(x, 0).astype(x.dtype, copy=False)
+        y = xp.maximum(x, 0).astype(x.dtype, copy=False)
+        ctx.save_for_backward(y)      # y > 0 exactly where x > 0; y is kept by the next layer anyway
+        return y
 
     @staticmethod
     def backward(ctx, g):
-        (positive,) = ctx.saved_tensors
-        return g * positive
+        (y,) = ctx.saved_tensors
+        return g * (y > 0)
 
 
 class Abs(Function):
