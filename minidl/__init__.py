@@ -6,6 +6,7 @@
     x.grad
 """
 from . import autograd, backends, ops, random
+from .backends.blas_threads import shorten_blas_spin as _shorten_blas_spin
 from .backends.host_memory import keep_freed_memory as _keep_freed_memory
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import cat, stack, where
@@ -20,6 +21,7 @@ from .tensor.factories import (arange, as_tensor, empty, eye, from_numpy, full, 
 half, float, double, long = float16, float32, float64, int64  # noqa: A001
 
 _keep_freed_memory()     # freed arrays stay with the process for the next step (see backends.host_memory)
+_shorten_blas_spin()     # OpenBLAS's idle workers sleep at once, leaving the cores to Numba (backends.blas_threads)
 
 __version__ = "0.1.0"
 
