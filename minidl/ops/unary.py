@@ -88,14 +88,13 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, x):
         xp = namespace_of(x)
-        y = xp.maximum(x, 0).astype(x.dtype, copy=False)
-        ctx.save_for_backward(y)      # y > 0 exactly where x > 0; y is kept by the next layer anyway
-        return y
+        ctx.save_for_backward(x > 0)
+        return xp.maximum(x, 0).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (y > 0)
+        (positive,) = ctx.saved_tensors
+        return g * positive
 
 
 class Abs(Function):
