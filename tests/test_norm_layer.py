@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
@@ -220,8 +221,11 @@ def test_kernel_statistics_float32_precision():
     x[5, 0] = 1e4
     _, mean, rstd = kln.layer_norm_forward(x, None, None, 1e-5)
     _, mean_ref, rstd_ref = N.layer_norm_forward_reference(x, None, None, 1e-5)
-    np.testing.assert_allclose(rstd, rstd_ref, rtol=3e-7)
-    np.testing.assert_allclose(mean, mean_ref, rtol=3e-7, atol=1e-9)
+    # compiled, the row sums are SIMD trees of partial sums; as plain Python (NUMBA_DISABLE_JIT=1)
+    # they run one float32 add after another, whose rounding grows with the row length
+    rtol = 1e-5 if numba.config.DISABLE_JIT else 3e-7
+    np.testing.assert_allclose(rstd, rstd_ref, rtol=rtol)
+    np.testing.assert_allclose(mean, mean_ref, rtol=rtol, atol=1e-9)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
