@@ -113,10 +113,10 @@ def floor_bytes(shape, n_params, n_stats, itemsize=4):
     return fwd, fwd + bwd
 
 
-def minidl_runner(layer, x, g):
+def runner(layer, xt, gt):
+    """(forward, forward+backward) closures for a layer on input xt (requiring grad) and
+    cotangent gt: the same code drives minidl and PyTorch, whose APIs agree here."""
     params = list(layer.parameters())
-    xt = md.tensor(x, requires_grad=True)
-    gt = md.tensor(g)
 
     def fwd():
         layer(xt)
@@ -129,24 +129,14 @@ def minidl_runner(layer, x, g):
         y.backward(gradient=gt)
         return xt.grad
     return fwd, fwdbwd
+
+
+def minidl_runner(layer, x, g):
+    return runner(layer, md.tensor(x, requires_grad=True), md.tensor(g))
 
 
 def torch_runner(torch, layer, x, g):
-    params = list(layer.parameters())
-    xt = torch.from_numpy(x).requires_grad_(True)
-    gt = torch.from_numpy(g)
-
-    def fwd():
-        layer(xt)
-
-    def fwdbwd():
-        xt.grad = None
-        for p in params:
-            p.grad = None
-        y = layer(xt)
-        y.backward(gradient=gt)
-        return xt.grad
-    return fwd, fwdbwd
+    return runner(layer, torch.from_numpy(x).requires_grad_(True), torch.from_numpy(g))
 
 
 def selected_cases(args):

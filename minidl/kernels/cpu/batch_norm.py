@@ -40,7 +40,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import FLUSH_ROWS, chunk_bounds, flush
+from ._parallel import FLUSH_ROWS, chunk_bounds, flush, num_chunks
 from ._rows import (FASTMATH, cols_add_dev, cols_add_dy_dyxc, cols_add_sq_dev, cols_affine2, cols_normalize,
                     row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
                     row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, row_sums_dy_dyxc_masked,
@@ -320,10 +320,6 @@ def _fused(layout, v, c, mask):
     return c >= 2 * numba.get_num_threads() and n * s * v.itemsize <= _FUSED_BYTES and s * v.itemsize >= 64
 
 
-def _row_tasks(n):
-    return max(1, min(n, numba.get_num_threads()))
-
-
 def _split(mean, dtype):
     """The float64 mean as hi + lo in dtype (see _rows)."""
     mean = np.asarray(mean, dtype=np.float64)
@@ -373,7 +369,7 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
         elif layout == "cols":
             hi, lo = _split(mean, v.dtype)
             _apply_cols(v, hi, lo, (rstd * gamma).astype(v.dtype), beta.astype(v.dtype), yv,
-                        _row_tasks(v.shape[0]), should_stream(yv))
+                        num_chunks(v.shape[0]), should_stream(yv))
         else:
             _apply_rows(v, c, mean, rstd * gamma, beta, yv)
     return y.astype(x.dtype, copy=False)
@@ -446,7 +442,7 @@ def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, 
         o = np.zeros(c)
     if layout == "cols":
         dt = xv.dtype
-        _dx_cols(dyv, xv, p.astype(dt), hi, lo, q.astype(dt), o.astype(dt), dx, _row_tasks(xv.shape[0]),
+        _dx_cols(dyv, xv, p.astype(dt), hi, lo, q.astype(dt), o.astype(dt), dx, num_chunks(xv.shape[0]),
                  should_stream(dx))
     else:
         _dx_rows(dyv, xv, c, p, mean, q, o, dx)
