@@ -320,7 +320,7 @@ def test_split_heads_relabels_and_gradchecks():
     parts = split_heads(x, 3, 2)
     ref = x.numpy().reshape(2, 3, 3, 2, 2).transpose(2, 0, 3, 1, 4)
     for p, r in zip(parts, ref):
-        assert p.shape == (2, 2, 3, 2) and p.numpy().flags.c_contiguous
+        assert p.shape == (2, 2, 3, 2) and np.shares_memory(p.numpy(), x.numpy())   # a view: no copy
         np.testing.assert_array_equal(p.numpy(), r)
     assert gradcheck(lambda t: split_heads(t, 3, 2), (x,))
     assert gradcheck(lambda t: split_heads(t, 3, 2)[1], (x,))  # unused parts get zero gradient
@@ -356,3 +356,26 @@ def test_sdpa_matches_pytorch(impl, case):
     np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-12)
     for m, t in zip(ms, ts):
         np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_kernels_apply_the_scale(dtype, tol, causal):
+    """softmax_rows_(s, causal, c) = softmax(c s) (causal: j <= i, rest 0) and
+    softmax_backward_(dp, p, c) = its gradient with respect to s, c p (dp - rowsum(dp p))."""
+    from minidl.kernels.cpu.softmax import softmax_backward_, softmax_rows_
+    rng = np.random.default_rng(5)
+    s = rng.standard_normal((3, 6, 6)).astype(dtype) * 4
+    dp = rng.standard_normal((3, 6, 6)).astype(dtype)
+    c = 0.35
+    z = c * s.astype(np.float64)
+    if causal:
+        z = np.where(np.tril(np.ones((6, 6), bool)), z, -np.inf)
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    p = softmax_rows_(s.copy(), causal, c)
+    np.testing.assert_allclose(p, want, rtol=tol, atol=tol)
+    ds = softmax_backward_(dp.copy(), p, c)
+    np.testing.assert_allclose(ds, c * want * (dp - (dp * want).sum(-1, keepdims=True)), rtol=10 * tol, atol=10 * tol)
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        softmax_rows_(s.copy(), causal, 0.0)

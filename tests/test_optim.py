@@ -1,5 +1,7 @@
 """Optimizers and lr schedules: updates against steps computed by hand from the formulas,
-schedules against their closed forms, state_dict round trips; PyTorch as an optional oracle."""
+schedules against their closed forms, state_dict round trips; PyTorch as an optional oracle.
+Every test runs twice: with the fused CPU update kernels (the default) and with the generic
+path of array operations (the reference)."""
 import math
 
 import numpy as np
@@ -8,10 +10,16 @@ import pytest
 import minidl as md
 import minidl.optim as optim
 from minidl.nn.parameter import Parameter
-from minidl.optim import lr_scheduler
+from minidl.optim import implementation, lr_scheduler
 
 GRADS = [np.array([0.5, -1.0, 2.0]), np.array([0.1, 0.3, -0.7]), np.array([-0.4, 0.2, 0.9])]
 W0 = np.array([1.0, -2.0, 0.5])
+
+
+@pytest.fixture(autouse=True, params=implementation.IMPLEMENTATIONS)
+def update_impl(request):
+    with implementation.implementation(request.param):
+        yield request.param
 
 
 def run(opt_cls, steps=3, **kw):
@@ -336,3 +344,4 @@ def test_against_torch_float32(name, kw):
         topt.step()
     assert p.dtype == np.float32
     np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+

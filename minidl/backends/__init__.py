@@ -47,6 +47,16 @@ class CPUBackend(Backend):
     def to_host(self, array):
         return array
 
+    @staticmethod
+    def fused_adam(*args):
+        from ..kernels.cpu import optim as _optim   # Numba: imported on the first update, not with minidl
+        return _optim.adam(*args)
+
+    @staticmethod
+    def fused_sgd(*args):
+        from ..kernels.cpu import optim as _optim
+        return _optim.sgd(*args)
+
 
 _BACKENDS = {"cpu": CPUBackend()}
 

@@ -88,7 +88,7 @@ def attention_forward_reference(q, k, v, bias, allow, scale, drop):
 def _scores(q, k, bias, allow, scale):
     """scale * q k^T + bias, -inf where not allowed, broadcast to the masks' batch dims."""
     xp = namespace_of(q)
-    s = xp.matmul(q * q.dtype.type(scale), xp.swapaxes(k, -1, -2))
+    s = xp.matmul(q * q.dtype.type(scale) if scale != 1 else q, xp.swapaxes(k, -1, -2))
     full = xp.broadcast_shapes(s.shape, *(m.shape for m in (bias, allow) if m is not None))
     if full != s.shape:  # a mask with batch dims that q and k lack (v has them)
         s = xp.ascontiguousarray(xp.broadcast_to(s, full))
@@ -116,9 +116,10 @@ def attention_backward_reference(q, k, v, p, pd, drop, scale, g, softmax_backwar
         dp *= drop
     ds = softmax_backward(dp, p)
     dq = xp.matmul(ds, k)
-    dq *= scale
     dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
-    dk *= scale
+    if scale != 1:
+        dq *= scale
+        dk *= scale
     return dq, dk, dv, ds
 
 
@@ -149,7 +150,12 @@ class ScaledDotProductAttention(Function):
         ctx.fused_softmax = impl == "fused-softmax" and on_cpu
         if ctx.fused_softmax:
             from ..kernels.cpu.softmax import softmax_rows_
-            p = softmax_rows_(_scores(q, k, bias, allow, scale), causal)
+            # without a float mask the kernel applies the scale itself (no pass over q, dq, dk)
+            ctx.scale_in_softmax = bias is None and scale > 0
+            if ctx.scale_in_softmax:
+                p = softmax_rows_(_scores(q, k, None, allow, 1.0), causal, scale)
+            else:
+                p = softmax_rows_(_scores(q, k, bias, allow, scale), causal)
             pd = p if drop is None else p * drop
             ctx.save_for_backward(q, k, v, p, pd, drop)
             return np.matmul(pd, v)
@@ -172,7 +178,12 @@ class ScaledDotProductAttention(Function):
             q, k, v, p, pd, drop = ctx.saved_tensors
             if ctx.fused_softmax:
                 from ..kernels.cpu.softmax import softmax_backward_
-                dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g, softmax_backward_)
+                if ctx.scale_in_softmax:   # dS comes out scaled: dq = dS k, dk = dS^T q
+                    dq, dk, dv, ds = attention_backward_reference(
+                        q, k, v, p, pd, drop, 1.0, g, lambda dp, p: softmax_backward_(dp, p, ctx.scale))
+                else:
+                    dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g,
+                                                                  softmax_backward_)
             else:
                 dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g)
             dq, dk, dv = unbroadcast(dq, q.shape), unbroadcast(dk, k.shape), unbroadcast(dv, v.shape)

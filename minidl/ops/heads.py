@@ -2,7 +2,7 @@
 
 x (B, T, P*H*D) holds P parts (q, k, v for P = 3) side by side, each the H heads' D features:
 
-    out_p[b, h, t, d] = x[b, t, (p*H + h)*D + d]         p < P, each out_p (B, H, T, D), contiguous
+    out_p[b, h, t, d] = x[b, t, (p*H + h)*D + d]         p < P, each out_p (B, H, T, D), a view of x
 
 This is a pure relabelling, so the backward writes each part's gradient back into its slot:
 dL/dx[b, t, (p*H + h)*D + d] = g_p[b, h, t, d], one (B, T, P, H, D) array filled from the P
@@ -16,12 +16,13 @@ from ..backends import namespace_of
 class SplitHeads(Function):
     @staticmethod
     def forward(ctx, x, parts, heads):
-        xp = namespace_of(x)
         B, T, F = x.shape
         D = F // (parts * heads)
         ctx.shape = (B, T, parts, heads, D)
         y = x.reshape(B, T, parts, heads, D)
-        return tuple(xp.ascontiguousarray(y[:, :, p].transpose(0, 2, 1, 3)) for p in range(parts))
+        # views, not copies: each head's (T, D) matrix has unit column stride, which BLAS takes
+        # as it is (leading dimension parts*heads*D), and attention's first steps are matmuls
+        return tuple(y[:, :, p].transpose(0, 2, 1, 3) for p in range(parts))
 
     @staticmethod
     def backward(ctx, *grads):

@@ -12,11 +12,15 @@ The bias corrections 1 - beta^t undo the zero initialisation of m and v, so that
 steps are not too small; eps is added *after* the correction of sqrt(v), exactly as PyTorch
 does. With ``amsgrad`` the running maximum of v replaces v in the denominator.
 
-Each step allocates one scratch array per parameter; everything else is done in place.
+The loop below is the readable reference (one scratch array per parameter, everything else
+in place). By default each parameter's update runs instead as one fused kernel on its device
+(kernels/cpu/optim.py, kernels/cuda/optim.py, the same arithmetic in
+kernels/optim_math.py); ``minidl.optim.implementation`` switches between the two.
 """
 import math
 
 from .. import backends
+from . import implementation
 from .optimizer import Optimizer
 
 
@@ -54,7 +58,7 @@ class Adam(Optimizer):
             m, v = state["exp_avg"], state["exp_avg_sq"]
             state["step"] += 1
             t = state["step"]
-            fused = backends.get(backends.device_of(w)).fused_adam
+            fused = implementation.fused(w, "fused_adam")
             if fused is not None and fused(w, g, m, v, state.get("max_exp_avg_sq"), lr, beta1, beta2, eps, wd, t,
                                            self._decoupled, amsgrad, maximize):
                 continue   # one kernel did the whole update (a device's fused path)

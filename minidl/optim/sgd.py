@@ -12,6 +12,7 @@ PyTorch's update, per parameter p with gradient g, at learning rate lr:
 (with ``maximize``, g is negated first). The momentum buffer b is this parameter's state.
 """
 from .. import backends
+from . import implementation
 from .optimizer import Optimizer
 
 
@@ -36,7 +37,7 @@ class SGD(Optimizer):
             if p.grad is None:
                 continue
             w, g = p._data, p.grad._data
-            fused = backends.get(backends.device_of(w)).fused_sgd
+            fused = implementation.fused(w, "fused_sgd")
             if fused is not None:
                 state = self.state.setdefault(p, {}) if momentum != 0 else None
                 done, buf = fused(w, g, None if state is None else state.get("momentum_buffer"), lr, wd, momentum,

@@ -15,12 +15,12 @@ The tanh approximation, y = x (1 + t) / 2 with t = tanh(sqrt(2/pi) (x + 0.044715
 its own pair of kernels (``gelu_tanh_forward`` / ``gelu_tanh_backward``); backward recomputes t
 from x instead of saving it.
 
-Arrays must be C-contiguous. Serial unless parallel kernels are switched on
-(``_layer_threads``): in isolation the parallel exact kernels are 6x faster on (2048, 512)
-float32, but inside a GPT step, next to multi-threaded BLAS, parallel GELU does not pay:
-parallel variants of the tanh kernels, alternated step by step with the serial ones in one
-process (GPT benchmark config, 2 cores), gave 134.0 vs 131.8 and 151.0 vs 146.5 ms per step.
-Float32 kernels use the vectorisable ``exp32``, which made them 5-7x faster than with libm's exp.
+Arrays must be C-contiguous. Parallel when the layer kernels are (``_layer_threads``: when
+OpenBLAS's workers have been told to sleep at once), else serial. Alternating GPT training
+steps (benchmark config, 2 cores) with serial and parallel tanh kernels in one process: 140.8
+vs 136.3 and 149.4 vs 147.1 ms per step (before the BLAS spin was shortened, parallel lost).
+Float32 kernels use the vectorisable ``exp32``, which made them 5-7x faster than with libm's
+exp, and compile with ``fastmath={"contract"}`` (multiply-adds fused), another 1.7-2x.
 """
 import math
 
@@ -31,6 +31,9 @@ from . import _layer_threads
 from ._fastexp import exp32
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
+# a*b+c as one fused multiply-add. The flag must sit on the loop kernels: helpers inlined by
+# Numba (inline="always") are compiled under their caller's flags, not their own.
+_CONTRACT = {"contract"}
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -82,49 +85,49 @@ def _dgelu32(v):
             + v * np.float32(_INV_SQRT_2PI) * exp32(np.float32(-0.5) * v * v))
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _fwd_serial(x, out):
     for i in range(x.size):
         out[i] = _gelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
 def _fwd_parallel(x, out):
     for i in prange(x.size):
         out[i] = _gelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _bwd_serial(x, g, out):
     for i in range(x.size):
         out[i] = g[i] * _dgelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
 def _bwd_parallel(x, g, out):
     for i in prange(x.size):
         out[i] = g[i] * _dgelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _fwd32_serial(x, out):
     for i in range(x.size):
         out[i] = _gelu32(x[i])
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
 def _fwd32_parallel(x, out):
     for i in prange(x.size):
         out[i] = _gelu32(x[i])
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _bwd32_serial(x, g, out):
     for i in range(x.size):
         out[i] = g[i] * _dgelu32(x[i])
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
 def _bwd32_parallel(x, g, out):
     for i in prange(x.size):
         out[i] = g[i] * _dgelu32(x[i])
@@ -168,14 +171,14 @@ def _half_one_plus_tanh32(v):
     return _ONE32 / (_ONE32 + exp32(-_C32 * (v + _A32 * v * v * v)))
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _tanh_fwd32(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh32(v)
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _tanh_bwd32(x, g, out):
     for i in prange(x.size):
         v = x[i]
@@ -183,14 +186,14 @@ def _tanh_bwd32(x, g, out):
         out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _tanh_fwd(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh(v)
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
 def _tanh_bwd(x, g, out):
     for i in prange(x.size):
         v = x[i]
@@ -198,14 +201,38 @@ def _tanh_bwd(x, g, out):
         out[i] = g[i] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
 
 
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+def _tanh_fwd32_parallel(x, out):
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = v * _half_one_plus_tanh32(v)
+
+
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+def _tanh_bwd32_parallel(x, g, out):
+    for i in prange(x.size):
+        v = x[i]
+        s = _half_one_plus_tanh32(v)
+        out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+
+
 def gelu_tanh_forward(x):
     out = np.empty_like(x)
-    (_tanh_fwd32 if x.dtype == np.float32 else _tanh_fwd)(x.reshape(-1), out.reshape(-1))
+    if x.dtype == np.float32:
+        parallel = _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+        fn = _tanh_fwd32_parallel if parallel else _tanh_fwd32
+    else:
+        fn = _tanh_fwd
+    fn(x.reshape(-1), out.reshape(-1))
     return out
 
 
 def gelu_tanh_backward(x, g):
     out = np.empty_like(g)
-    fn = _tanh_bwd32 if x.dtype == np.float32 and g.dtype == np.float32 else _tanh_bwd
+    if x.dtype == np.float32 and g.dtype == np.float32:
+        parallel = _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+        fn = _tanh_bwd32_parallel if parallel else _tanh_bwd32
+    else:
+        fn = _tanh_bwd
     fn(x.reshape(-1), g.reshape(-1), out.reshape(-1))
     return out

@@ -4,8 +4,12 @@ Used by attention on scores that BLAS computed (see minidl.ops.attention, "fused
 NumPy's softmax makes six passes over the scores (max, subtract, exp, sum, divide, and the
 causal mask before), these make one per row, with the row in L1:
 
-    forward   p_j = exp(s_j - m) / sum_k exp(s_k - m),  m = max_k s_k     (over j < jmax)
-    backward  ds_j = p_j (dp_j - sum_k dp_k p_k)                          (the softmax Jacobian)
+    forward   p_j = exp(c (s_j - m)) / sum_k exp(c (s_k - m)),  m = max_k s_k   (over j < jmax)
+    backward  ds_j = c p_j (dp_j - sum_k dp_k p_k)       (the softmax Jacobian, times c)
+
+i.e. the softmax of c * s and its gradient with respect to s, for a scale c > 0
+(c (s_j - m) = c s_j - max_k c s_k). Attention passes its 1/sqrt(d) here, so that neither q
+nor the gradients of q and k need a separate scaling pass.
 
 With ``causal``, row r (query position i = r mod L) keeps only j <= i, as np.tril, and
 its other entries are set to 0: the mask is applied here instead of as a -inf pass before.
@@ -23,7 +27,7 @@ _FM = {"reassoc", "contract"}
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
-def _forward(s, L, causal, nchunks):
+def _forward(s, L, causal, scale, nchunks):
     R, S = s.shape
     zero = s.dtype.type(0)
     for c in prange(nchunks):
@@ -37,7 +41,7 @@ def _forward(s, L, causal, nchunks):
                 jmax = 0
             z = zero
             for j in range(jmax):
-                e = exp_any(s[r, j] - m)
+                e = exp_any((s[r, j] - m) * scale)
                 s[r, j] = e
                 z += e
             inv = s.dtype.type(1) / z
@@ -48,7 +52,7 @@ def _forward(s, L, causal, nchunks):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
-def _backward(dp, p, nchunks):
+def _backward(dp, p, scale, nchunks):
     R, S = p.shape
     for c in prange(nchunks):
         r0, r1 = chunk_bounds(R, nchunks, c)
@@ -57,20 +61,29 @@ def _backward(dp, p, nchunks):
             for j in range(S):
                 d += dp[r, j] * p[r, j]
             for j in range(S):
-                dp[r, j] = p[r, j] * (dp[r, j] - d)
+                dp[r, j] = p[r, j] * (dp[r, j] - d) * scale
 
 
-def softmax_rows_(s, causal=False):
-    """s (..., L, S), C-contiguous float32/float64: softmax of each row, in place (see above)."""
+def softmax_rows_(s, causal=False, scale=1.0):
+    """s (..., L, S), C-contiguous float32/float64: softmax of each row of scale * s, in place
+    (see above); scale > 0."""
     L, S = s.shape[-2:]
     rows = s.reshape(-1, S)
-    launch(_forward, rows.size, rows, L, bool(causal), num_chunks(rows.shape[0], rows.size))
+    launch(_forward, rows.size, rows, L, bool(causal), s.dtype.type(_positive(scale)),
+           num_chunks(rows.shape[0], rows.size))
     return s
 
 
-def softmax_backward_(dp, p):
-    """dp <- p * (dp - rowsum(dp * p)) in place; both (..., S), C-contiguous, same dtype."""
+def softmax_backward_(dp, p, scale=1.0):
+    """dp <- scale * p * (dp - rowsum(dp * p)) in place, the gradient with respect to s of
+    p = softmax(scale * s); both (..., S), C-contiguous, same dtype."""
     S = p.shape[-1]
     rows, prow = dp.reshape(-1, S), p.reshape(-1, S)
-    launch(_backward, rows.size, rows, prow, num_chunks(rows.shape[0], rows.size))
+    launch(_backward, rows.size, rows, prow, p.dtype.type(_positive(scale)), num_chunks(rows.shape[0], rows.size))
     return dp
+
+
+def _positive(scale):
+    if not scale > 0:
+        raise ValueError(f"softmax kernels: the scale must be > 0 (the row max is taken before scaling), got {scale}")
+    return scale
