@@ -379,3 +379,14 @@ def test_softmax_kernels_apply_the_scale(dtype, tol, causal):
     np.testing.assert_allclose(ds, c * want * (dp - (dp * want).sum(-1, keepdims=True)), rtol=10 * tol, atol=10 * tol)
     with pytest.raises(ValueError, match="scale must be > 0"):
         softmax_rows_(s.copy(), causal, 0.0)
+
+
+def test_fused_softmax_output_has_heads_last_memory_layout():
+    """(B, H, L, E) output stored as (B, L, H, E): merging the heads afterwards is a free reshape."""
+    rng = np.random.default_rng(6)
+    q, k, v = (md.tensor(a.astype(np.float32)) for a in _qkv(rng, batch=(2, 3), L=4, S=4, E=5, Ev=5))
+    with A.implementation("fused-softmax"):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy()
+    assert out.shape == (2, 3, 4, 5) and out.transpose(0, 2, 1, 3).flags.c_contiguous
+    want = naive_attention(*(t.numpy().astype(np.float64) for t in (q, k, v)), causal=True)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

@@ -158,7 +158,7 @@ class ScaledDotProductAttention(Function):
                 p = softmax_rows_(_scores(q, k, bias, allow, scale), causal)
             pd = p if drop is None else p * drop
             ctx.save_for_backward(q, k, v, p, pd, drop)
-            return np.matmul(pd, v)
+            return _heads_last_matmul(pd, v)
         if causal:
             if type(q) is not np.ndarray:   # another device: built there, j <= i, as np.tril
                 xp = namespace_of(q)
@@ -191,6 +191,19 @@ class ScaledDotProductAttention(Function):
         if ctx.needs_input_grad[3]:
             dbias = unbroadcast(ds, ctx.bias_shape)
         return dq, dk, dv, dbias, None, None, None, None
+
+
+def _heads_last_matmul(pd, v):
+    """pd @ v for (B, H, L, S) @ (B, H, S, Ev), written into a (B, L, H, Ev) buffer and
+    returned as its (B, H, L, Ev) view, as PyTorch's CPU flash attention does: the usual next
+    step, out.transpose(1, 2).reshape(B, L, H * Ev), is then free instead of a copy (BLAS
+    writes each head's (L, Ev) block with leading dimension H * Ev)."""
+    if pd.ndim != 4 or v.ndim != 4:
+        return np.matmul(pd, v)
+    B, H = np.broadcast_shapes(pd.shape[:2], v.shape[:2])
+    out = np.empty((B, pd.shape[2], H, v.shape[-1]), np.result_type(pd, v))
+    np.matmul(pd, v, out=out.transpose(0, 2, 1, 3))
+    return out.transpose(0, 2, 1, 3)
 
 
 def _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop):
