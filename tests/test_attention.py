@@ -390,3 +390,33 @@ def test_fused_softmax_output_has_heads_last_memory_layout():
     assert out.shape == (2, 3, 4, 5) and out.transpose(0, 2, 1, 3).flags.c_contiguous
     want = naive_attention(*(t.numpy().astype(np.float64) for t in (q, k, v)), causal=True)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_split_heads_and_attention_pass_packed_gradients_without_copies(monkeypatch):
+    """q, k, v from split_heads are views of the projection; the fused-softmax backward writes
+    dq, dk, dv into one packed buffer laid out alike, which SplitHeads.backward returns as it is.
+    Gradients equal the reference path's, which copies."""
+    from minidl.ops import heads
+    from minidl.ops.heads import split_heads
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((2, 5, 3 * 2 * 4))
+    g = rng.standard_normal((2, 2, 5, 4))
+    roots = []
+    original = heads.packed_root
+    monkeypatch.setattr(heads, "packed_root", lambda parts: roots.append(original(parts)) or roots[-1])
+    grads = {}
+    for impl in ("fused-softmax", "reference"):
+        x = md.tensor(x0, requires_grad=True)
+        q, k, v = split_heads(x, 3, 2)
+        with A.implementation(impl):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(md.tensor(g))
+        grads[impl] = x.grad.numpy()
+    # fused-softmax: packed_like and SplitHeads.backward both find the packed root; reference: not
+    assert [r is not None for r in roots] == [True, True, False]
+    np.testing.assert_allclose(grads["fused-softmax"], grads["reference"], rtol=1e-12, atol=1e-12)
+    # arrays that merely look alike are not taken for parts of one buffer
+    a = np.zeros((2, 5, 3, 2, 4))
+    parts = [a[:, :, p].transpose(0, 2, 1, 3) for p in range(3)]
+    assert original(parts) is a
+    assert original([parts[0], parts[2], parts[1]]) is None
+    assert original([parts[0], parts[1], parts[2].copy()]) is None

@@ -48,6 +48,7 @@ from ..autograd.function import Function
 from ..backends import device_of, namespace_of
 from ..kernels.switch import ImplementationSwitch
 from ._broadcast import unbroadcast
+from .heads import packed_like
 
 ATTENTION = ImplementationSwitch("attention", "MINIDL_ATTENTION_IMPL",
                                  ("auto", "numba", "fused-softmax", "reference"), "auto")
@@ -106,21 +107,28 @@ def softmax_backward_reference(dp, p):
     return dp
 
 
-def attention_backward_reference(q, k, v, p, pd, drop, scale, g, softmax_backward=softmax_backward_reference):
+def attention_backward_reference(q, k, v, p, pd, drop, scale, g, softmax_backward=softmax_backward_reference,
+                                 out=None):
     """(dq, dk, dv, dS) for out = attention(q, k, v); dS is dL/d(scores), the bias grad.
-    ``softmax_backward(dp, p)`` computes dS in place (the "fused-softmax" path passes its kernel)."""
+    ``softmax_backward(dp, p)`` computes dS in place (the "fused-softmax" path passes its kernel);
+    ``out``, optional, holds three arrays to write dq, dk, dv into."""
     xp = namespace_of(g)
-    dv = xp.matmul(xp.swapaxes(pd, -1, -2), g)
+    dq, dk, dv = (None, None, None) if out is None else out
+    dv = _matmul(xp, xp.swapaxes(pd, -1, -2), g, dv)
     dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
     if drop is not None:
         dp *= drop
     ds = softmax_backward(dp, p)
-    dq = xp.matmul(ds, k)
-    dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
+    dq = _matmul(xp, ds, k, dq)
+    dk = _matmul(xp, xp.swapaxes(ds, -1, -2), q, dk)
     if scale != 1:
         dq *= scale
         dk *= scale
     return dq, dk, dv, ds
+
+
+def _matmul(xp, a, b, out):
+    return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
 
 
 # ----------------------------------------------------------------------------- Function
@@ -178,12 +186,13 @@ class ScaledDotProductAttention(Function):
             q, k, v, p, pd, drop = ctx.saved_tensors
             if ctx.fused_softmax:
                 from ..kernels.cpu.softmax import softmax_backward_
+                out = packed_like((q, k, v))   # q, k, v from split_heads: gradients packed alike
                 if ctx.scale_in_softmax:   # dS comes out scaled: dq = dS k, dk = dS^T q
                     dq, dk, dv, ds = attention_backward_reference(
-                        q, k, v, p, pd, drop, 1.0, g, lambda dp, p: softmax_backward_(dp, p, ctx.scale))
+                        q, k, v, p, pd, drop, 1.0, g, lambda dp, p: softmax_backward_(dp, p, ctx.scale), out)
                 else:
                     dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g,
-                                                                  softmax_backward_)
+                                                                  softmax_backward_, out)
             else:
                 dq, dk, dv, ds = attention_backward_reference(q, k, v, p, pd, drop, ctx.scale, g)
             dq, dk, dv = unbroadcast(dq, q.shape), unbroadcast(dk, k.shape), unbroadcast(dv, v.shape)
