@@ -16,7 +16,13 @@ stores for the tail. Kernels compute a row into a small scratch row (in L1) and 
 Non-temporal stores are weakly ordered, so every thread calls ``store_fence`` (``sfence``)
 after its last one, before the kernel returns and anyone reads the output.
 
-Off x86 (and with NUMBA_DISABLE_JIT=1) both are plain equivalents.
+``prefetch_row`` asks for a row a few iterations ahead of need (``llvm.prefetch``, one per
+64-byte line). A norm kernel reads a row from memory, then computes on it in L1 for a while:
+the hardware prefetcher, which follows a stream only within a 4 KB page, has stopped by the
+time the next row is wanted, so each row began with a wait for memory. Prefetching row i + 2
+while row i is processed: LayerNorm forward on 8192 x 768 float32, 2 threads, 3.6 -> 3.0 ms.
+
+Off x86 (and with NUMBA_DISABLE_JIT=1) these are plain equivalents (the prefetch a no-op).
 """
 import platform
 
@@ -24,6 +30,7 @@ import numba
 from numba import njit, types
 
 STREAM_MIN_BYTES = 16 << 20   # outputs at least this big are streamed (a third of a 48 MB L3)
+PREFETCH_AHEAD = 2            # rows: prefetch row i + 2 while working on row i (1, 2, 4 measured alike)
 
 
 def should_stream(array):
@@ -40,6 +47,10 @@ if numba.config.DISABLE_JIT or platform.machine().lower() not in ("x86_64", "amd
     @njit(error_model="numpy", cache=True)
     def store_fence():
         pass
+
+    @njit(error_model="numpy", cache=True)
+    def prefetch_row(a, i):
+        """(a hint; nothing here)"""
 
 else:
     from llvmlite import ir
@@ -120,6 +131,36 @@ else:
         def codegen(context, builder, signature, args):
             fn = builder.module.declare_intrinsic("llvm.x86.sse.sfence", fnty=ir.FunctionType(ir.VoidType(), []))
             builder.call(fn, [])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
+    @intrinsic
+    def prefetch_row(typingctx, a, i):
+        """Prefetch row i of the C-contiguous 2-D array a into the cache, one hint per 64-byte line
+        (llvm.prefetch: read, high locality, data cache). A hint: no effect on results."""
+        if not (isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C"):
+            return None
+        sig = types.void(a, i)
+
+        def codegen(context, builder, signature, args):
+            a_ty, i_ty = signature.args
+            i64, i32, i8p = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
+            arr = context.make_array(a_ty)(context, builder, args[0])
+            n = builder.extract_value(arr.shape, 1)
+            row = context.cast(builder, args[1], i_ty, types.int64)
+            start = builder.bitcast(builder.gep(arr.data, [builder.mul(row, n)]), i8p)
+            nbytes = builder.mul(n, ir.Constant(i64, context.get_abi_sizeof(context.get_data_type(a_ty.dtype))))
+            hint = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(),
+                                                                                          [i8p, i32, i32, i32]))
+            nlines = builder.udiv(builder.add(nbytes, ir.Constant(i64, 63)), ir.Constant(i64, 64))
+
+            def line(k):
+                address = builder.gep(start, [builder.mul(k, ir.Constant(i64, 64))])
+                builder.call(hint, [address, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+            _loop(builder, ir.Constant(i64, 0), nlines, line)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -13,7 +13,9 @@ _parallel.flush), added up at the end. xhat is recomputed from x, mean and rstd 
 stored: recomputing is cheaper than writing and re-reading N*D values.
 
 Outputs bigger than the cache are written with streaming stores (see _stream): the row is
-computed into an L1 scratch row and streamed out, saving the read-for-ownership traffic.
+computed into an L1 scratch row and streamed out, saving the read-for-ownership traffic. The
+forward prefetches the row two ahead (see _stream.prefetch_row); in the backward, which reads
+two arrays, the same hints measured slower (5.4 vs 5.1 ms on 8192 x 768, 2 threads).
 
 Arithmetic is in the input's dtype (float32 or float64) with float64 per-row scalars; the
 wrappers take C-contiguous (N, D) arrays; float16 is converted to float32 here and the
@@ -25,7 +27,7 @@ from numba import njit, prange
 
 from ._parallel import (FLUSH_ROWS, chunk_bounds, flush, launch, mean_var,
                         num_chunks, row_dy_w_sums, split, sum_partials)
-from ._stream import should_stream, store_fence, stream_row
+from ._stream import PREFETCH_AHEAD, prefetch_row, should_stream, store_fence, stream_row
 
 
 @njit(error_model="numpy", cache=True, fastmath={"contract"})
@@ -42,6 +44,8 @@ def _forward(x, w, b, eps, y, mean, rstd, nchunks, stream):
         start, stop = chunk_bounds(n, nchunks, c)
         row = np.empty((1, d if stream else 0), y.dtype)    # L1 scratch row when streaming
         for i in range(start, stop):
+            if i + PREFETCH_AHEAD < stop:
+                prefetch_row(x, i + PREFETCH_AHEAD)
             m, var = mean_var(x, i)
             r = 1.0 / np.sqrt(var + eps)
             mean[i] = m
