@@ -1,4 +1,4 @@
-"""Whether the layer kernels (im2col/col2im, pooling, exact GELU) run Numba-parallel (prange).
+"""Whether the layer kernels (im2col/col2im, pooling, GELU) run Numba-parallel (prange).
 
 These kernels run between multi-threaded BLAS calls (the conv GEMMs). OpenBLAS's idle
 workers spin for about 0.1 s after each call, so a parallel Numba kernel right after a GEMM
