@@ -11,7 +11,11 @@ for minidl with the NumPy reference (``minidl.ops.normalization.implementation("
 minidl with the Numba kernels (the default), and PyTorch CPU when it is installed (in a process
 of its own, see _peer), with the same number of threads as Numba. Each time is the median of
 ``--repeat`` runs after warm-up (``--threads 1 --cpu-time`` counts only the working thread's CPU
-time, steadier on a busy shared machine).
+time, steadier on a busy shared machine). The two frameworks are measured alternately in
+``--rounds`` rounds (PyTorch's process, then minidl, with freshly allocated inputs): a shared
+machine's speed drifts over minutes and from one process (one placement in memory) to the
+next, by 10-30%, for both alike. Reported times are the medians over the rounds, and each
+ratio is the median of the rounds' ratios.
 
 The memory-bandwidth floor of a pass is the bytes it must move (forward: read x, write y;
 backward: read dy and x, write dx; plus the small parameter and statistics arrays) divided by
@@ -168,12 +172,41 @@ def build_minidl(spec):
     return None if cls is None else cls(*args)
 
 
+def measure_minidl(name, shape, spec, copy, args, reference):
+    """One round of a case in minidl: the Numba path's times, each next to a copy timing for its
+    floor (and, when ``reference``, the NumPy reference's times under "reference"); None when
+    the layer is missing."""
+    layer = build_minidl(spec)
+    if layer is None:
+        return None
+    x, g = case_inputs(name, shape)
+    n_params = sum(p.numel() for p in layer.parameters())
+    fb, fbb = floor_bytes(shape, n_params, 2 * STATS_PER[spec[0]](shape))
+    fwd, fwdbwd = minidl_runner(layer, x, g)
+    out = {}
+    if reference:
+        with implementation("reference"):
+            out["reference"] = {"ref_fwd": median_time(fwd, args.repeat_reference, 1),
+                                "ref_fwdbwd": median_time(fwdbwd, args.repeat_reference, 1)}
+    with implementation("numba"):
+        out["numba_fwd"] = median_time(fwd, args.repeat, args.warmup)
+        copy_fwd = median_time(copy, args.repeat, 1)
+        out["numba_fwdbwd"] = median_time(fwdbwd, args.repeat, args.warmup)
+        copy_fwdbwd = median_time(copy, args.repeat, 1)
+    bw = copy.nbytes / min(copy_fwd, copy_fwdbwd)
+    out["copy_bandwidth"] = bw
+    out["floor_fwd"], out["floor_fwdbwd"] = fb / bw, fbb / bw
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out"))
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--repeat-reference", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternate PyTorch's process and minidl this many times (the machine's speed drifts)")
     ap.add_argument("--only", default="", help="comma-separated norm names (default: all)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--stat", choices=("median", "min"), default="median")
@@ -191,7 +224,6 @@ def main(argv=None):
         CLOCK = time.thread_time
     if args.peer_json:
         return peer_main(args)
-    peer = None if args.no_torch else _peer.run(__file__, argv)
     import numba
     if args.threads:
         numba.set_num_threads(args.threads)
@@ -199,39 +231,44 @@ def main(argv=None):
 
     copy = Copy()
     bandwidth = copy.nbytes / median_time(copy, args.repeat, 3)
+    rounds = max(1, args.rounds)
     print(f"threads: {threads} (numba and torch){'; CPU time' if args.cpu_time else ''}; "
-          f"copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
-          f"torch {peer['version'] + ' (own process)' if peer else '-'}; {args.stat} of {args.repeat} runs "
-          f"({args.repeat_reference} for the reference), times in ms")
+          f"copy bandwidth {bandwidth / 1e9:.1f} GB/s; {args.stat} of {args.repeat} runs "
+          f"({args.repeat_reference} for the reference) in each of {rounds} alternating rounds, times in ms")
 
-    rows = []
-    for name, shape, spec, torch_ctor, target in selected_cases(args):
-        row = {"norm": name, "shape": list(shape), "target": target}
-        layer = build_minidl(spec)
-        if layer is None:
-            row["missing"] = True
-            rows.append(row)
-            continue
-        x, g = case_inputs(name, shape)
-        n_params = sum(p.numel() for p in layer.parameters())
-        n_stats = 2 * STATS_PER[spec[0]](shape)
-        fb, fbb = floor_bytes(shape, n_params, n_stats)
-
-        fwd, fwdbwd = minidl_runner(layer, x, g)
-        with implementation("reference"):
-            row["ref_fwd"] = median_time(fwd, args.repeat_reference, 1)
-            row["ref_fwdbwd"] = median_time(fwdbwd, args.repeat_reference, 1)
-        with implementation("numba"):
-            row["numba_fwd"] = median_time(fwd, args.repeat, args.warmup)
-            row["copy_fwd"] = median_time(copy, args.repeat, 1)
-            row["numba_fwdbwd"] = median_time(fwdbwd, args.repeat, args.warmup)
-            row["copy_fwdbwd"] = median_time(copy, args.repeat, 1)
+    cases = selected_cases(args)
+    rows = [{"norm": name, "shape": list(shape), "target": target} for name, shape, _, _, target in cases]
+    samples = {}     # (norm, key) -> one value per round
+    version = None
+    for r in range(rounds):
+        peer = None if args.no_torch else _peer.run(__file__, argv)
         if peer:
-            row["torch_fwd"], row["torch_fwdbwd"] = peer["times"][name]
-        bw = copy.nbytes / min(row.pop("copy_fwd"), row.pop("copy_fwdbwd"))
-        row["copy_bandwidth"] = bw
-        row["floor_fwd"], row["floor_fwdbwd"] = fb / bw, fbb / bw
-        rows.append(row)
+            version = peer["version"]
+        for row, (name, shape, spec, _, _) in zip(rows, cases):
+            measured = measure_minidl(name, shape, spec, copy, args, reference=(r == 0))
+            if measured is None:
+                row["missing"] = True
+                continue
+            if r == 0:
+                row.update(measured.pop("reference"))
+            if peer:
+                measured["torch_fwd"], measured["torch_fwdbwd"] = peer["times"][name]
+            for key, value in measured.items():
+                samples.setdefault((name, key), []).append(value)
+        print(f"round {r + 1} of {rounds} done")
+    print(f"torch {version + ' (own process)' if version else '-'}")
+    for row in rows:
+        if row.get("missing"):
+            continue
+        values = {key: v for (name, key), v in samples.items() if name == row["norm"]}
+        for key in ("numba_fwd", "numba_fwdbwd", "torch_fwd", "torch_fwdbwd", "floor_fwd", "floor_fwdbwd",
+                    "copy_bandwidth"):
+            if key in values:
+                row[key] = float(np.median(values[key]))
+        for part in ("fwd", "fwdbwd"):
+            if f"torch_{part}" in values:
+                row[f"ratio_{part}"] = float(np.median(np.divide(values[f"numba_{part}"], values[f"torch_{part}"])))
+        row["floor_fraction"] = float(np.median(np.divide(values["floor_fwdbwd"], values["numba_fwdbwd"])))
 
     table = format_table(rows)
     print(table)
@@ -260,21 +297,18 @@ def format_table(rows):
             lines.append(f"{r['norm']:15s} {shape:16s} missing (not in minidl.nn)")
             continue
         tf, tfb = r.get("torch_fwd"), r.get("torch_fwdbwd")
-        rf = r["numba_fwd"] / tf if tf else None
-        rfb = r["numba_fwdbwd"] / tfb if tfb else None
-        floor_frac = r["floor_fwdbwd"] / r["numba_fwdbwd"]
+        rf, rfb, floor_frac = r.get("ratio_fwd"), r.get("ratio_fwdbwd"), r["floor_fraction"]
         met = []
         if rfb is not None:
             met.append("yes" if rfb <= r["target"] and rfb < 1 else "NO")
         met.append("yes" if floor_frac >= 0.5 else "NO")
-        r["ratio_fwd"], r["ratio_fwdbwd"], r["floor_fraction"] = rf, rfb, floor_frac
         lines.append(
             f"{r['norm']:15s} {shape:16s} {_ms(r['ref_fwd'])} {_ms(r['ref_fwdbwd'])} {_ms(r['numba_fwd'])} "
             f"{_ms(r['numba_fwdbwd'])} {_ms(tf)} {_ms(tfb)} "
             f"{('%6.2f' % rf) if rf else '     -'} {('%6.2f' % rfb) if rfb else '     -'} {r['target']:6.2f} "
             f"{_ms(r['floor_fwdbwd'])} {100 * floor_frac:5.0f}%  {'/'.join(met)}")
-    lines.append("ratios are minidl(numba)/PyTorch; floor and floor% are for forward+backward; "
-                 "met = ratio target / bandwidth target")
+    lines.append("times: medians over the rounds; ratios (minidl(numba)/PyTorch) and floor%: medians of the "
+                 "rounds' ratios; floor and floor% are for forward+backward; met = ratio target / bandwidth target")
     return "\n".join(lines)
 
 

@@ -374,6 +374,10 @@ def test_errors_name_expected_and_actual():
 # numerics ---------------------------------------------------------------------------------------------
 CASES_LARGE_MEAN = [
     ("batch_norm", lambda t: F.batch_norm(t, None, None, training=True), lambda x: naive_bn(x)),
+    # the same statistics through an (N*H*W, C) matrix: the (N, C) kernels of BatchNorm1d
+    ("batch_norm_nc", lambda t: F.batch_norm(t.permute(0, 2, 3, 1).reshape(-1, t.shape[1]), None, None,
+                                             training=True).reshape(t.shape[0], t.shape[2], t.shape[3], t.shape[1])
+     .permute(0, 3, 1, 2), lambda x: naive_bn(x)),
     ("instance_norm", lambda t: F.instance_norm(t), lambda x: naive_gn(x, x.shape[1])),
     ("group_norm", lambda t: F.group_norm(t, 2), lambda x: naive_gn(x, 2)),
 ]
@@ -394,6 +398,21 @@ def test_large_mean_float32_is_accurate(name, op, ref, impl):
         op(leaf64).backward(md.tensor(g.astype(np.float64)))
     scale = np.abs(leaf64.grad.numpy()).max()
     assert np.abs(t.grad.numpy() - leaf64.grad.numpy()).max() < 1e-4 * scale
+
+
+def test_batch_norm_nc_statistics_when_the_first_rows_lie_far_off():
+    """The (N, C) kernels shift their one-pass sums by the mean of a chunk's first rows; when
+    those lie far from the rest (here rows of padding zeros before values near 1e4), the chunk
+    is summed again around its mean, so the variance keeps float32 accuracy."""
+    rng = np.random.default_rng(12)
+    x = (1e4 + rng.standard_normal((8192, 16))).astype(np.float32)
+    x[:16] = 0
+    x[4096:4112] = 0
+    mean, var, count = bn_kernel.batch_norm_stats(x)
+    x64 = x.astype(np.float64)
+    assert count == 8192
+    np.testing.assert_allclose(mean, x64.mean(axis=0), rtol=1e-7)
+    np.testing.assert_allclose(var, x64.var(axis=0), rtol=1e-6)     # 7e-6 without the second pass
 
 
 @pytest.mark.parametrize("name,op,ref", CASES_LARGE_MEAN, ids=[c[0] for c in CASES_LARGE_MEAN])

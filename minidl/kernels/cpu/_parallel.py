@@ -97,19 +97,6 @@ def row_dy_w_x_dot(dy, x, w, i):
     return s
 
 
-@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
-def row_dy_w_sums(dy, x, w, i, m_hi, m_lo):
-    """(sum_j g_j, sum_j g_j (x_ij - m)) with g_j = dy_ij w_j and m = m_hi + m_lo (see
-    split), in x's dtype: the two row sums of a normalization backward."""
-    a = x.dtype.type(0.0)
-    b = x.dtype.type(0.0)
-    for j in range(x.shape[1]):
-        g = dy[i, j] * w[j]
-        a += g
-        b += g * ((x[i, j] - m_hi) - m_lo)
-    return a, b
-
-
 HEAD = 256   # elements that estimate a row's mean for the shift of mean_var
 
 
@@ -137,11 +124,17 @@ def mean_var(x, i):
     (With the row's first value as the shift, one saves the head pass but loses up to a factor
     16 in accuracy when that value lies a few standard deviations out; with the full row mean
     as the shift, the classic corrected two-pass, one pays a second full pass.)"""
-    d = x.shape[1]
     m1 = row_head_mean(x, i)
     s1, s2 = row_shifted_sums(x, i, m1)
+    return mean_var_from_sums(m1, s1, s2, x.shape[1])
+
+
+@njit(error_model="numpy", cache=True)
+def mean_var_from_sums(shift, s1, s2, d):
+    """(mean, biased variance) as float64 from the sums s1 = sum (x - shift), s2 = sum (x - shift)^2
+    of d values (see mean_var)."""
     mc = np.float64(s1) / d
-    return np.float64(m1) + mc, max(np.float64(s2) / d - mc * mc, 0.0)
+    return np.float64(shift) + mc, max(np.float64(s2) / d - mc * mc, 0.0)
 
 
 @njit(error_model="numpy", cache=True)
