@@ -15,6 +15,12 @@ instruction instead of 4 float64 ones, and no conversions), made safe two ways:
   centred value is as accurate as in float64, where a float32 mean alone would be off by half
   an ulp of 1e3 (3e-5, i.e. 3e-3 of a standard deviation of 1e-2).
 Callers pass float64 scalars; each helper converts them once per row.
+
+The plain (unmasked) row helpers of the forward and backward passes, and the column helpers,
+are inlined into their kernels by Numba (inline="always"); an inlined function takes its
+caller's fastmath flags, so the kernels that call them carry FASTMATH too (their reductions
+need "reassoc" to vectorise). A call per row into a separately compiled loop cost 2-9%
+(GroupNorm/InstanceNorm/BatchNorm2d on 32x64x32x32 and the (N, C) apply pass, in-process A/B).
 """
 from contextlib import contextmanager
 
@@ -84,7 +90,7 @@ def row_sum(x, i, shift):
     return total
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
 def row_shifted_moments(x, i, shift):
     """(sum d, sum d^2) with d = x[i] - shift, shift in x's dtype, blocked as row_sum: the one
     pass of a shifted-data variance (see _parallel.mean_var)."""
@@ -135,7 +141,7 @@ def row_sq_dev_sum(x, i, mu):
     return total
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
 def row_normalize(y, x, i, mu, a, b):
     """y[i] = (x[i] - mu) * a + b."""
     hi, lo = split(x, mu)
@@ -145,7 +151,7 @@ def row_normalize(y, x, i, mu, a, b):
         y[i, j] = ((x[i, j] - hi) - lo) * a_ + b_
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
 def row_sums_dy_dyxc(dy, x, i, mu):
     """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum."""
     hi, lo = split(x, mu)
@@ -173,7 +179,7 @@ def row_sums_dy_dyxc(dy, x, i, mu):
     return t1, t2
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
 def row_affine2(out, dy, x, i, p, mu, q, o):
     """out[i] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form."""
     hi, lo = split(x, mu)

@@ -57,7 +57,7 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
     mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta."""
@@ -99,7 +99,7 @@ def _channel_stats(x, mask, C, c, eps):
     return mu, 1.0 / np.sqrt((s2 / count if count > 0 else 0.0) + eps)
 
 
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx):
     """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o."""
     N = x.shape[0] // C
@@ -228,7 +228,7 @@ def _merge(cnt, pmean, pm2, mean, m2):
 
 
 # y = (x - mean) * scale + shift ------------------------------------------------------------------
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _apply_rows(x, C, mean, scale, shift, y):
     for i in prange(x.shape[0]):
         c = i % C
@@ -255,7 +255,7 @@ def _apply_cols(x, hi, scale, shift, y, nchunks, stream):
 
 
 # backward ------------------------------------------------------------------------------------------
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _chunk_grad_sums_rows(dy, x, C, B, mean, psdy, psdyx):
     """Per (chunk, channel): sum dy and sum dy * (x - mean_c)."""
     N = x.shape[0] // C
@@ -293,7 +293,7 @@ def _chunk_grad_sums_cols(dy, x, B, hi, psdy, psdyx):
                 flush(psdyx, k, a2)
 
 
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _dx_rows(dy, x, C, p, mean, q, o, dx):
     for i in prange(x.shape[0]):
         c = i % C

@@ -23,10 +23,10 @@ import numpy as np
 from numba import njit, prange
 
 from ._parallel import row_head_mean
-from ._rows import row_affine2, row_normalize, row_shifted_moments, row_sums_dy_dyxc, threads_for
+from ._rows import FASTMATH, row_affine2, row_normalize, row_shifted_moments, row_sums_dy_dyxc, threads_for
 
 
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd):
     """x, y: (N*C, S) channel rows; group r is the K consecutive channel rows r*K ... r*K+K-1.
     mean, rstd: (N*G,)."""
@@ -51,7 +51,7 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd):
             row_normalize(y, x, r * K + k, mu, rs * gamma[c], beta[c])
 
 
-@njit(error_model="numpy", parallel=True, cache=True)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
 def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx):
     """dx = rstd * (gamma_c dy - mean(dxhat) - xhat * mean(dxhat xhat)) per group row; sdy and
     sdyx (N*C,) receive sum(dy) and sum(dy * xhat) per (sample, channel) row."""
