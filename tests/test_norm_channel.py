@@ -400,6 +400,35 @@ def test_large_mean_float32_is_accurate(name, op, ref, impl):
     assert np.abs(t.grad.numpy() - leaf64.grad.numpy()).max() < 1e-4 * scale
 
 
+@pytest.mark.parametrize("norm", ["batch_norm", "group_norm", "instance_norm"])
+def test_streamed_outputs_equal_stored_ones(norm, monkeypatch):
+    """Outputs of _stream.STREAM_MIN_BYTES or more are written through an L1 scratch row with
+    streaming stores: the same values as plain stores, forward and backward."""
+    from minidl.kernels.cpu import _stream
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((4, 6, 8, 40)).astype(np.float32)      # rows of 320 values: long enough to stream
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w = rng.standard_normal(6).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+
+    def run():
+        if norm == "batch_norm":
+            y, mean, rstd = bn_kernel.batch_norm_forward(x, w, b)
+            return (y,) + tuple(bn_kernel.batch_norm_backward(g, x, mean, rstd, w))
+        groups = 3 if norm == "group_norm" else 6
+        y, mean, rstd = gn_kernel.group_norm_forward(x, groups, w, b)
+        return (y,) + tuple(gn_kernel.group_norm_backward(g, x, mean, rstd, w, groups))
+
+    monkeypatch.setattr(_stream, "STREAM_MIN_BYTES", 1 << 40)
+    assert not _stream.should_stream_rows(x.reshape(24, 320))
+    stored = run()
+    monkeypatch.setattr(_stream, "STREAM_MIN_BYTES", 0)
+    assert _stream.should_stream_rows(x.reshape(24, 320))
+    streamed = run()
+    for a, e in zip(streamed, stored):
+        np.testing.assert_array_equal(a, e)
+
+
 def test_batch_norm_nc_statistics_when_the_first_rows_lie_far_off():
     """The (N, C) kernels shift their one-pass sums by the mean of a chunk's first rows; when
     those lie far from the rest (here rows of padding zeros before values near 1e4), the chunk

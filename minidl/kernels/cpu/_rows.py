@@ -142,13 +142,14 @@ def row_sq_dev_sum(x, i, mu):
 
 
 @njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
-def row_normalize(y, x, i, mu, a, b):
-    """y[i] = (x[i] - mu) * a + b."""
+def row_normalize(out, oi, x, i, mu, a, b):
+    """out[oi] = (x[i] - mu) * a + b (out: the output itself, oi = i, or an L1 scratch row to
+    be streamed, see _stream)."""
     hi, lo = split(x, mu)
     a_ = x.dtype.type(a)
     b_ = x.dtype.type(b)
     for j in range(x.shape[1]):
-        y[i, j] = ((x[i, j] - hi) - lo) * a_ + b_
+        out[oi, j] = ((x[i, j] - hi) - lo) * a_ + b_
 
 
 @njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
@@ -180,14 +181,15 @@ def row_sums_dy_dyxc(dy, x, i, mu):
 
 
 @njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
-def row_affine2(out, dy, x, i, p, mu, q, o):
-    """out[i] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form."""
+def row_affine2(out, oi, dy, x, i, p, mu, q, o):
+    """out[oi] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form (out, oi
+    as in row_normalize)."""
     hi, lo = split(x, mu)
     p_ = x.dtype.type(p)
     q_ = x.dtype.type(q)
     o_ = x.dtype.type(o)
     for j in range(x.shape[1]):
-        out[i, j] = p_ * dy[i, j] + q_ * ((x[i, j] - hi) - lo) + o_
+        out[oi, j] = p_ * dy[i, j] + q_ * ((x[i, j] - hi) - lo) + o_
 
 
 # masked variants: mask[n] is a boolean row, True at the positions that count (BatchNorm1d with a

@@ -48,7 +48,7 @@ from ._rows import (FASTMATH, cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, c
                     row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
                     row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, row_sums_dy_dyxc_masked,
                     threads_for)
-from ._stream import should_stream, store_fence, stream_row
+from ._stream import should_stream, should_stream_rows, store_fence, stream_row
 
 _ROW_CHUNK = 16384   # elements of one channel a stats task reads twice (64 KB in float32: stays in L2)
 HEAD_ROWS = 16       # rows whose mean is the shift of an (N, C) chunk's one-pass statistics
@@ -58,20 +58,27 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
-def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd):
+def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
-    mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta."""
+    mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta
+    (with ``stream`` and no mask, through an L1 scratch row and streaming stores)."""
     N = x.shape[0] // C
     for c in prange(C):
         if not given:
             mean[c], rstd[c] = _channel_stats(x, mask, C, c, eps)
         mu = mean[c]
         a = rstd[c] * gamma[c]
+        row = np.empty((1, x.shape[1] if stream else 0), y.dtype)
         for n in range(N):
-            if mask is None:
-                row_normalize(y, x, n * C + c, mu, a, beta[c])
-            else:
+            if mask is not None:
                 row_normalize_masked(y, x, n * C + c, mask, n, mu, a, beta[c])
+            elif stream:
+                row_normalize(row, 0, x, n * C + c, mu, a, beta[c])
+                stream_row(y, n * C + c, row, 0)
+            else:
+                row_normalize(y, n * C + c, x, n * C + c, mu, a, beta[c])
+        if stream:
+            store_fence()
 
 
 @njit(error_model="numpy", cache=True)
@@ -100,7 +107,7 @@ def _channel_stats(x, mask, C, c, eps):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
-def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx):
+def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx, stream):
     """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o."""
     N = x.shape[0] // C
     for c in prange(C):
@@ -118,11 +125,17 @@ def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx,
         p = gamma[c] * rstd[c]
         q = -p * rstd[c] * rstd[c] * a2 / count if training else 0.0
         o = -p * a1 / count if training else 0.0
+        row = np.empty((1, x.shape[1] if stream else 0), dx.dtype)
         for n in range(N):
-            if mask is None:
-                row_affine2(dx, dy, x, n * C + c, p, mean[c], q, o)
-            else:
+            if mask is not None:
                 row_affine2_masked(dx, dy, x, n * C + c, mask, n, p, mean[c], q, o)
+            elif stream:
+                row_affine2(row, 0, dy, x, n * C + c, p, mean[c], q, o)
+                stream_row(dx, n * C + c, row, 0)
+            else:
+                row_affine2(dx, n * C + c, dy, x, n * C + c, p, mean[c], q, o)
+        if stream:
+            store_fence()
 
 
 # statistics ------------------------------------------------------------------------------------
@@ -232,7 +245,7 @@ def _merge(cnt, pmean, pm2, mean, m2):
 def _apply_rows(x, C, mean, scale, shift, y):
     for i in prange(x.shape[0]):
         c = i % C
-        row_normalize(y, x, i, mean[c], scale[c], shift[c])
+        row_normalize(y, i, x, i, mean[c], scale[c], shift[c])
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
@@ -297,7 +310,7 @@ def _chunk_grad_sums_cols(dy, x, B, hi, psdy, psdyx):
 def _dx_rows(dy, x, C, p, mean, q, o, dx):
     for i in prange(x.shape[0]):
         c = i % C
-        row_affine2(dx, dy, x, i, p[c], mean[c], q[c], o[c])
+        row_affine2(dx, i, dy, x, i, p[c], mean[c], q[c], o[c])
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
@@ -393,7 +406,8 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
     gamma, beta = _vector(weight, c, 1.0), _vector(bias, c, 0.0)
     with threads_for(v.size):
         if _fused(layout, v, c, mask):
-            _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd)
+            _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd,
+                                mask is None and should_stream_rows(yv))
         elif layout == "cols":
             hi, lo = _split(mean, v.dtype)
             scale = rstd * gamma
@@ -418,7 +432,7 @@ def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
     mean, rstd = np.empty(c), np.empty(c)
     with threads_for(v.size):
         _fused_forward_rows(v, _mask(mask), c, _vector(weight, c, 1.0), _vector(bias, c, 0.0), float(eps), False,
-                            y.reshape(v.shape), mean, rstd)
+                            y.reshape(v.shape), mean, rstd, mask is None and should_stream_rows(y.reshape(v.shape)))
     return y.astype(x.dtype, copy=False), mean, rstd
 
 
@@ -439,7 +453,8 @@ def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None
     with threads_for(xv.size):
         if (training or need_affine or m is not None) and _fused(layout, xv, c, m):
             sdy, sdyx = np.empty(c), np.empty(c)
-            _fused_backward_rows(dyv, xv, m, c, mean, rstd, gamma, training, count, dxv, sdy, sdyx)
+            _fused_backward_rows(dyv, xv, m, c, mean, rstd, gamma, training, count, dxv, sdy, sdyx,
+                                 m is None and should_stream_rows(dxv))
         else:
             sdy, sdyx = _chunked_backward(dyv, xv, layout, c, mean, rstd, gamma * rstd, training, need_affine,
                                           count, dxv)

@@ -5,7 +5,7 @@ group and S spatial positions; every (n, g) is one row of K*S contiguous values 
 mean and rstd, and channel c = g*K + k gets its own gamma/beta. InstanceNorm is the case
 G = C (K = 1), so both norms run the very same kernel pair.
 
-forward: one parallel loop over rows; each row (a few KB) is read once from memory for the
+forward: one parallel pass over rows; each row (a few KB) is read once from memory for the
 sums of d = x - shift and d^2, with the shift the mean of the row's first values (see
 _parallel.mean_var: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
 1e3 + 1e-2 * randn), then again from cache to be written normalized. Arithmetic runs in the
@@ -17,64 +17,90 @@ x per channel, written in a second pass over the row while it is still in cache.
 per-(sample, channel) sums are the partial sums of dgamma/dbeta; a final reduction over N
 replaces atomics.
 
+Each thread takes one chunk of consecutive rows. Outputs of _stream.STREAM_MIN_BYTES or more
+are written with streaming stores through an L1 scratch row, with one fence per chunk (a
+fence per row, with a parallel loop over rows, made InstanceNorm slower instead of faster).
+
 float16 inputs run in float32 and come back as float16.
 """
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import row_head_mean
+from ._parallel import chunk_bounds, num_chunks, row_head_mean
 from ._rows import FASTMATH, row_affine2, row_normalize, row_shifted_moments, row_sums_dy_dyxc, threads_for
+from ._stream import should_stream_rows, store_fence, stream_row
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
-def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd):
+def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
     """x, y: (N*C, S) channel rows; group r is the K consecutive channel rows r*K ... r*K+K-1.
-    mean, rstd: (N*G,)."""
+    mean, rstd: (N*G,). The groups are split into nchunks chunks (one per thread). With
+    ``stream``, y is written through an L1 scratch row with streaming stores (see _stream),
+    fenced once per chunk."""
     R = x.shape[0] // K
     m = K * x.shape[1]
     C = gamma.shape[0]
-    for r in prange(R):
-        shift = row_head_mean(x, r * K)
-        s1 = np.float64(0.0)
-        s2 = np.float64(0.0)
-        for k in range(K):
-            a, b = row_shifted_moments(x, r * K + k, shift)
-            s1 += a
-            s2 += b
-        mc = s1 / m
-        mu = np.float64(shift) + mc
-        rs = 1.0 / np.sqrt(max(s2 / m - mc * mc, 0.0) + eps)
-        mean[r] = mu
-        rstd[r] = rs
-        for k in range(K):
-            c = (r * K + k) % C
-            row_normalize(y, x, r * K + k, mu, rs * gamma[c], beta[c])
+    for ch in prange(nchunks):
+        start, stop = chunk_bounds(R, nchunks, ch)
+        row = np.empty((1, x.shape[1] if stream else 0), y.dtype)
+        for r in range(start, stop):
+            shift = row_head_mean(x, r * K)
+            s1 = np.float64(0.0)
+            s2 = np.float64(0.0)
+            for k in range(K):
+                a, b = row_shifted_moments(x, r * K + k, shift)
+                s1 += a
+                s2 += b
+            mc = s1 / m
+            mu = np.float64(shift) + mc
+            rs = 1.0 / np.sqrt(max(s2 / m - mc * mc, 0.0) + eps)
+            mean[r] = mu
+            rstd[r] = rs
+            for k in range(K):
+                c = (r * K + k) % C
+                if stream:
+                    row_normalize(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c])
+                    stream_row(y, r * K + k, row, 0)
+                else:
+                    row_normalize(y, r * K + k, x, r * K + k, mu, rs * gamma[c], beta[c])
+        if stream:
+            store_fence()
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
-def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx):
+def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
     """dx = rstd * (gamma_c dy - mean(dxhat) - xhat * mean(dxhat xhat)) per group row; sdy and
-    sdyx (N*C,) receive sum(dy) and sum(dy * xhat) per (sample, channel) row."""
+    sdyx (N*C,) receive sum(dy) and sum(dy * xhat) per (sample, channel) row. Chunks and
+    ``stream`` as in _rows_forward."""
     R = x.shape[0] // K
     m = K * x.shape[1]
     C = gamma.shape[0]
-    for r in prange(R):
-        mu = mean[r]
-        rs = rstd[r]
-        A = np.float64(0.0)  # sum over the group of dxhat = gamma_c * dy
-        B = np.float64(0.0)  # sum over the group of dxhat * xhat
-        for k in range(K):
-            i = r * K + k
-            a1, a2 = row_sums_dy_dyxc(dy, x, i, mu)
-            sdy[i] = a1
-            sdyx[i] = a2 * rs
-            A += gamma[i % C] * a1
-            B += gamma[i % C] * a2 * rs
-        off = rs * A / m
-        q = rs * rs * B / m
-        for k in range(K):
-            i = r * K + k
-            row_affine2(dx, dy, x, i, gamma[i % C] * rs, mu, -q, -off)
+    for ch in prange(nchunks):
+        start, stop = chunk_bounds(R, nchunks, ch)
+        row = np.empty((1, x.shape[1] if stream else 0), dx.dtype)
+        for r in range(start, stop):
+            mu = mean[r]
+            rs = rstd[r]
+            A = np.float64(0.0)  # sum over the group of dxhat = gamma_c * dy
+            B = np.float64(0.0)  # sum over the group of dxhat * xhat
+            for k in range(K):
+                i = r * K + k
+                a1, a2 = row_sums_dy_dyxc(dy, x, i, mu)
+                sdy[i] = a1
+                sdyx[i] = a2 * rs
+                A += gamma[i % C] * a1
+                B += gamma[i % C] * a2 * rs
+            off = rs * A / m
+            q = rs * rs * B / m
+            for k in range(K):
+                i = r * K + k
+                if stream:
+                    row_affine2(row, 0, dy, x, i, gamma[i % C] * rs, mu, -q, -off)
+                    stream_row(dx, i, row, 0)
+                else:
+                    row_affine2(dx, i, dy, x, i, gamma[i % C] * rs, mu, -q, -off)
+        if stream:
+            store_fence()
 
 
 def _compute_dtype(x):
@@ -94,7 +120,8 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     mean = np.empty(n * num_groups)
     rstd = np.empty(n * num_groups)
     with threads_for(xc.size):
-        _rows_forward(xc, c // num_groups, _affine(weight, c, 1.0), _affine(bias, c, 0.0), float(eps), y, mean, rstd)
+        _rows_forward(xc, c // num_groups, _affine(weight, c, 1.0), _affine(bias, c, 0.0), float(eps), y, mean, rstd,
+                      num_chunks(n * num_groups), should_stream_rows(y))
     return y_full.astype(x.dtype, copy=False), mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
 
 
@@ -110,7 +137,8 @@ def group_norm_backward(dy, x, mean, rstd, weight, num_groups):
     sdyx = np.empty(n * c)
     with threads_for(xc.size):
         _rows_backward(dyc, xc, c // num_groups, np.ascontiguousarray(mean, dtype=np.float64).reshape(-1),
-                       np.ascontiguousarray(rstd, dtype=np.float64).reshape(-1), _affine(weight, c, 1.0), dx, sdy, sdyx)
+                       np.ascontiguousarray(rstd, dtype=np.float64).reshape(-1), _affine(weight, c, 1.0), dx, sdy, sdyx,
+                       num_chunks(n * num_groups), should_stream_rows(dx))
     return (dx_full.astype(x.dtype, copy=False),
             sdyx.reshape(n, c).sum(axis=0), sdy.reshape(n, c).sum(axis=0))
 
