@@ -429,6 +429,19 @@ def test_streamed_outputs_equal_stored_ones(norm, monkeypatch):
         np.testing.assert_array_equal(a, e)
 
 
+def test_batch_norm_channel_statistics_when_the_first_values_lie_far_off():
+    """The fused (N, C, S) kernels shift a channel's one-pass sums by the mean of its first
+    values; when those lie far from the rest (a first sample of padding zeros before values
+    near 1e4), the channel is summed again around its mean."""
+    rng = np.random.default_rng(14)
+    x = (1e4 + rng.standard_normal((512, 4, 8, 8))).astype(np.float32)
+    x[0] = 0
+    y, mean, rstd = bn_kernel.batch_norm_forward(x)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(mean, x64.mean(axis=(0, 2, 3)), rtol=1e-7)
+    np.testing.assert_allclose(1 / rstd ** 2 - 1e-5, x64.var(axis=(0, 2, 3)), rtol=1e-6)   # 5e-6 in one pass
+
+
 def test_batch_norm_nc_statistics_when_the_first_rows_lie_far_off():
     """The (N, C) kernels shift their one-pass sums by the mean of a chunk's first rows; when
     those lie far from the rest (here rows of padding zeros before values near 1e4), the chunk
