@@ -12,7 +12,7 @@ minidl with the Numba kernels (the default), and PyTorch CPU when it is installe
 of its own, see _peer), with the same number of threads as Numba. Each time is the median of
 ``--repeat`` runs after warm-up (``--threads 1 --cpu-time`` counts only the working thread's CPU
 time, steadier on a busy shared machine). The two frameworks are measured alternately in
-``--rounds`` rounds (PyTorch's process, then minidl, with freshly allocated inputs): a shared
+``--rounds`` rounds (per norm: PyTorch's process, then minidl, with freshly allocated inputs): a shared
 machine's speed drifts over minutes and from one process (one placement in memory) to the
 next, by 10-30%, for both alike. Reported times are the medians over the rounds, and each
 ratio is the median of the rounds' ratios.
@@ -240,11 +240,14 @@ def main(argv=None):
     rows = [{"norm": name, "shape": list(shape), "target": target} for name, shape, _, _, target in cases]
     samples = {}     # (norm, key) -> one value per round
     version = None
+    base_argv = list(sys.argv[1:] if argv is None else argv)
     for r in range(rounds):
-        peer = None if args.no_torch else _peer.run(__file__, argv)
-        if peer:
-            version = peer["version"]
         for row, (name, shape, spec, _, _) in zip(rows, cases):
+            # each case's PyTorch process right before its minidl measurement: the pair is
+            # seconds apart, not a whole table apart
+            peer = None if args.no_torch else _peer.run(__file__, base_argv + ["--only", name])
+            if peer:
+                version = peer["version"]
             measured = measure_minidl(name, shape, spec, copy, args, reference=(r == 0))
             if measured is None:
                 row["missing"] = True
