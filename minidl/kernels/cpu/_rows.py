@@ -118,6 +118,19 @@ def row_shifted_moments(x, i, shift):
     return t1, t2
 
 
+@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+def rows_shifted_moments(x, first, step, count, shift):
+    """row_shifted_moments summed over the rows first, first + step, ... (count rows): the one
+    pass of a shifted-data variance over a group of rows (GroupNorm's group, BatchNorm's channel)."""
+    s1 = np.float64(0.0)
+    s2 = np.float64(0.0)
+    for k in range(count):
+        a, b = row_shifted_moments(x, first + k * step, shift)
+        s1 += a
+        s2 += b
+    return s1, s2
+
+
 @njit(error_model="numpy", cache=True, fastmath=FASTMATH)
 def row_sq_dev_sum(x, i, mu):
     """sum (x[i] - mu)^2: the second pass of a two-pass variance."""

@@ -44,10 +44,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import FLUSH_ROWS, chunk_bounds, flush, num_chunks, row_head_mean
+from ._parallel import FLUSH_ROWS, chunk_bounds, flush, mean_var_from_sums, num_chunks, row_head_mean
 from ._rows import (FASTMATH, cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize,
                     row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
-                    row_sq_dev_sum_masked, row_shifted_moments, row_sum, row_sum_masked, row_sums_dy_dyxc,
+                    row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, rows_shifted_moments,
                     row_sums_dy_dyxc_masked, threads_for)
 from ._stream import should_stream, should_stream_rows, store_fence, stream_row
 
@@ -94,14 +94,9 @@ def _channel_stats(x, mask, C, c, eps):
     if mask is None:
         count = N * x.shape[1]
         shift = row_head_mean(x, c)
-        for n in range(N):
-            a, b = row_shifted_moments(x, n * C + c, shift)
-            s1 += a
-            s2 += b
-        mc = s1 / count
-        mu = np.float64(shift) + mc
-        var = max(s2 / count - mc * mc, 0.0)
-        if mc * mc > REDO_RATIO * var:
+        s1, s2 = rows_shifted_moments(x, c, C, N, shift)
+        mu, var = mean_var_from_sums(shift, s1, s2, count)
+        if (mu - shift) ** 2 > REDO_RATIO * var:
             s2 = 0.0
             for n in range(N):
                 s2 += row_sq_dev_sum(x, n * C + c, mu)

@@ -26,8 +26,8 @@ float16 inputs run in float32 and come back as float16.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import chunk_bounds, num_chunks, row_head_mean
-from ._rows import FASTMATH, row_affine2, row_normalize, row_shifted_moments, row_sums_dy_dyxc, threads_for
+from ._parallel import chunk_bounds, mean_var_from_sums, num_chunks, row_head_mean
+from ._rows import FASTMATH, row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments, threads_for
 from ._stream import should_stream_rows, store_fence, stream_row
 
 
@@ -45,15 +45,9 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
         row = np.empty((1, x.shape[1] if stream else 0), y.dtype)
         for r in range(start, stop):
             shift = row_head_mean(x, r * K)
-            s1 = np.float64(0.0)
-            s2 = np.float64(0.0)
-            for k in range(K):
-                a, b = row_shifted_moments(x, r * K + k, shift)
-                s1 += a
-                s2 += b
-            mc = s1 / m
-            mu = np.float64(shift) + mc
-            rs = 1.0 / np.sqrt(max(s2 / m - mc * mc, 0.0) + eps)
+            s1, s2 = rows_shifted_moments(x, r * K, 1, K, shift)
+            mu, var = mean_var_from_sums(shift, s1, s2, m)
+            rs = 1.0 / np.sqrt(var + eps)
             mean[r] = mu
             rstd[r] = rs
             for k in range(K):
