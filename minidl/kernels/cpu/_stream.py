@@ -5,8 +5,8 @@ so writing an (N, D) output costs two transfers per line, and a kernel that read
 writes y moves three arrays' worth of bytes, not two. A non-temporal store (``vmovntps``)
 writes the whole line straight to memory without reading it: for a norm's forward (read x,
 write y) that is a third less traffic, for its backward (read dy and x, write dx) a quarter.
-The price: the output is not left in cache, so this only pays for outputs much larger than
-the cache, where it would have been evicted anyway.
+The price: the output is not left in cache, so this only pays for outputs larger than the
+caches keep for the next op (see STREAM_MIN_BYTES for where that starts on the test machine).
 
 Numba has no way to ask for such stores, so ``stream_row`` is an ``@intrinsic`` that emits
 LLVM IR directly: scalar stores up to the first 64-byte boundary of the destination row,
