@@ -21,8 +21,8 @@ Both passes are software-pipelined: a row must be read whole for its sums before
 of it can be written, so the loop that reads row i for its sums also writes the output of
 row i - 1 (already in L1). A row's own two loops (the sums from memory, then the output from
 cache) ran one after the other, the core stalled on memory in the first and left memory idle
-in the second; the fused loop keeps loads from memory in flight all the time, as a plain
-copy does (8192 x 768 float32, 2 threads, in-process A/B: backward 4.9 -> 4.2 ms; forward,
+in the second; the fused loop issues loads from memory throughout, as a plain copy does
+(8192 x 768 float32, 2 threads, in-process A/B: backward 4.9 -> 4.2 ms; forward,
 with the prefetch below, 2.9 -> 2.55 ms).
 
 Outputs bigger than the cache are written with streaming stores (see _stream): the row is
