@@ -420,10 +420,10 @@ def test_streamed_outputs_equal_stored_ones(norm, monkeypatch):
         return (y,) + tuple(gn_kernel.group_norm_backward(g, x, mean, rstd, w, groups))
 
     monkeypatch.setattr(_stream, "STREAM_MIN_BYTES", 1 << 40)
-    assert not _stream.should_stream_rows(x.reshape(24, 320))
+    assert not _stream.should_stream(x.reshape(24, 320))
     stored = run()
     monkeypatch.setattr(_stream, "STREAM_MIN_BYTES", 0)
-    assert _stream.should_stream_rows(x.reshape(24, 320))
+    assert _stream.should_stream(x.reshape(24, 320))
     streamed = run()
     for a, e in zip(streamed, stored):
         np.testing.assert_array_equal(a, e)

@@ -18,13 +18,13 @@ Three lessons measured on this code, each of which cost 2-10x when ignored:
    the end. No atomics, and nothing of size (N, D). The row loop that writes dx also does
    these sums, so each row is read from memory once.
 
-``row_sum`` and ``row_sq_dev_sum`` accumulate in float64 (the channel norms rely on that).
-The other row helpers accumulate in the input's dtype, float32 or float64 (float16 is
-converted to float32 before it reaches a kernel). Row sums are SIMD trees of partial sums, so
-a float32 row of thousands of values is summed to about float32 precision, and the variance
-sums deviations from a shift near the mean (``mean_var``), so a large mean costs no accuracy. Staying in float32 keeps 16 values per AVX-512 instruction instead of
-8: a single thread is then bound by memory, not by arithmetic. Per-row scalars (mean, rstd)
-are float64; sums over rows (dgamma) use float64 partials.
+The row helpers accumulate in the input's dtype, float32 or float64 (float16 is converted to
+float32 before it reaches a kernel). Row sums are SIMD trees of partial sums, so a float32 row
+of thousands of values is summed to about float32 precision, and the variance sums deviations
+from a shift near the mean (``mean_var_from_sums``), so a large mean costs no accuracy.
+Staying in float32 keeps 16 values per AVX-512 instruction instead of 8: a single thread is
+then bound by memory, not by arithmetic. Per-row scalars (mean, rstd) are float64; sums over
+rows (dgamma) use float64 partials.
 
 Caution when editing: Numba's on-disk cache (``cache=True``) checks only the timestamp of a
 kernel's own file, not of the helpers it calls, so after changing a helper here delete the
@@ -38,28 +38,9 @@ _REDUCE = {"reassoc"}
 
 
 @njit(error_model="numpy", cache=True, fastmath=_REDUCE)
-def row_sum(x, i):
-    """sum_j x[i, j] in float64 (stable API: the channel-norm kernels use it)."""
-    s = 0.0
-    for j in range(x.shape[1]):
-        s += x[i, j]
-    return s
-
-
-@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
-def row_sq_dev_sum(x, i, m):
-    """sum_j (x[i, j] - m)^2 in float64, m a float64 (stable API: the channel-norm kernels use it)."""
-    s = 0.0
-    for j in range(x.shape[1]):
-        d = x[i, j] - m
-        s += d * d
-    return s
-
-
-@njit(error_model="numpy", cache=True, fastmath=_REDUCE)
 def row_shifted_sums(x, i, shift):
-    """(sum_j d_j, sum_j d_j^2) with d = x[i] - shift, in x's dtype: the second pass of
-    mean_var."""
+    """(sum_j d_j, sum_j d_j^2) with d = x[i] - shift, in x's dtype: the pass of a
+    shifted-data variance (see mean_var_from_sums)."""
     c = x.dtype.type(shift)
     s1 = x.dtype.type(0.0)
     s2 = x.dtype.type(0.0)
@@ -97,7 +78,7 @@ def row_dy_w_x_dot(dy, x, w, i):
     return s
 
 
-HEAD = 256   # elements that estimate a row's mean for the shift of mean_var
+HEAD = 256   # elements that estimate a row's mean for the shift (see mean_var_from_sums)
 
 
 @njit(error_model="numpy", cache=True, fastmath=_REDUCE)
@@ -111,28 +92,20 @@ def row_head_mean(x, i):
 
 
 @njit(error_model="numpy", cache=True)
-def mean_var(x, i):
-    """Mean and biased variance of row i (float64 results), by the shifted-data algorithm with a
-    shift close to the mean (Chan, Golub & LeVeque): exact to working precision even for
-    1e3 + 1e-2 * randn in float32, in one pass over the row plus one over its first HEAD values.
-
-    The shift m1 is the mean of the row's first HEAD values (rounded to x's dtype), typically a
-    small fraction of a standard deviation from the row mean; the pass sums d = x - m1, which is
-    small and, for data with a large mean, exact (x and m1 are close), so mean = m1 + mean(d)
-    corrects m1, and var = mean(d^2) - mean(d)^2 loses only a factor 1 + (mean(d) / std)^2 of
-    precision to cancellation (about 1 here; 2 even if the head's mean were a whole std off).
-    (With the row's first value as the shift, one saves the head pass but loses up to a factor
-    16 in accuracy when that value lies a few standard deviations out; with the full row mean
-    as the shift, the classic corrected two-pass, one pays a second full pass.)"""
-    m1 = row_head_mean(x, i)
-    s1, s2 = row_shifted_sums(x, i, m1)
-    return mean_var_from_sums(m1, s1, s2, x.shape[1])
-
-
-@njit(error_model="numpy", cache=True)
 def mean_var_from_sums(shift, s1, s2, d):
-    """(mean, biased variance) as float64 from the sums s1 = sum (x - shift), s2 = sum (x - shift)^2
-    of d values (see mean_var)."""
+    """(mean, biased variance) as float64 of d values from s1 = sum (x - shift) and
+    s2 = sum (x - shift)^2: the shifted-data algorithm (Chan, Golub & LeVeque), exact to working
+    precision even for 1e3 + 1e-2 * randn in float32 when the shift is close to the mean.
+
+    The norms take as shift the mean of a row's first HEAD values (``row_head_mean``, rounded to
+    x's dtype), typically a small fraction of a standard deviation from the row mean; the pass
+    sums d = x - shift, which is small and, for data with a large mean, exact (x and the shift
+    are close), so mean = shift + mean(d) corrects the shift, and var = mean(d^2) - mean(d)^2
+    loses only a factor 1 + (mean(d) / std)^2 of precision to cancellation (about 1 here; 2
+    even if the head's mean were a whole std off). (With the row's first value as the shift,
+    one saves the head pass but loses up to a factor 16 in accuracy when that value lies a few
+    standard deviations out; with the full row mean as the shift, the classic corrected
+    two-pass, one pays a second full pass.)"""
     mc = np.float64(s1) / d
     return np.float64(shift) + mc, max(np.float64(s2) / d - mc * mc, 0.0)
 

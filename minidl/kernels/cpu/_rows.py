@@ -93,7 +93,7 @@ def row_sum(x, i, shift):
 @njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
 def row_shifted_moments(x, i, shift):
     """(sum d, sum d^2) with d = x[i] - shift, shift in x's dtype, blocked as row_sum: the one
-    pass of a shifted-data variance (see _parallel.mean_var)."""
+    pass of a shifted-data variance (see _parallel.mean_var_from_sums)."""
     n = x.shape[1]
     nb = n // _BLOCK
     t1 = np.float64(0.0)
@@ -265,8 +265,8 @@ def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
 # FLUSH_ROWS rows by the caller (see _parallel.flush); the vectors of the elementwise passes
 # (shift, hi, a, b, p, q, o) are in x's dtype too, prepared by the caller. These take only the
 # hi part of the split mean: x - hi is the exact part of x - mu, and the caller folds lo into
-# its per-channel constants (lo * a into b, q * lo into o, lo * sum(dy) out of sum(dy (x - hi)),
-# ), one load and one subtraction fewer per element than (x - hi) - lo.
+# its per-channel constants (lo * a into b, q * lo into o, lo * sum(dy) out of sum(dy (x - hi))),
+# one load and one subtraction fewer per element than (x - hi) - lo.
 # Outputs go to row oi of ``out``, so a kernel can write into an L1 scratch row and stream it
 # (see _stream). They are inlined into the calling kernel by Numba (inline="always"), where they
 # take its fastmath flags (they need none: no reductions across j): a call per row to a separately

@@ -34,19 +34,13 @@ from numba import njit, types
 # GroupNorm, InstanceNorm and BatchNorm2d on 32x64x32x32 and LayerNorm on 2048x1024 8-11%
 # faster streamed (in-process A/B); 4 MB is past both L2s together.
 STREAM_MIN_BYTES = 4 << 20
+STREAM_ROW_MIN_BYTES = 256    # rows shorter than this are not worth a scratch row and a fence
 PREFETCH_AHEAD = 2            # rows: prefetch row i + 2 while working on row i (1, 2, 4 measured alike)
 
 
-STREAM_ROW_MIN_BYTES = 256    # rows shorter than this are not worth a scratch row and a fence
-
-
 def should_stream(array):
-    return array.nbytes >= STREAM_MIN_BYTES
-
-
-def should_stream_rows(array):
-    """should_stream for a 2-D output written row by row, whose rows may be short (channel rows)."""
-    return should_stream(array) and array.shape[-1] * array.itemsize >= STREAM_ROW_MIN_BYTES
+    """Stream a 2-D output that kernels write row by row? When it is big and its rows are not short."""
+    return array.nbytes >= STREAM_MIN_BYTES and array.shape[-1] * array.itemsize >= STREAM_ROW_MIN_BYTES
 
 
 if numba.config.DISABLE_JIT or platform.machine().lower() not in ("x86_64", "amd64"):

@@ -49,7 +49,7 @@ from ._rows import (FASTMATH, cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, c
                     row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
                     row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, rows_shifted_moments,
                     row_sums_dy_dyxc_masked, threads_for)
-from ._stream import should_stream, should_stream_rows, store_fence, stream_row
+from ._stream import should_stream, store_fence, stream_row
 
 _ROW_CHUNK = 16384   # elements of one channel a stats task reads twice (64 KB in float32: stays in L2)
 HEAD_ROWS = 16       # rows whose mean is the shift of an (N, C) chunk's one-pass statistics
@@ -86,7 +86,7 @@ def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stre
 def _channel_stats(x, mask, C, c, eps):
     """(mean, rstd) of channel c over its N rows of x (N*C, S), only where mask. Unmasked: one
     pass of shifted sums (the shift: the mean of the channel's first values, see
-    _parallel.mean_var), and a second pass around the mean only when the shift lay far from it
+    _parallel.mean_var_from_sums), and a second pass around the mean only when the shift lay far from it
     (REDO_RATIO, as the (N, C) statistics); masked: two-pass."""
     N = x.shape[0] // C
     s1 = np.float64(0.0)
@@ -179,7 +179,7 @@ def _chunk_stats_cols(x, cnt, pmean, pm2):
     chunk's first HEAD_ROWS rows (read twice, from cache): a value near the mean, so that
     M2 = sum d^2 - (sum d)^2 / n loses only a factor 1 + ((mean - shift) / std)^2 of precision
     to cancellation (about 1 + 1 / HEAD_ROWS), even for a large mean (the shifted-data
-    algorithm, as _parallel.mean_var for rows); a chunk where that factor exceeds REDO_RATIO
+    algorithm, as _parallel.mean_var_from_sums for rows); a chunk where that factor exceeds REDO_RATIO
     for some channel takes a second pass around its mean. Sums run in x's dtype over FLUSH_ROWS rows, then
     in float64 (pmean and pm2 collect the float64 sums)."""
     N, C = x.shape
@@ -219,7 +219,7 @@ def _chunk_stats_cols(x, cnt, pmean, pm2):
             for n in range(n0, n1):
                 cols_add_dev_sq(s1, s2, x, n, shift)
                 if (n - n0 + 1) % FLUSH_ROWS == 0 or n == n1 - 1:
-                    s1[:] = 0
+                    s1[:] = 0                               # sums of x - mean: not needed
                     flush(pm2, k, s2)
             for c in range(C):
                 lo = pmean[k, c] - np.float64(shift[c])     # sum (x - hi)^2 = M2 + m lo^2
@@ -294,18 +294,18 @@ def _chunk_grad_sums_rows(dy, x, C, B, mean, psdy, psdyx):
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
-def _chunk_grad_sums_cols(dy, x, B, hi, psdy, psdyx):
-    """Per chunk of B rows: sum dy and sum dy * (x - hi) per channel (in x's dtype over
-    FLUSH_ROWS rows, then float64); the caller subtracts lo * sum dy."""
+def _chunk_grad_sums_cols(dy, x, hi, psdy, psdyx):
+    """Per chunk k (one per thread) of rows: sum dy and sum dy * (x - hi) per channel (in x's
+    dtype over FLUSH_ROWS rows, then float64); the caller subtracts lo * sum dy."""
     N, C = x.shape
-    for k in prange(psdy.shape[0]):
+    nch = psdy.shape[0]
+    for k in prange(nch):
         a1 = np.zeros(C, x.dtype)
         a2 = np.zeros(C, x.dtype)
         for c in range(C):
             psdy[k, c] = 0.0
             psdyx[k, c] = 0.0
-        n0 = k * B
-        n1 = min(N, n0 + B)
+        n0, n1 = chunk_bounds(N, nch, k)
         for n in range(n0, n1):
             cols_add_dy_dyxc(a1, a2, dy, x, n, hi)
             if (n - n0 + 1) % FLUSH_ROWS == 0 or n == n1 - 1:
@@ -414,7 +414,7 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
     with threads_for(v.size):
         if _fused(layout, v, c, mask):
             _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd,
-                                mask is None and should_stream_rows(yv))
+                                mask is None and should_stream(yv))
         elif layout == "cols":
             hi, lo = _split(mean, v.dtype)
             scale = rstd * gamma
@@ -439,7 +439,7 @@ def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
     mean, rstd = np.empty(c), np.empty(c)
     with threads_for(v.size):
         _fused_forward_rows(v, _mask(mask), c, _vector(weight, c, 1.0), _vector(bias, c, 0.0), float(eps), False,
-                            y.reshape(v.shape), mean, rstd, mask is None and should_stream_rows(y.reshape(v.shape)))
+                            y.reshape(v.shape), mean, rstd, mask is None and should_stream(y.reshape(v.shape)))
     return y.astype(x.dtype, copy=False), mean, rstd
 
 
@@ -461,7 +461,7 @@ def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None
         if (training or need_affine or m is not None) and _fused(layout, xv, c, m):
             sdy, sdyx = np.empty(c), np.empty(c)
             _fused_backward_rows(dyv, xv, m, c, mean, rstd, gamma, training, count, dxv, sdy, sdyx,
-                                 m is None and should_stream_rows(dxv))
+                                 m is None and should_stream(dxv))
         else:
             sdy, sdyx = _chunked_backward(dyv, xv, layout, c, mean, rstd, gamma * rstd, training, need_affine,
                                           count, dxv)
@@ -478,9 +478,8 @@ def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, 
     if training or need_affine:
         if layout == "cols":
             nch = num_chunks(n)          # one chunk per thread: a single pass, nothing to keep in cache
-            b = -(-n // nch)
             psdy, psdyx = np.empty((nch, c)), np.empty((nch, c))
-            _chunk_grad_sums_cols(dyv, xv, b, hi, psdy, psdyx)
+            _chunk_grad_sums_cols(dyv, xv, hi, psdy, psdyx)
             psdyx -= lo * psdy           # sum dy (x - mean) = sum dy (x - hi) - lo sum dy
         else:
             b, nch = _chunks(n, xv.shape[1], _ROW_CHUNK)

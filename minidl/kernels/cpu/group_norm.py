@@ -7,7 +7,7 @@ G = C (K = 1), so both norms run the very same kernel pair.
 
 forward: one parallel pass over rows; each row (a few KB) is read once from memory for the
 sums of d = x - shift and d^2, with the shift the mean of the row's first values (see
-_parallel.mean_var: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
+_parallel.mean_var_from_sums: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
 1e3 + 1e-2 * randn), then again from cache to be written normalized. Arithmetic runs in the
 data's dtype with the precautions described in _rows (float64 across blocks, split means).
 
@@ -28,7 +28,7 @@ from numba import njit, prange
 
 from ._parallel import chunk_bounds, mean_var_from_sums, num_chunks, row_head_mean
 from ._rows import FASTMATH, row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments, threads_for
-from ._stream import should_stream_rows, store_fence, stream_row
+from ._stream import should_stream, store_fence, stream_row
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
@@ -115,7 +115,7 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     rstd = np.empty(n * num_groups)
     with threads_for(xc.size):
         _rows_forward(xc, c // num_groups, _affine(weight, c, 1.0), _affine(bias, c, 0.0), float(eps), y, mean, rstd,
-                      num_chunks(n * num_groups), should_stream_rows(y))
+                      num_chunks(n * num_groups), should_stream(y))
     return y_full.astype(x.dtype, copy=False), mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
 
 
@@ -132,7 +132,7 @@ def group_norm_backward(dy, x, mean, rstd, weight, num_groups):
     with threads_for(xc.size):
         _rows_backward(dyc, xc, c // num_groups, np.ascontiguousarray(mean, dtype=np.float64).reshape(-1),
                        np.ascontiguousarray(rstd, dtype=np.float64).reshape(-1), _affine(weight, c, 1.0), dx, sdy, sdyx,
-                       num_chunks(n * num_groups), should_stream_rows(dx))
+                       num_chunks(n * num_groups), should_stream(dx))
     return (dx_full.astype(x.dtype, copy=False),
             sdyx.reshape(n, c).sum(axis=0), sdy.reshape(n, c).sum(axis=0))
 

@@ -1,10 +1,10 @@
 """Fused Numba kernels for LayerNorm over the rows of an (N, D) array.
 
 Forward, one parallel pass over rows (one chunk of rows per thread): each row's mean and
-biased variance by the shifted-data method of _parallel.mean_var (the mean of the row's first
-HEAD values as the shift, then the sums of d = x - shift and d^2: exact for data with a large
-mean, where E[x^2] - E[x]^2 would cancel); then y = (x - mean) * rstd * w + b. mean and rstd
-are saved (float64, N values each).
+biased variance by the shifted-data method of _parallel.mean_var_from_sums (the mean of the
+row's first HEAD values as the shift, then the sums of d = x - shift and d^2: exact for data
+with a large mean, where E[x^2] - E[x]^2 would cancel); then y = (x - mean) * rstd * w + b.
+mean and rstd are saved (float64, N values each).
 
 Backward, one parallel pass over row chunks: per row, the two sums sum(g) and sum(g * xhat)
 (g = dy * w), and the chunk's dgamma and dbeta partials dy * xhat and dy (float64 in the end,
