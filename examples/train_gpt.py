@@ -5,8 +5,15 @@
 
 Shows a progress bar (loss, tokens/s), evaluates the validation loss (nats per character)
 every ``--eval-interval`` steps, saves checkpoints (``md.save``: model, optimizer, config,
-tokenizer) and a loss plot to ``--out-dir``, and prints a sample at the end.
-Resume with ``--resume``; sample from a checkpoint without training with ``--max-iters 0 --resume``.
+tokenizer, RNG state, step, run length, arguments) and a loss plot to ``--out-dir``, and
+prints a sample at the end.
+
+Ctrl-C or SIGTERM stops after the step in flight, saves OUT_DIR/ckpt.npz there and exits with
+status 130 (143). ``--resume`` continues exactly where it stopped (batches come from md's RNG,
+which the checkpoint holds), with the architecture and hyper-parameters stored there: given
+again, a flag must agree with them, except ``--max-iters`` (the run's new length), the
+sampling flags, ``--out-dir``, ``--device`` and ``--no-progress``. Sample from a checkpoint
+without training with ``--max-iters 0 --resume``.
 """
 import argparse
 import json
@@ -22,44 +29,56 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import minidl as md  # noqa: E402
 import minidl.nn as nn  # noqa: E402
 from minidl import optim  # noqa: E402
+from minidl.cli.args import (UsageError, check_heads, check_resumed, check_run_length, fraction,  # noqa: E402
+                             given_options, nonnegative_float, nonnegative_int, open_fraction, positive_float,
+                             positive_int, same_data, seed, unit_interval)
+from minidl.cli.interrupt import StopRequest, saved_message, unsaved_message  # noqa: E402
 from minidl.data.text import CharCorpus, CharTokenizer, load_text  # noqa: E402
 from minidl.zoo.gpt import GPT  # noqa: E402
 
 
-def parse_args(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help="a UTF-8 text file (default: CPython's pydoc_data topics)")
     p.add_argument("--out-dir", default="runs/gpt")
-    p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--block-size", type=positive_int, default=64)
+    p.add_argument("--n-layer", type=positive_int, default=4)
+    p.add_argument("--n-head", type=positive_int, default=4)
+    p.add_argument("--d-model", type=positive_int, default=128)
+    p.add_argument("--dropout", type=fraction, default=0.0)
     p.add_argument("--norm-position", default="pre", choices=["pre", "post", "deepnorm"])
     p.add_argument("--norm", default="layer", choices=["layer", "rms", "scale"])
     p.add_argument("--pos", default="learned", choices=["learned", "sinusoidal", "rotary"])
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-iters", type=int, default=800)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--min-lr-ratio", type=float, default=0.1)
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--grad-clip", type=float, default=1.0, help="clip the global gradient norm (0: off)")
-    p.add_argument("--eval-interval", type=int, default=200)
-    p.add_argument("--eval-iters", type=int, default=20)
-    p.add_argument("--val-fraction", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--sample-len", type=int, default=400)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--max-iters", type=nonnegative_int, default=800)
+    p.add_argument("--lr", type=positive_float, default=3e-3)
+    p.add_argument("--min-lr-ratio", type=unit_interval, default=0.1)
+    p.add_argument("--warmup", type=nonnegative_int, default=50)
+    p.add_argument("--weight-decay", type=nonnegative_float, default=0.1)
+    p.add_argument("--grad-clip", type=nonnegative_float, default=1.0, help="clip the global gradient norm (0: off)")
+    p.add_argument("--eval-interval", type=positive_int, default=200)
+    p.add_argument("--eval-iters", type=positive_int, default=20)
+    p.add_argument("--val-fraction", type=open_fraction, default=0.1)
+    p.add_argument("--seed", type=seed, default=1337)
+    p.add_argument("--sample-len", type=nonnegative_int, default=400)
+    p.add_argument("--temperature", type=nonnegative_float, default=0.8, help="0: always the likeliest character")
+    p.add_argument("--top-k", type=positive_int, default=None)
     p.add_argument("--prompt", default="\n")
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.npz")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    return p.parse_args(argv)
+    return p
 
 
 MODEL_KEYS = ("block_size", "n_layer", "n_head", "d_model", "dropout", "norm_position", "norm", "pos")
+# besides the architecture, what a resumed run takes from its checkpoint (given again, a flag must agree);
+# the evaluation flags are among them because evaluation batches come from the same RNG as training's
+STORED = ("data", "batch_size", "lr", "min_lr_ratio", "warmup", "weight_decay", "grad_clip", "eval_interval",
+          "eval_iters", "val_fraction", "seed")
+
+
+def flag(dest):
+    return "--" + dest.replace("_", "-")
 
 
 def batch(corpus, split, args):
@@ -104,20 +123,54 @@ def save_plot(history, path):
     plt.close(fig)
 
 
+def read_resumed(parser, args, given, ckpt_path):
+    """The checkpoint in OUT_DIR, with its stored architecture and arguments taken into ``args``."""
+    try:
+        ckpt = md.load(ckpt_path)
+        stored = {flag(k): ckpt["config"][k] for k in MODEL_KEYS}
+        stored.update({flag(k): ckpt["args"][k] for k in STORED if k in ckpt.get("args", {})})
+        check_resumed(ckpt_path, stored, {flag(k): getattr(args, k) for k in (*MODEL_KEYS, *STORED) if k in given},
+                      same={"--data": same_data})
+    except (OSError, ValueError, KeyError, TypeError) as exc:   # missing, unreadable, not this script's, a conflict
+        parser.error(str(exc) if isinstance(exc, UsageError) else f"--resume: {ckpt_path}: {exc}")
+    for k, v in stored.items():
+        setattr(args, k[2:].replace("-", "_"), v)
+    if "max_iters" not in given and "max_iters" in ckpt:
+        args.max_iters = int(ckpt["max_iters"])
+    return ckpt
+
+
+def build_corpus(parser, args, tokenizer):
+    try:
+        corpus = CharCorpus(load_text(args.data), tokenizer=tokenizer, val_fraction=args.val_fraction)
+        prompt = corpus.tokenizer.encode(args.prompt)[None]
+    except (OSError, UnicodeDecodeError, KeyError) as exc:
+        parser.error(str(exc.args[0]) if isinstance(exc, KeyError) else f"--data {args.data}: {exc}")
+    shortest = min(len(corpus.train), len(corpus.val))
+    if args.block_size >= shortest:
+        parser.error(f"--block-size {args.block_size}: the text's smaller split has {shortest} characters; "
+                     "expected a block size below that")
+    if not args.prompt:
+        parser.error("--prompt must not be empty")
+    return corpus, prompt
+
+
 def main(argv=None):
-    args = parse_args(argv)
-    os.makedirs(args.out_dir, exist_ok=True)
+    parser = build_parser()
+    args, given = given_options(parser, argv)
     ckpt_path = os.path.join(args.out_dir, "ckpt.npz")
+    ckpt = read_resumed(parser, args, given, ckpt_path) if args.resume else None
+    try:
+        check_heads(args.d_model, args.n_head, head_dim_even=args.pos == "rotary")
+    except UsageError as exc:
+        parser.error(str(exc))
+    if args.data is not None:
+        args.data = os.path.abspath(args.data)   # a resumed run finds it from any directory
     md.manual_seed(args.seed)
 
-    text = load_text(args.data)
     start_iter, history = 0, {"train": [], "val": []}
-    ckpt = md.load(ckpt_path) if args.resume else None
     tokenizer = CharTokenizer.from_dict(ckpt["tokenizer"]) if ckpt else None
-    corpus = CharCorpus(text, tokenizer=tokenizer, val_fraction=args.val_fraction)
-    if ckpt:
-        for k in MODEL_KEYS:  # the architecture comes from the checkpoint
-            setattr(args, k, ckpt["config"][k])
+    corpus, prompt = build_corpus(parser, args, tokenizer)
     cfg = {k: getattr(args, k) for k in MODEL_KEYS}
     model = GPT(vocab_size=corpus.vocab_size, **cfg).to(args.device)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
@@ -126,59 +179,93 @@ def main(argv=None):
                        {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.99))
     sched = optim.lr_scheduler.linear_warmup_cosine(opt, min(args.warmup, max(args.max_iters, 1)),
                                                     max(args.max_iters, 1), args.min_lr_ratio)
+    train_to = args.max_iters
     if ckpt:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         start_iter = int(ckpt["iter"])
         history = {k: [tuple(x) for x in v] for k, v in ckpt["history"].items()}
         md.set_rng_state(json.loads(ckpt["rng_state"]))
-        for _ in range(start_iter):
+        for _ in range(start_iter):   # the lr of this step (under the run's length, new or stored)
             sched.step()
+        if args.max_iters == 0:   # sample only
+            train_to = start_iter
+        else:
+            asked = f"--max-iters {args.max_iters}" if "max_iters" in given else None
+            try:
+                if not check_run_length(ckpt_path, start_iter, args.max_iters, asked):
+                    print(f"nothing to train: {ckpt_path} is complete at step {start_iter}; "
+                          f"give --max-iters N with N > {start_iter} to train longer")
+            except UsageError as exc:
+                parser.error(str(exc))
+    os.makedirs(args.out_dir, exist_ok=True)
 
-    print(f"corpus: {len(text):,} chars, vocab {corpus.vocab_size}, train {len(corpus.train):,} / "
-          f"val {len(corpus.val):,}; model: {model.num_parameters():,} parameters; {cfg}")
+    print(f"corpus: {len(corpus.train) + len(corpus.val):,} chars, vocab {corpus.vocab_size}, "
+          f"train {len(corpus.train):,} / val {len(corpus.val):,}; model: {model.num_parameters():,} parameters; {cfg}")
 
     def checkpoint(it):
-        md.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "config": cfg, "iter": it,
-                 "tokenizer": corpus.tokenizer.to_dict(),
-                 "history": {k: [list(x) for x in v] for k, v in history.items()},
-                 "rng_state": json.dumps(md.get_rng_state())}, ckpt_path)
+        with stop.saving():
+            md.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "config": cfg, "iter": it,
+                     "max_iters": args.max_iters, "tokenizer": corpus.tokenizer.to_dict(),
+                     "args": {k: getattr(args, k) for k in STORED},
+                     "history": {k: [list(x) for x in v] for k, v in history.items()},
+                     "rng_state": json.dumps(md.get_rng_state())}, ckpt_path)
+        return it
 
     tokens_per_step = args.batch_size * args.block_size
+    command = f"python examples/train_gpt.py --out-dir {args.out_dir} --resume"
     train_time = 0.0
     bar = None
-    if not args.no_progress and args.max_iters > start_iter:
+    if not args.no_progress and train_to > start_iter:
         from tqdm import tqdm
-        bar = tqdm(total=args.max_iters, initial=start_iter, unit="step", dynamic_ncols=True)
+        bar = tqdm(total=train_to, initial=start_iter, unit="step", dynamic_ncols=True)
     val = None
-    for it in range(start_iter, args.max_iters):
-        t0 = time.perf_counter()
-        x, y = batch(corpus, "train", args)
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        if args.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
-        sched.step()
-        dt = time.perf_counter() - t0
-        train_time += dt
-        lv = loss.item()
-        history["train"].append((it + 1, lv))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{tokens_per_step / dt:,.0f}", lr=f"{sched.get_last_lr()[0]:.1e}")
-        if (it + 1) % args.eval_interval == 0 or it + 1 == args.max_iters:
-            losses = estimate_loss(model, corpus, args)
-            val = losses["val"]
-            history["val"].append((it + 1, val))
-            msg = f"step {it + 1}: train {losses['train']:.4f}, val {val:.4f} nats/char"
-            (bar.write if bar is not None else print)(msg)
-            checkpoint(it + 1)
-            save_plot(history, os.path.join(args.out_dir, "loss.png"))
+    saved = start_iter if ckpt else None   # the step the checkpoint on disk holds
+    it = start_iter
+    stop = StopRequest()
+    with stop:
+        try:
+            for it in range(start_iter, train_to):
+                t0 = time.perf_counter()
+                x, y = batch(corpus, "train", args)
+                _, loss = model(x, y)
+                opt.zero_grad()
+                loss.backward()
+                if args.grad_clip > 0:
+                    nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+                opt.step()
+                sched.step()
+                dt = time.perf_counter() - t0
+                train_time += dt
+                lv = loss.item()
+                history["train"].append((it + 1, lv))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{tokens_per_step / dt:,.0f}",
+                                    lr=f"{sched.get_last_lr()[0]:.1e}")
+                if (it + 1) % args.eval_interval == 0 or it + 1 == train_to:
+                    losses = estimate_loss(model, corpus, args)
+                    val = losses["val"]
+                    history["val"].append((it + 1, val))
+                    msg = f"step {it + 1}: train {losses['train']:.4f}, val {val:.4f} nats/char"
+                    (bar.write if bar is not None else print)(msg)
+                    saved = checkpoint(it + 1)
+                    save_plot(history, os.path.join(args.out_dir, "loss.png"))
+                if stop.requested and it + 1 < train_to:   # honoured between whole steps
+                    if saved != it + 1:
+                        saved = checkpoint(it + 1)
+                    if bar is not None:
+                        bar.close()
+                    print(saved_message(stop, f"step {it + 1}/{train_to}", ckpt_path, command))
+                    raise SystemExit(stop.exit_status)
+        except KeyboardInterrupt:   # a second Ctrl-C, mid-step: the state in memory is not a whole step
+            if bar is not None:
+                bar.close()
+            print(unsaved_message(f"step {it + 1}", it, saved, ckpt_path, command))
+            raise SystemExit(130) from None
     if bar is not None:
         bar.close()
-    steps = args.max_iters - start_iter
+    steps = train_to - start_iter
     if steps > 0:
         print(f"trained {steps} steps in {train_time:.1f} s ({steps * tokens_per_step / train_time:,.0f} tokens/s, "
               f"{1e3 * train_time / steps:.0f} ms/step); final val loss {val:.4f} nats/char "
@@ -186,7 +273,6 @@ def main(argv=None):
 
     model.cpu()  # sampling is token by token: cheapest on the host
     md.manual_seed(args.seed)
-    prompt = corpus.tokenizer.encode(args.prompt)[None]
     out = model.generate(prompt, args.sample_len, temperature=args.temperature, top_k=args.top_k)
     print("---- sample ----")
     print(corpus.tokenizer.decode(out.numpy()[0]))

@@ -115,7 +115,8 @@ def test_train_writes_metrics_plot_checkpoint_and_resume_after_ctrl_c_matches(tm
     ck = md.load(os.path.join(ref, "checkpoint.npz"))
     assert ck["step"] == 6 and ck["model_name"] == "lenet"
 
-    # Ctrl-C during the 4th step: a checkpoint of step 3 is saved and the exit status is 130
+    # a KeyboardInterrupt inside the 4th step: that step is not saved, the checkpoint of step 3 stays,
+    # and the exit status is 130 (tests/test_cli_resume.py interrupts every point of a step)
     out = str(tmp_path / "interrupted")
     calls = {"n": 0}
     real_step = cli_train.train_step
@@ -127,7 +128,7 @@ def test_train_writes_metrics_plot_checkpoint_and_resume_after_ctrl_c_matches(tm
         return real_step(*a, **k)
     monkeypatch.setattr(cli_train, "train_step", flaky)
     assert main(TRAIN + ["--out", out]) == 130
-    assert "interrupted at step 3" in capsys.readouterr().out
+    assert "interrupted during step 4: " in capsys.readouterr().out
     assert md.load(os.path.join(out, "checkpoint.npz"))["step"] == 3
     monkeypatch.setattr(cli_train, "train_step", real_step)
 
@@ -136,6 +137,18 @@ def test_train_writes_metrics_plot_checkpoint_and_resume_after_ctrl_c_matches(tm
     steps2, losses2 = _losses(out)
     assert steps2 == steps
     np.testing.assert_array_equal(losses2, ref_losses)
+
+
+def test_a_diverging_run_stops_with_status_1_and_keeps_its_last_checkpoint(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    with np.errstate(all="ignore"):
+        assert main(TRAIN + ["--lr", "1e30", "--out", out]) == 1
+    printed = capsys.readouterr().out
+    assert "the loss became" in printed and "training stopped, that step is not saved" in printed
+    with open(os.path.join(out, "metrics.json")) as f:
+        summary = json.load(f)["summary"]
+    assert summary["diverged"] is True and summary["interrupted"] is False
+    assert all(np.isfinite(_losses(out)[1]))
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path, capsys):

@@ -1,10 +1,13 @@
 """``minidl bench [NAME ...]``: run the scripts in benchmarks/ (bench_NAME.py), each in its own
 Python process, and report which ran. ``--args="..."`` passes arguments to every script."""
+import argparse
 import os
 import shlex
 import subprocess
 import sys
 import time
+
+from .args import positive_float
 
 
 def benchmarks_dir():
@@ -29,9 +32,19 @@ def add_arguments(p):
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="benchmarks to run (default: all): " + (", ".join(names) or "none found"))
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per benchmark")
-    p.add_argument("--args", default="", help="arguments for every script, as one string: --args=\"--quick\"")
+    p.add_argument("--timeout", type=positive_float, default=None, help="seconds per benchmark")
+    p.add_argument("--args", type=shell_words, default="",
+                   help="arguments for every script, as one string: --args=\"--quick\"")
     return p
+
+
+def shell_words(text):
+    """--args as given, once it splits into words as a shell would (quotes balanced)."""
+    try:
+        shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected arguments as a shell would split them, got {text!r} ({exc})")
+    return text
 
 
 def check(args):

@@ -12,14 +12,15 @@ import numpy as np
 
 from ..autograd import engine, grad_mode
 from ..autograd.gradcheck import GradcheckError, gradcheck
+from .args import UsageError, nonnegative_float, positive_float
 
 
 def add_arguments(p):
     p.add_argument("-k", "--filter", default=None, help="only cases whose name matches this glob (e.g. '*norm*')")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
-    p.add_argument("--eps", type=float, default=1e-6)
-    p.add_argument("--atol", type=float, default=1e-5)
-    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--eps", type=positive_float, default=1e-6, help="finite-difference step")
+    p.add_argument("--atol", type=nonnegative_float, default=1e-5)
+    p.add_argument("--rtol", type=nonnegative_float, default=1e-3)
     return p
 
 
@@ -63,8 +64,7 @@ def run(args):
     if args.filter:
         cases = [c for c in cases if fnmatch.fnmatch(c.name.lower(), args.filter.lower())]
         if not cases:
-            print(f"no gradcheck case matches {args.filter!r}")
-            return 2
+            raise UsageError(f"-k {args.filter!r}: no gradcheck case matches (--list shows them)")
     if args.list:
         for c in cases:
             print(f"{c.group:10s} {c.name}")

@@ -2,6 +2,7 @@
 import os
 
 from ..lab import EXPERIMENTS
+from .args import seed
 
 
 def add_arguments(p):
@@ -12,7 +13,7 @@ def add_arguments(p):
                       help="small models and few steps, under 2 minutes on 2 cores (default)")
     mode.add_argument("--full", dest="quick", action="store_false", help="the larger version")
     p.add_argument("--out", default=None, help="output directory (default runs/lab/EXPERIMENT)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     return p
 
 

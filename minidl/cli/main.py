@@ -7,13 +7,16 @@
     minidl lab EXPERIMENT [--quick | --full] [--out DIR]
 
 Unknown subcommands, models, norms or experiments get argparse's error, which lists the
-valid choices; argument combinations that only the subcommand can judge (e.g. a norm a model
-does not support) are reported the same way (usage line, message, exit status 2).
+valid choices; a bad value (``--batch-size 0``, ``--lr nan``) is refused by the flag's type
+(minidl.cli.args); argument combinations that only the subcommand can judge (e.g. a norm a
+model does not support) are reported the same way (usage line, message, exit status 2).
+A Ctrl-C outside a training loop ends the command with exit status 130 and no traceback.
 """
 import argparse
 import sys
 
 from . import bench, gradcheck, lab, sample, train
+from .args import UsageError
 
 
 def build_parser():
@@ -55,8 +58,11 @@ def main(argv=None):
             return bench.run(args)
         lab.run(args)
         return 0
-    except (train.TrainError, sample.SampleError) as exc:
+    except UsageError as exc:
         sp.error(str(exc))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

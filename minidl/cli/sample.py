@@ -7,22 +7,23 @@ the character ``tokenizer``. A directory is accepted too (its checkpoint.npz or 
 import os
 
 from .. import random
-from ..io import load
+from ..io import CheckpointError, load
 from ..zoo.gpt import GPT
+from .args import UsageError, nonnegative_float, nonnegative_int, positive_int, seed
 
 
-class SampleError(ValueError):
+class SampleError(UsageError):
     pass
 
 
 def add_arguments(p):
     p.add_argument("checkpoint", help="a GPT checkpoint file, or the --out directory of `minidl train gpt`")
     p.add_argument("--prompt", default="\n")
-    p.add_argument("--length", type=int, default=200, help="characters to generate")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num-samples", type=int, default=1)
+    p.add_argument("--length", type=nonnegative_int, default=200, help="characters to generate")
+    p.add_argument("--temperature", type=nonnegative_float, default=0.8, help="0: always the likeliest character")
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest characters")
+    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--num-samples", type=positive_int, default=1)
     return p
 
 
@@ -40,7 +41,10 @@ def resolve(path):
 def load_gpt(path):
     """(model, tokenizer) from a GPT checkpoint."""
     from ..data.text import CharTokenizer
-    ck = load(resolve(path))
+    try:
+        ck = load(resolve(path))
+    except CheckpointError as exc:
+        raise SampleError(str(exc)) from None
     if not isinstance(ck, dict) or "config" not in ck or "tokenizer" not in ck:
         raise SampleError(f"{path} is not a GPT checkpoint (it has no config and tokenizer)")
     if ck.get("model_name", "gpt") != "gpt":

@@ -16,6 +16,7 @@ import numpy as np
 from ..autograd import grad_mode
 from ..nn import functional as F
 from ..tensor.factories import tensor
+from .args import UsageError
 
 
 def _to(t, device):
@@ -33,7 +34,7 @@ class ImageTask:
         self.xte, self.yte = digits_arrays("test")
         self.batch_size, self.seed, self.device = batch_size, seed, device
         if batch_size > len(self.xtr):
-            raise ValueError(f"--batch-size {batch_size} exceeds the {len(self.xtr)} training images")
+            raise UsageError(f"--batch-size {batch_size} exceeds the {len(self.xtr)} training images")
         self.steps_per_epoch = len(self.xtr) // batch_size
 
     def describe(self):
@@ -68,9 +69,16 @@ class TextTask:
 
     def __init__(self, data, batch_size, seed, device, block_size, tokenizer=None, eval_batches=8):
         from ..data.text import CharCorpus, CharTokenizer, load_text
-        text = load_text(None if data in (None, "pydoc") else data)
-        tok = CharTokenizer.from_dict(tokenizer) if tokenizer else None
-        self.corpus = CharCorpus(text, tokenizer=tok, val_fraction=0.1)
+        try:
+            text = load_text(None if data in (None, "pydoc") else data)
+            tok = CharTokenizer.from_dict(tokenizer) if tokenizer else None
+            self.corpus = CharCorpus(text, tokenizer=tok, val_fraction=0.1)
+        except (OSError, UnicodeDecodeError, KeyError) as exc:   # unreadable, not UTF-8, or not the stored vocabulary
+            raise UsageError(f"--data {data}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
+        shortest = min(len(self.corpus.train), len(self.corpus.val))
+        if block_size >= shortest:   # every window needs block_size + 1 characters of each split
+            raise UsageError(f"--block-size {block_size}: the text's smaller split has {shortest} characters; "
+                             f"expected a block size below that (a longer text or a smaller --block-size)")
         self.batch_size, self.seed, self.device, self.block_size = batch_size, seed, device, block_size
         self.eval_batches = eval_batches
         self.steps_per_epoch = max(1, len(self.corpus.train) // (batch_size * block_size))
