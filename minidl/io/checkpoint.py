@@ -7,39 +7,43 @@ Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
   ``{"format": "minidl-checkpoint", "version": 1, "root": node}`` where a node is a
   tagged list such as ``["dict", [[key_node, value_node], ...]]``, ``["array", "a0"]``
   or ``["int", 3]``, so int dict keys (optimizer state) and tuples come back as they were.
+  Objects may nest at most ``MAX_DEPTH`` levels deep.
 
 Saving writes a temporary file in the target's directory, flushes and fsyncs it, then
 ``os.replace``s it over ``path`` (atomic on POSIX and Windows) and fsyncs the directory:
 a crash or error at any moment leaves either the old checkpoint or the new one, never a
-mix. Everything is validated before the file is opened, and the temporary file is removed
-on failure.
+mix. Everything is validated before any file is touched, the temporary is removed on
+failure, and the temporaries that saves killed outright left behind are removed by the
+next save to the same path (see ``temporaries``: only those no live writer holds).
 
-Loading never unpickles: it checks the file is a zip, reads the manifest, refuses a member
-whose dtype would need pickle (object arrays) by reading the .npy headers only, and loads
-the arrays with ``allow_pickle=False``. A truncated, foreign or pickle-bearing file raises
-``CheckpointError`` naming the file and what is wrong with it.
+Loading never unpickles and never trusts the file (see ``archive``: sizes, compression
+ratio and .npy headers are checked before any data is read, and reads are bounded). The
+manifest is checked node by node (tags, value types, nesting depth, at most
+``MAX_MANIFEST_BYTES``, every array it names present and named once) before any array is
+read. Anything wrong raises ``CheckpointError`` naming the file and what is wrong with it.
 """
 import json
 import os
-import tempfile
-import zipfile
+import reprlib
 
 import numpy as np
 
 from ..tensor.tensor import Tensor
+from . import temporaries
+from .archive import ARRAY_KINDS, Archive
+from .errors import CheckpointError
 
 MANIFEST_KEY = "__minidl__"
 FORMAT = "minidl-checkpoint"
 VERSION = 1
-_ARRAY_KINDS = "biufcUS"   # bool, ints, floats, complex, fixed-width strings: none need pickle
+MAX_DEPTH = 100                 # nesting of dicts/lists/tuples, far beyond any real state
+MAX_MANIFEST_BYTES = 32 << 20   # a model with 100k tensors needs about 5 MB
 
-
-class CheckpointError(ValueError):
-    """A file that is not a readable minidl checkpoint."""
+__all__ = ["CheckpointError", "MANIFEST_KEY", "MAX_DEPTH", "MAX_MANIFEST_BYTES", "load", "save"]
 
 
 # encoding ----------------------------------------------------------------------------------
-def _encode(obj, arrays, where):
+def _encode(obj, arrays, where, depth=0):
     if obj is None:
         return ["none"]
     if isinstance(obj, bool):
@@ -56,6 +60,9 @@ def _encode(obj, arrays, where):
         return _encode_array(obj, arrays, where, "array")
     if isinstance(obj, np.generic):
         return _encode_array(np.asarray(obj), arrays, where, "scalar")
+    if isinstance(obj, (dict, list, tuple)) and depth >= MAX_DEPTH:
+        raise ValueError(f"md.save: {where[:200]}... is nested more than {MAX_DEPTH} levels deep (does the "
+                         "object contain itself?)")
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
@@ -64,17 +71,17 @@ def _encode(obj, arrays, where):
             if not isinstance(k, (str, int, float, bool)) and k is not None:
                 raise TypeError(f"md.save: {where} has a key {k!r} of type {type(k).__name__}; "
                                 "keys must be str, int, float, bool or None")
-            items.append([_encode(k, arrays, where), _encode(v, arrays, f"{where}[{k!r}]")])
+            items.append([_encode(k, arrays, where), _encode(v, arrays, f"{where}[{k!r}]", depth + 1)])
         return ["dict", items]
     if isinstance(obj, (list, tuple)):
         tag = "list" if isinstance(obj, list) else "tuple"
-        return [tag, [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(obj)]]
+        return [tag, [_encode(v, arrays, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]]
     raise TypeError(f"md.save: cannot save {where} of type {type(obj).__name__}; a checkpoint holds dicts, "
                     "lists, tuples, Tensors, arrays, numbers, strings and None")
 
 
 def _encode_array(a, arrays, where, tag):
-    if a.dtype.hasobject or a.dtype.kind not in _ARRAY_KINDS:
+    if a.dtype.hasobject or a.dtype.kind not in ARRAY_KINDS:
         raise TypeError(f"md.save: {where} is an array of dtype {a.dtype}, which cannot be stored without "
                         "pickle; use a numeric, bool or string dtype")
     name = f"a{len(arrays)}"
@@ -92,7 +99,9 @@ def save(obj, path):
     arrays[MANIFEST_KEY] = np.frombuffer(manifest.encode("utf-8"), dtype=np.uint8)
 
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    base = os.path.basename(path)
+    temporaries.remove_abandoned(directory, base)   # before writing: frees their space first
+    fd, tmp, lock = temporaries.create(directory, base)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, allow_pickle=False, **arrays)
@@ -106,6 +115,8 @@ def save(obj, path):
         except OSError:
             pass
         raise
+    finally:
+        temporaries.release(lock)
     _fsync_directory(directory)
 
 
@@ -136,100 +147,125 @@ def load(path):
     """Read a checkpoint written by ``save``; Tensors come back as np.ndarrays, everything
     else as it was saved. Raises CheckpointError for anything else, without unpickling."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        head = f.read(8)
-    if not head:
-        raise CheckpointError(f"cannot load {path!r}: the file is empty (0 bytes)")
-    if not head.startswith(b"PK"):
-        raise CheckpointError(f"cannot load {path!r}: {_describe_foreign(head)}; a minidl checkpoint is a .npz "
-                              "(zip) archive written by md.save. Nothing was unpickled.")
-    try:
-        with zipfile.ZipFile(path) as zf:
-            members = zf.namelist()
-            _refuse_pickled_members(path, zf, members)
-    except zipfile.BadZipFile as exc:
-        raise CheckpointError(f"cannot load {path!r}: the file is truncated or corrupt "
-                              f"(not a complete zip archive: {exc})") from None
-    if MANIFEST_KEY + ".npy" not in members:
-        shown = ", ".join(m for m in members[:8]) + (", ..." if len(members) > 8 else "")
-        raise CheckpointError(f"cannot load {path!r}: not a minidl checkpoint (a zip/.npz without the "
-                              f"{MANIFEST_KEY!r} manifest; it holds: {shown or 'nothing'})")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            manifest = _read_manifest(path, npz)
-            return _decode(manifest["root"], npz, path)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        if isinstance(exc, CheckpointError):
-            raise
-        raise CheckpointError(f"cannot load {path!r}: the file is truncated or corrupt ({exc})") from None
+    with Archive(path) as archive:
+        if MANIFEST_KEY + ".npy" not in archive.members:
+            names = list(archive.members)
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            archive.fail(f"not a minidl checkpoint (a zip/.npz without the {MANIFEST_KEY!r} manifest; it holds: "
+                         f"{shown or 'nothing'})")
+        manifest = _read_manifest(archive)
+        names = {}
+        _check(manifest["root"], archive, names, 0)
+        arrays = {name: archive.read(name + ".npy") for name in names}
+    return _build(manifest["root"], arrays)
 
 
-def _describe_foreign(head):
-    if head.startswith(b"\x80") or head[:1] in (b"(", b"]", b"}"):
-        return "it is a pickle file (such as torch.save or pickle.dump write), which is refused"
-    if head.startswith(b"\x93NUMPY"):
-        return "it is a single .npy array, not a checkpoint archive"
-    if head.startswith(b"\x89HDF"):
-        return "it is an HDF5 file"
-    return f"it does not start like a zip archive (first bytes {head!r})"
-
-
-def _refuse_pickled_members(path, zf, members):
-    """Read each .npy member's header (not its data): a dtype with Python objects means the
-    member is a pickle, and the whole file is refused."""
-    for name in members:
-        if name.endswith(".pkl") or name.endswith("/data.pkl"):
-            raise CheckpointError(f"cannot load {path!r}: member {name!r} is a pickle (the file looks like a "
-                                  "torch.save archive); refused, since unpickling can run arbitrary code")
-        if not name.endswith(".npy"):
-            raise CheckpointError(f"cannot load {path!r}: not a minidl checkpoint (unexpected member {name!r})")
-        with zf.open(name) as f:
-            try:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    _, _, dtype = np.lib.format.read_array_header_1_0(f)
-                else:
-                    _, _, dtype = np.lib.format.read_array_header_2_0(f)
-            except (ValueError, EOFError) as exc:
-                raise CheckpointError(f"cannot load {path!r}: member {name!r} is not a valid .npy array ({exc})") \
-                    from None
-        if dtype.hasobject:
-            raise CheckpointError(f"cannot load {path!r}: member {name!r} holds pickled Python objects "
-                                  f"(dtype {dtype}); refused, since unpickling can run arbitrary code")
-
-
-def _read_manifest(path, npz):
-    raw = npz[MANIFEST_KEY]
+def _read_manifest(archive):
+    member = archive.members[MANIFEST_KEY + ".npy"]
+    if member.dtype != np.uint8 or len(member.shape) != 1:
+        archive.fail(f"its manifest is not a byte string (dtype {member.dtype}, shape {member.shape})")
+    if member.nbytes > MAX_MANIFEST_BYTES:
+        archive.fail(f"its manifest is {member.nbytes} bytes, more than the {MAX_MANIFEST_BYTES} a checkpoint's "
+                     "manifest may be")
+    raw = archive.read(MANIFEST_KEY + ".npy")
     try:
         manifest = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"cannot load {path!r}: its manifest is not valid JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:   # ValueError: bad JSON, or an int of too many digits
+        archive.fail(f"its manifest is not valid JSON ({exc})")
+    except RecursionError:
+        archive.fail(f"its manifest is nested too deeply to parse (a checkpoint nests at most {MAX_DEPTH} levels)")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or "root" not in manifest:
-        raise CheckpointError(f"cannot load {path!r}: its manifest does not describe a minidl checkpoint")
-    if manifest.get("version", 0) > VERSION:
-        raise CheckpointError(f"cannot load {path!r}: checkpoint format version {manifest['version']} is newer "
-                              f"than this minidl understands ({VERSION}); upgrade minidl")
+        archive.fail("its manifest does not describe a minidl checkpoint")
+    version = manifest.get("version")
+    if type(version) is not int or version < 1:
+        archive.fail(f"its manifest has an invalid format version {version!r}")
+    if version > VERSION:
+        archive.fail(f"checkpoint format version {version} is newer than this minidl understands ({VERSION}); "
+                     "upgrade minidl")
     return manifest
 
 
-def _decode(node, npz, path):
-    try:
-        tag = node[0]
-        if tag == "none":
-            return None
-        if tag in ("bool", "int", "float", "str"):
-            return node[1]
-        if tag == "array":
-            return npz[node[1]]
-        if tag == "scalar":
-            return npz[node[1]][()]
-        if tag == "dict":
-            return {_decode(k, npz, path): _decode(v, npz, path) for k, v in node[1]}
-        if tag == "list":
-            return [_decode(v, npz, path) for v in node[1]]
-        if tag == "tuple":
-            return tuple(_decode(v, npz, path) for v in node[1])
-    except (KeyError, IndexError, TypeError) as exc:
-        raise CheckpointError(f"cannot load {path!r}: its manifest is inconsistent with its arrays ({exc!r})") \
-            from None
-    raise CheckpointError(f"cannot load {path!r}: unknown manifest entry {str(node)[:80]}")
+_SCALAR_TYPES = {"none": (), "bool": (bool,), "int": (int,), "float": (float, int), "str": (str,)}
+_CONTAINERS = ("dict", "list", "tuple")
+
+
+def _check(node, archive, names, depth):
+    """Check a manifest node and everything under it (without reading any array); adds the
+    names of the arrays it refers to to the dict ``names``."""
+    def bad(what):
+        archive.fail(f"its manifest {what}: {_show(node)}")
+
+    if not isinstance(node, list) or not node or not isinstance(node[0], str):
+        bad("has a malformed entry (a node is a list starting with a tag string)")
+    tag = node[0]
+    if tag not in _SCALAR_TYPES and tag not in _CONTAINERS and tag not in ("array", "scalar"):
+        bad(f"has an unknown manifest entry {tag[:40]!r}")
+    if len(node) != (1 if tag == "none" else 2):
+        bad(f"has a {tag!r} entry with {len(node) - 1} values instead of {0 if tag == 'none' else 1}")
+    if tag in _SCALAR_TYPES:
+        if tag != "none" and (type(node[1]) not in _SCALAR_TYPES[tag]):
+            bad(f"has a {tag!r} entry holding a {type(node[1]).__name__}")
+        return
+    if tag in ("array", "scalar"):
+        name = node[1]
+        if not isinstance(name, str) or name == MANIFEST_KEY:
+            bad(f"has an {tag!r} entry that does not name an array member")
+        member = archive.members.get(name + ".npy")
+        if member is None:
+            bad(f"is inconsistent with its arrays: it refers to {name!r}, which the file does not hold")
+        if name in names:
+            bad(f"refers to the array {name!r} twice")
+        if tag == "scalar" and member.shape != ():
+            bad(f"has a scalar entry whose array {name!r} has shape {member.shape}")
+        names[name] = None
+        return
+    if depth >= MAX_DEPTH:
+        archive.fail(f"its manifest is nested more than {MAX_DEPTH} levels deep")
+    if not isinstance(node[1], list):
+        bad(f"has a {tag!r} entry whose items are not a list")
+    if tag != "dict":
+        for child in node[1]:
+            _check(child, archive, names, depth + 1)
+        return
+    keys = set()
+    for item in node[1]:
+        if not isinstance(item, list) or len(item) != 2:
+            bad("has a dict item that is not a [key, value] pair")
+        key, value = item
+        if not isinstance(key, list) or not key or not isinstance(key[0], str) or key[0] not in _SCALAR_TYPES:
+            bad("has a dict key that is not None, a bool, a number or a string")
+        _check(key, archive, names, depth + 1)
+        k = _build(key, None)
+        if k in keys:
+            bad(f"has the key {k!r} twice in one dict")
+        keys.add(k)
+        _check(value, archive, names, depth + 1)
+
+
+def _build(node, arrays):
+    """The object a checked node describes."""
+    tag = node[0]
+    if tag == "none":
+        return None
+    if tag == "float":
+        return float(node[1])
+    if tag in ("bool", "int", "str"):
+        return node[1]
+    if tag == "array":
+        return arrays[node[1]]
+    if tag == "scalar":
+        return arrays[node[1]][()]
+    if tag == "dict":
+        return {_build(k, arrays): _build(v, arrays) for k, v in node[1]}
+    if tag == "list":
+        return [_build(v, arrays) for v in node[1]]
+    return tuple(_build(v, arrays) for v in node[1])
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxlist, _SHOW.maxstring, _SHOW.maxother = 4, 4, 40, 40
+
+
+def _show(node):
+    """A short rendering of a node, however large or deep."""
+    return _SHOW.repr(node)

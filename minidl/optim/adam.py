@@ -29,16 +29,26 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
                  maximize=False):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize)
+        self._check_group(defaults)
+        super().__init__(params, defaults)
+
+    @staticmethod
+    def _check_group(group):
+        lr, betas, eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if eps < 0.0:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"Invalid beta parameters: {betas}; each must be in [0, 1)")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+        if wd < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {wd}")
+
+    def _state_spec(self, group):
+        return {"step": ("count", True), "exp_avg": ("param", True), "exp_avg_sq": ("param", True),
+                "max_exp_avg_sq": ("param", bool(group["amsgrad"]))}
 
     def _update_group(self, group):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]

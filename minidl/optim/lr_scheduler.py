@@ -12,7 +12,9 @@ optimizer (it records each group's ``"initial_lr"``, the base lr, and sets the l
   half cosine down to ``min_lr_ratio * base_lr`` at ``total_steps``.
 """
 import math
+from collections.abc import Mapping
 
+from . import state_checks
 from .optimizer import Optimizer
 
 
@@ -54,7 +56,31 @@ class LRScheduler:
                 and k != "lr_lambdas"}
 
     def load_state_dict(self, state_dict):
-        self.__dict__.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in state_dict.items()})
+        """Restore what ``state_dict()`` gave, as PyTorch. Checked first, so a dict that does not
+        fit raises ValueError and changes nothing: each value must be of the kind this scheduler
+        holds (``base_lrs`` one number per param group, ``last_epoch`` an int >= -1, ...), and a
+        key that would replace the optimizer or a method is refused. Functions (``lr_lambdas``)
+        are not in checkpoints: the scheduler keeps its own."""
+        if not isinstance(state_dict, Mapping):
+            raise ValueError(f"scheduler state_dict must be a dict, got {type(state_dict).__name__}")
+        current, new = self.state_dict(), {}
+        for k, v in state_dict.items():
+            if not isinstance(k, str):
+                raise ValueError(f"scheduler state_dict has a key {k!r} that is not a string")
+            if k == "lr_lambdas":
+                continue
+            if k == "optimizer" or callable(getattr(type(self), k, None)):
+                raise ValueError(f"scheduler state_dict key {k!r} would replace the scheduler's {k}; refused")
+            value = state_checks.like(f"loaded scheduler state {k!r}", current.get(k), v)
+            new[k] = list(value) if isinstance(value, tuple) else value
+        self._check_state({**current, **new})
+        self.__dict__.update(new)
+
+    def _check_state(self, state):
+        """Raise ValueError if ``state`` (a complete state dict) is out of range."""
+        last_epoch = state["last_epoch"]
+        if not state_checks.is_index(last_epoch) or last_epoch < -1:
+            raise ValueError(f"loaded scheduler state 'last_epoch': expected an int >= -1, got {last_epoch!r}")
 
 
 class LambdaLR(LRScheduler):
@@ -78,11 +104,14 @@ class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        if int(step_size) != step_size or step_size <= 0:
-            raise ValueError(f"step_size must be a positive integer, got {step_size}")
+        _check_step_size(step_size)
         self.step_size = int(step_size)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
+
+    def _check_state(self, state):
+        super()._check_state(state)
+        _check_step_size(state["step_size"])
 
     def get_lr(self):
         # multiplicative, as PyTorch's chainable form (so manual lr changes are respected)
@@ -98,17 +127,31 @@ class CosineAnnealingLR(LRScheduler):
     """Half a cosine from base_lr (epoch 0) to eta_min (epoch T_max), in closed form."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
-        if T_max <= 0:
-            raise ValueError(f"T_max must be positive, got {T_max}")
+        _check_T_max(T_max)
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
+
+    def _check_state(self, state):
+        super()._check_state(state)
+        _check_T_max(state["T_max"])
 
     def get_lr(self):
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
 
     _get_closed_form_lr = get_lr
+
+
+def _check_step_size(step_size):
+    if not (state_checks.is_real(step_size) and math.isfinite(step_size) and int(step_size) == step_size
+            and step_size > 0):
+        raise ValueError(f"step_size must be a positive integer, got {step_size}")
+
+
+def _check_T_max(T_max):
+    if not (state_checks.is_real(T_max) and T_max > 0):
+        raise ValueError(f"T_max must be positive, got {T_max}")
 
 
 def warmup_cosine_factor(step, warmup_steps, total_steps, min_lr_ratio=0.0):

@@ -13,11 +13,14 @@ over a fresh model with the same layout:
      "param_groups": [{"lr": 0.001, ..., "params": [0, 1, 2]}]}
 """
 import copy
+from collections.abc import Mapping
 
 import numpy as np
 
+from .. import backends
 from ..autograd import grad_mode
 from ..tensor.tensor import Tensor
+from . import state_checks
 
 
 class _ParamState(dict):
@@ -126,36 +129,102 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Load a dict made by ``state_dict()`` (or ``md.load`` of one): the groups must have
-        the same sizes; state arrays are copied and cast to each parameter's dtype."""
-        try:
-            saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
-        except (KeyError, TypeError):
-            raise ValueError("optimizer state_dict must be a dict with 'state' and 'param_groups' keys") from None
+        """Load a dict made by ``state_dict()`` (or ``md.load`` of one), as PyTorch: the groups
+        must have the same sizes; hyper-parameters are taken from it, and state arrays are
+        copied, cast to each parameter's dtype and put beside it. Everything is checked first:
+        the layout, each hyper-parameter's type (and range, as the constructor checks it), and
+        each parameter's state (``_state_spec``: entries present, of the parameter's shape).
+        A dict that does not fit raises ValueError naming what, and changes nothing."""
+        if not isinstance(state_dict, Mapping) or "param_groups" not in state_dict or "state" not in state_dict:
+            raise ValueError("optimizer state_dict must be a dict with 'state' and 'param_groups' keys")
+        index_to_param, groups = self._checked_groups(state_dict["param_groups"])
+        saved_state = state_dict["state"]
+        if not isinstance(saved_state, Mapping):
+            raise ValueError(f"loaded state dict's 'state' must be a dict, got {type(saved_state).__name__}")
+        new_state = _ParamState()
+        for key, entries in saved_state.items():
+            if not state_checks.is_index(key) or int(key) not in index_to_param:
+                known = f"indices {min(index_to_param)}..{max(index_to_param)}" if index_to_param else "none"
+                raise ValueError(f"loaded optimizer state refers to parameter index {key!r}, but the loaded "
+                                 f"param_groups hold only {len(index_to_param)} parameters ({known})")
+            p, g = index_to_param[int(key)]
+            if not isinstance(entries, Mapping):
+                raise ValueError(f"loaded optimizer state for parameter {key} must be a dict, "
+                                 f"got {type(entries).__name__}")
+            new_state[p] = self._checked_param_state(int(key), p, {**self.param_groups[g], **groups[g]}, entries)
+        for own, new in zip(self.param_groups, groups):   # nothing below can fail
+            own.update(new)
+        self.state = new_state
+
+    def _checked_groups(self, saved_groups):
+        """({saved index: (parameter, group number)}, the groups' new hyper-parameters)."""
+        if not isinstance(saved_groups, (list, tuple)) or not all(isinstance(g, Mapping) for g in saved_groups):
+            raise ValueError("loaded state dict's 'param_groups' must be a list of dicts")
         if len(saved_groups) != len(self.param_groups):
-            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, "
-                             f"the optimizer has {len(self.param_groups)}")
+            raise ValueError(f"loaded state dict has a different number of parameter groups: {len(saved_groups)} "
+                             f"parameter groups in the state dict, {len(self.param_groups)} in the optimizer")
+        for i, g in enumerate(saved_groups):
+            indices = g.get("params")
+            if not isinstance(indices, (list, tuple)) or not all(state_checks.is_index(j) for j in indices):
+                raise ValueError(f"loaded param_groups[{i}]['params'] must be a list of parameter indices, "
+                                 f"got {indices!r:.80}")
         own_sizes = [len(g["params"]) for g in self.param_groups]
         saved_sizes = [len(g["params"]) for g in saved_groups]
         if own_sizes != saved_sizes:
-            raise ValueError(f"loaded state dict contains parameter groups of sizes {saved_sizes}, "
-                             f"which doesn't match the optimizer's group sizes {own_sizes}")
-        id_to_param = {}
-        for saved, own in zip(saved_groups, self.param_groups):
-            for i, p in zip(saved["params"], own["params"]):
-                id_to_param[int(i)] = p
-        new_state = _ParamState()
-        for key, s in saved_state.items():
-            p = id_to_param.get(int(key))
-            if p is None:
-                raise ValueError(f"loaded optimizer state refers to parameter index {key}, "
-                                 f"but the optimizer has only {len(id_to_param)} parameters")
-            new_state[p] = {name: _state_value_for(p, name, v) for name, v in s.items()}
-        for saved, own in zip(saved_groups, self.param_groups):
+            raise ValueError(f"loaded state dict contains a parameter group that doesn't match the size of "
+                             f"optimizer's group: group sizes {saved_sizes} in the state dict, {own_sizes} in the "
+                             "optimizer")
+        index_to_param, groups = {}, []
+        for i, (saved, own) in enumerate(zip(saved_groups, self.param_groups)):
+            for j, p in zip(saved["params"], own["params"]):
+                if int(j) in index_to_param:
+                    raise ValueError(f"loaded param_groups name parameter index {j} more than once")
+                index_to_param[int(j)] = (p, i)
+            new = {}
             for k, v in saved.items():
-                if k != "params":
-                    own[k] = tuple(v) if isinstance(v, list) and isinstance(own.get(k), tuple) else copy.deepcopy(v)
-        self.state = new_state
+                if k == "params":
+                    continue
+                if not isinstance(k, str):
+                    raise ValueError(f"loaded param_groups[{i}] has a key {k!r} that is not a string")
+                new[k] = state_checks.like(f"loaded param_groups[{i}][{k!r}]", own.get(k, _GROUP_KEYS.get(k)), v)
+            try:
+                self._check_group({**own, **new})
+            except ValueError as exc:
+                raise ValueError(f"loaded param_groups[{i}]: {exc}") from None
+            groups.append(new)
+        return index_to_param, groups
+
+    def _checked_param_state(self, index, p, group, entries):
+        """The state to keep for parameter number ``index`` from its loaded ``entries``."""
+        spec = self._state_spec(group)
+        absent = [name for name, (_, required) in spec.items() if required and name not in entries]
+        if entries and absent:
+            raise ValueError(f"loaded optimizer state for parameter {index} lacks {', '.join(map(repr, absent))} "
+                             f"(it has {', '.join(map(repr, entries))})")
+        state = {}
+        for name, value in entries.items():
+            where = f"loaded optimizer state for parameter {index}, {name!r}"
+            kind, required = spec.get(name, (None, False))
+            if kind == "count":
+                state[name] = state_checks.count(where, value)
+            elif kind == "param":
+                state[name] = None if value is None and not required else \
+                    _beside(p, state_checks.param_shaped(where, value, p))
+            else:
+                state[name] = _state_value_for(p, name, value)
+        return state
+
+    def _state_spec(self, group):
+        """What a loaded per-parameter state of a parameter in ``group`` must look like:
+        {name: (kind, required)}, kind "param" (an array of the parameter's shape; None
+        allowed when not required) or "count" (an int >= 0). An empty state is always fine
+        (the parameter starts afresh); entries not named are copied unchecked."""
+        return {}
+
+    @staticmethod
+    def _check_group(group):
+        """Raise ValueError if the group's hyper-parameters are out of range (as the constructor
+        checks its arguments)."""
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -165,19 +234,22 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
+_GROUP_KEYS = {"initial_lr": 0.0}   # added by schedulers: checked even where the optimizer has none yet
+
+
 def _state_value_for(p, name, value):
     """A private copy of one loaded state entry, on the parameter's dtype (step stays an int)."""
-    if isinstance(value, Tensor):
-        value = value.numpy()
+    value = state_checks.host(value)
     if isinstance(value, np.ndarray):
         if value.ndim == 0 and name == "step":
             return int(value)
-        host = np.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype, copy=True)
-        if p.device != "cpu":   # beside the parameter, so the update never mixes devices
-            from .. import backends
-            return backends.get(p.device).from_host(host)
-        return host
+        return _beside(p, np.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype, copy=True))
     return copy.deepcopy(value)
+
+
+def _beside(p, host):
+    """``host`` on ``p``'s device, so the update never mixes devices."""
+    return host if p.device == "cpu" else backends.get(p.device).from_host(host)
 
 
 class _RequiredParameter:

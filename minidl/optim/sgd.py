@@ -18,17 +18,26 @@ from .optimizer import Optimizer
 
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize)
+        self._check_group(defaults)
+        super().__init__(params, defaults)
+
+    @staticmethod
+    def _check_group(group):
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if nesterov and (momentum <= 0 or dampening != 0):
+        if group["weight_decay"] < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+        if group["nesterov"] and (momentum <= 0 or dampening != 0):
             raise ValueError(f"Nesterov momentum requires a momentum > 0 and zero dampening, "
                              f"got momentum={momentum}, dampening={dampening}")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+
+    def _state_spec(self, group):
+        return {"momentum_buffer": ("param", False)}
 
     def _update_group(self, group):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
