@@ -5,8 +5,11 @@ fan_in / fan_out of a weight of shape (out, in, *kernel) are in * prod(kernel) a
 out * prod(kernel). Kaiming (He) keeps the activations' variance: std = gain / sqrt(fan);
 Xavier (Glorot) averages both directions: std = gain * sqrt(2 / (fan_in + fan_out)). A
 uniform U(-b, b) has std b / sqrt(3), so the uniform variants use b = sqrt(3) * std.
+A tensor without elements (say the weight of Linear(0, n)) has no fan to scale by: these
+leave it as it is, with PyTorch's warning.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -51,6 +54,14 @@ def _calculate_correct_fan(tensor, mode):
         raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
+
+
+def _no_elements(tensor):
+    """True (after PyTorch's warning) when ``tensor`` has no element to initialise."""
+    if tensor.numel() == 0:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return True
+    return False
 
 
 def _fill(tensor, values):
@@ -120,6 +131,8 @@ def zeros_(tensor):
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
+    if _no_elements(tensor):
+        return tensor
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     bound = math.sqrt(3.0) * std
@@ -127,12 +140,16 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
+    if _no_elements(tensor):
+        return tensor
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     return normal_(tensor, 0.0, std, generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if _no_elements(tensor):
+        return tensor
     fan = _calculate_correct_fan(tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
     bound = math.sqrt(3.0) * std
@@ -140,6 +157,8 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if _no_elements(tensor):
+        return tensor
     fan = _calculate_correct_fan(tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
     return normal_(tensor, 0.0, std, generator)

@@ -47,6 +47,7 @@ from .. import random
 from ..autograd.function import Function
 from ..backends import device_of, namespace_of
 from ..kernels.switch import ImplementationSwitch
+from ..tensor.dtype import check_same_dtype
 from ._broadcast import unbroadcast
 from .heads import packed_like
 
@@ -148,6 +149,9 @@ class ScaledDotProductAttention(Function):
             drop = keep.astype(q.dtype) * q.dtype.type(1.0 / (1.0 - dropout_p))
         ctx.scale, ctx.causal = scale, causal
         ctx.bias_shape = None if bias is None else bias.shape
+        ctx.no_scores = L == 0 or S == 0 or 0 in batch
+        if ctx.no_scores:
+            return _no_scores_forward(ctx, q, k, v, batch, L)
         impl = ATTENTION.current
         if impl == "auto":
             impl = "numba" if _kernel_pays(L, S, q.shape[-1]) else "fused-softmax"
@@ -180,7 +184,9 @@ class ScaledDotProductAttention(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.kernel:
+        if ctx.no_scores:
+            dq, dk, dv, ds = _no_scores_backward(ctx, g)
+        elif ctx.kernel:
             dq, dk, dv, ds = _kernel_backward(ctx, g)
         else:
             q, k, v, p, pd, drop = ctx.saved_tensors
@@ -200,6 +206,21 @@ class ScaledDotProductAttention(Function):
         if ctx.needs_input_grad[3]:
             dbias = unbroadcast(ds, ctx.bias_shape)
         return dq, dk, dv, dbias, None, None, None, None
+
+
+def _no_scores_forward(ctx, q, k, v, batch, L):
+    """No query, no key or an empty batch: no scores at all. Each query's output is 0 (with no
+    key to attend to, as a fully masked row; PyTorch returns 0 too) and nothing gets a gradient."""
+    xp = namespace_of(q)
+    ctx.shapes = q.shape, k.shape, v.shape
+    return xp.zeros(batch + (L, v.shape[-1]), dtype=q.dtype)
+
+
+def _no_scores_backward(ctx, g):
+    xp = namespace_of(g)
+    dq, dk, dv = (xp.zeros(shape, dtype=g.dtype) for shape in ctx.shapes)
+    ds = None if ctx.bias_shape is None else xp.zeros(ctx.bias_shape, dtype=g.dtype)
+    return dq, dk, dv, ds
 
 
 def _heads_last_matmul(pd, v):
@@ -275,9 +296,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                              f"got shape {list(t.shape)}")
         if t.dtype.kind != "f":
             raise TypeError(f"scaled_dot_product_attention: {name} must be floating point, got {t.dtype}")
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(f"scaled_dot_product_attention: query, key, value dtypes differ: "
-                        f"{query.dtype}, {key.dtype}, {value.dtype}")
+    check_same_dtype("scaled_dot_product_attention", [("query", query), ("key", key), ("value", value)])
     L, E = query.shape[-2:]
     S = key.shape[-2]
     if key.shape[-1] != E:
@@ -312,5 +331,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                 bias = bias.to(query.dtype)
         else:
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool or float, got {m.dtype}")
-    scale = 1.0 / np.sqrt(E) if scale is None else float(scale)
+    if scale is None:   # with E = 0 every score is an empty sum, 0, which 1/sqrt(0) = inf would make NaN
+        scale = 1.0 / np.sqrt(E) if E else 1.0
+    scale = float(scale)
     return ScaledDotProductAttention.apply(query, key, value, bias, allow, bool(is_causal), scale, float(dropout_p))

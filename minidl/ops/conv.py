@@ -35,16 +35,10 @@ import threading
 
 from ..autograd.function import Function
 from ..backends import device_of, namespace_of
+from ..tensor.dtype import check_same_dtype
+from ..tensor.sizes import check_allocation
+from ._broadcast import int_pair
 from ._kernel_switch import use_kernel
-
-
-def _pair(v, name):
-    if isinstance(v, int):
-        return (v, v)
-    t = tuple(int(a) for a in v)
-    if len(t) != 2:
-        raise ValueError(f"conv2d: {name} must be an int or a pair of ints, got {v!r}")
-    return t
 
 
 def conv_output_size(size, k, s, p, d):
@@ -235,6 +229,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
     O, Cg, kh, kw = weight.shape
+    if O == 0 or kh == 0 or kw == 0:   # PyTorch's rule (an input of no channel, Cg = 0, is fine: out = bias)
+        raise RuntimeError(f"conv2d: expected a weight with at least one output channel and a kernel of positive "
+                           f"size, got weight of shape {list(weight.shape)}")
     C = input.shape[1]
     if Cg * groups != C:
         raise ValueError(f"conv2d: input has {C} channels but weight of shape {list(weight.shape)} "
@@ -244,9 +241,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise ValueError(f"conv2d: out_channels {O} is not divisible by groups={groups}")
     if bias is not None and tuple(bias.shape) != (O,):
         raise ValueError(f"conv2d: bias must have shape [{O}], got {list(bias.shape)}")
-    if input.dtype != weight.dtype:
-        raise TypeError(f"conv2d: input dtype {input.dtype} and weight dtype {weight.dtype} differ")
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    check_same_dtype("conv2d", [("input", input), ("weight", weight), ("bias", bias)])
+    stride, dilation = int_pair(stride, "stride", "conv2d"), int_pair(dilation, "dilation", "conv2d")
     if min(stride) < 1 or min(dilation) < 1:
         raise ValueError(f"conv2d: stride and dilation must be >= 1, got stride={stride}, dilation={dilation}")
     extra = None
@@ -261,7 +257,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             extra = (tot[0] % 2, tot[1] % 2)
         else:
             raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
-    padding = _pair(padding, "padding")
+    padding = int_pair(padding, "padding", "conv2d")
     if min(padding) < 0:
         raise ValueError(f"conv2d: padding must be >= 0, got {padding}")
     if extra and any(extra):
@@ -270,6 +266,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if H < dilation[0] * (kh - 1) + 1 or W < dilation[1] * (kw - 1) + 1:
         raise ValueError(f"conv2d: kernel size {kh}x{kw} (dilation {dilation}) is larger than the padded input "
                          f"{H}x{W}")
+    N = input.shape[0]
+    OH = conv_output_size(input.shape[2], kh, stride[0], padding[0], dilation[0])
+    OW = conv_output_size(input.shape[3], kw, stride[1], padding[1], dilation[1])
+    # what padding and stride make im2col allocate: the padded input, the output, one image's cols
+    for shape in ((N, C, H, W), (N, O, OH, OW), (1, OH, OW, C * kh * kw)):
+        check_allocation("conv2d", shape, input.dtype)
     out = Conv2d.apply(input, weight, bias, stride, padding, dilation, groups)
     return squeeze(out, 0) if unbatched else out
 

@@ -10,12 +10,13 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._kernel_switch import use_kernel
+from ._saved import keep_for_backward
 
 
 class Embedding(Function):
     @staticmethod
     def forward(ctx, idx, weight, padding_idx):
-        ctx.save_for_backward(idx)
+        ctx.save_for_backward(keep_for_backward(ctx, idx))   # the kernel trusts them: no caller may change them
         ctx.vocab, ctx.padding_idx = weight.shape[0], padding_idx
         return weight[idx]
 
@@ -29,7 +30,7 @@ class Embedding(Function):
             gw = embedding_backward(idx, g, ctx.vocab)
         else:
             gw = xp.zeros((ctx.vocab, D), dtype=g.dtype)
-            xp.add.at(gw, idx.reshape(-1), g.reshape(-1, D))
+            xp.add.at(gw, idx.reshape(-1), g.reshape(idx.size, D))
         if ctx.padding_idx is not None:
             gw[ctx.padding_idx] = 0
         return None, gw, None
@@ -49,10 +50,10 @@ def embedding(input, weight, padding_idx=None):
     if type(idx) is not np.ndarray:   # checked where idx lives, reported at the next read (no round trip)
         from ..backends import device_of, get
         get(device_of(idx)).assert_all((idx >= 0) & (idx < V), IndexError,
-                                       f"embedding: index out of range: an index lies outside [0, {V}) "
+                                       f"embedding: index out of range in self: an index lies outside [0, {V}) "
                                        f"(num_embeddings is {V}; checked on device {device_of(idx)!r})")
     elif idx.size and (int(idx.min()) < 0 or int(idx.max()) >= V):
-        raise IndexError(f"embedding: index out of range: indices span [{int(idx.min())}, {int(idx.max())}] "
+        raise IndexError(f"embedding: index out of range in self: indices span [{int(idx.min())}, {int(idx.max())}] "
                          f"but num_embeddings is {V}")
     if padding_idx is not None:
         if not -V <= padding_idx < V:

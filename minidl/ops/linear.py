@@ -7,8 +7,17 @@ x is (..., in), W is (out, in), b is (out,). Flattening the leading dims of x in
     dL/dW = G^T X         (out, in)    one GEMM over every row of the batch
     dL/db = sum_rows G    (out,)
 """
+import math
+
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.dtype import check_same_dtype
+
+
+def _rows(a):
+    """(..., n) -> (M, n), M the product of the leading dims (spelled out: a -1 is ambiguous
+    when the array is empty)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 class Linear(Function):
@@ -16,7 +25,7 @@ class Linear(Function):
     def forward(ctx, x, w, b):
         xp = namespace_of(x)
         # one (M, in) @ (in, out) GEMM for all leading dims, not one per batch entry
-        y = xp.matmul(x.reshape(-1, x.shape[-1]), w.T)
+        y = xp.matmul(_rows(x), w.T)
         if b is not None:
             y += b
         ctx.save_for_backward(x, w)
@@ -27,9 +36,9 @@ class Linear(Function):
         x, w = ctx.saved_tensors
         xp = namespace_of(g)
         nx, nw, nb = ctx.needs_input_grad
-        g2 = g.reshape(-1, g.shape[-1])
+        g2 = _rows(g)
         dx = xp.matmul(g2, w).reshape(x.shape) if nx else None
-        dw = xp.matmul(g2.T, x.reshape(-1, x.shape[-1])) if nw else None
+        dw = xp.matmul(g2.T, _rows(x)) if nw else None
         db = g2.sum(axis=0) if nb else None
         return dx, dw, db
 
@@ -43,4 +52,5 @@ def linear(input, weight, bias=None):
                          f"{list(weight.shape)} (expected last dim {weight.shape[1]})")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
+    check_same_dtype("linear", [("input", input), ("weight", weight), ("bias", bias)])
     return Linear.apply(input, weight, bias)

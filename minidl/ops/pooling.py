@@ -22,16 +22,9 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.sizes import check_allocation
+from ._broadcast import int_pair
 from ._kernel_switch import use_kernel
-
-
-def _pair(v, name, op):
-    if isinstance(v, int):
-        return (v, v)
-    t = tuple(int(a) for a in v)
-    if len(t) != 2:
-        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
-    return t
 
 
 def pool_output_size(size, k, s, p, d, ceil_mode):
@@ -75,7 +68,8 @@ def max_pool2d_backward_reference(g, idx, H, W):
     N, C = g.shape[:2]
     dx = xp.zeros((N * C, H * W), dtype=g.dtype)
     rows = xp.arange(N * C).reshape(N * C, 1)
-    xp.add.at(dx, (rows, idx.reshape(N * C, -1)), g.reshape(N * C, -1))
+    L = g.shape[2] * g.shape[3]     # (not -1: ambiguous for an empty batch)
+    xp.add.at(dx, (rows, idx.reshape(N * C, L)), g.reshape(N * C, L))
     return dx.reshape(N, C, H, W)
 
 
@@ -217,10 +211,13 @@ def _unbatch(t, unbatched):
 
 
 def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op):
-    kh, kw = _pair(kernel_size, "kernel_size", op)
-    sh, sw = _pair(kernel_size if stride is None or stride == [] else stride, "stride", op)
-    ph, pw = _pair(padding, "padding", op)
-    dh, dw = _pair(dilation, "dilation", op)
+    if 0 in x.shape[1:]:   # only the batch may be empty (PyTorch's rule, and its error type)
+        raise RuntimeError(f"{op}: expected an input with non-zero channels, height and width (only the batch "
+                           f"dim may be 0), got shape {list(x.shape)}")
+    kh, kw = int_pair(kernel_size, "kernel_size", op)
+    sh, sw = int_pair(kernel_size if stride is None or stride == [] else stride, "stride", op)
+    ph, pw = int_pair(padding, "padding", op)
+    dh, dw = int_pair(dilation, "dilation", op)
     if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
         raise ValueError(f"{op}: kernel_size, stride and dilation must be >= 1 and padding >= 0, got "
                          f"kernel_size={(kh, kw)}, stride={(sh, sw)}, padding={(ph, pw)}, dilation={(dh, dw)}")
@@ -228,6 +225,7 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op):
         raise ValueError(f"{op}: padding should be at most half of the effective kernel size, got "
                          f"padding={(ph, pw)} for kernel_size={(kh, kw)}")
     H, W = x.shape[2:]
+    check_allocation(op, (x.shape[0], x.shape[1], H + 2 * ph, W + 2 * pw), x.dtype)   # the padded input
     OH = pool_output_size(H, kh, sh, ph, dh, ceil_mode)
     OW = pool_output_size(W, kw, sw, pw, dw, ceil_mode)
     if OH < 1 or OW < 1:
@@ -242,7 +240,11 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     geom = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
     out, idx = MaxPool2d.apply(x, geom)
     out = _unbatch(out, unbatched)
-    return (out, _unbatch(idx, unbatched)) if return_indices else out
+    if not return_indices:
+        return out
+    if idx.grad_fn is not None:   # backward's scatter trusts the saved indices: the caller gets a copy
+        idx = idx.clone()
+    return out, _unbatch(idx, unbatched)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -267,4 +269,7 @@ def adaptive_avg_pool2d(input, output_size):
     oh, ow = int(H if oh is None else oh), int(W if ow is None else ow)
     if oh < 1 or ow < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
+    if 0 in (H, W) and (oh, ow) != (1, 1):   # PyTorch's rule: a 1x1 output of no positions is their mean, NaN
+        raise RuntimeError(f"adaptive_avg_pool2d: expected an input with non-zero height and width for an output "
+                           f"of size {(oh, ow)}, got shape {list(x.shape)}")
     return _unbatch(AdaptiveAvgPool2d.apply(x, (oh, ow)), unbatched)

@@ -122,9 +122,14 @@ def var(x, dim=None, unbiased=True, keepdim=False):
 
 
 def max(x, dim=None, keepdim=False):
-    if x.numel() == 0:
-        raise RuntimeError("max: expected a non-empty tensor")
-    return Max.apply(x, normalize_dims(dim, x.ndim, "max"), keepdim)
+    axes = normalize_dims(dim, x.ndim, "max")
+    if x.numel() == 0:   # an empty tensor has a max along a dim of non-zero length (an empty result), as PyTorch
+        if dim is None:
+            raise RuntimeError(f"max: expected a non-empty tensor, or a dim to reduce, got shape {list(x.shape)}")
+        for a in axes:
+            if x.shape[a] == 0:
+                raise IndexError(f"max: expected reduction dim {a} to have non-zero size, got shape {list(x.shape)}")
+    return Max.apply(x, axes, keepdim)
 
 
 def min(x, dim=None, keepdim=False):

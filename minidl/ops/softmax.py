@@ -14,11 +14,10 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         xp = namespace_of(x)
+        if x.size == 0:     # no entries (a dim of length 0 has no max): empty out, as PyTorch
+            return _saved(ctx, x.copy(), dim)
         e = xp.exp(x - x.max(axis=dim, keepdims=True))
-        y = e / e.sum(axis=dim, keepdims=True)
-        ctx.save_for_backward(y)
-        ctx.dim = dim
-        return y
+        return _saved(ctx, e / e.sum(axis=dim, keepdims=True), dim)
 
     @staticmethod
     def backward(ctx, g):
@@ -35,17 +34,22 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         xp = namespace_of(x)
+        if x.size == 0:     # as Softmax
+            return _saved(ctx, x.copy(), dim)
         shifted = x - x.max(axis=dim, keepdims=True)
-        y = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
-        ctx.save_for_backward(y)
-        ctx.dim = dim
-        return y
+        return _saved(ctx, shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True)), dim)
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         xp = namespace_of(g)
         return g - xp.exp(y) * g.sum(axis=ctx.dim, keepdims=True), None
+
+
+def _saved(ctx, y, dim):
+    ctx.save_for_backward(y)
+    ctx.dim = dim
+    return y
 
 
 def _dim(x, dim, op):

@@ -1,8 +1,12 @@
 """Creating tensors: md.tensor and the factories (zeros, ones, randn, ...)."""
+import math
+import numbers
+
 import numpy as np
 
 from .. import backends, random
 from . import dtype as dtypes
+from .sizes import check_allocation
 from .tensor import Tensor
 
 
@@ -47,7 +51,22 @@ def from_numpy(array):
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    return tuple(int(n) for n in size)
+    shape = tuple(int(n) for n in size)
+    _check_size(shape)
+    return shape
+
+
+def _check_size(shape):
+    if any(n < 0 for n in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+
+
+def _sized(size, dtype, op):
+    """The shape ``size`` asks for, refused before allocating if no machine's memory holds it
+    (``dtype``: what NumPy allocates, e.g. float64 for a draw cast afterwards)."""
+    shape = _shape(size)
+    check_allocation(op, shape, dtype)
+    return shape
 
 
 def _float(dtype):
@@ -55,15 +74,15 @@ def _float(dtype):
 
 
 def zeros(*size, dtype=None, requires_grad=False, device="cpu"):
-    return _leaf(np.zeros(_shape(size), _float(dtype)), requires_grad, device)
+    return _leaf(np.zeros(_sized(size, _float(dtype), "zeros"), _float(dtype)), requires_grad, device)
 
 
 def ones(*size, dtype=None, requires_grad=False, device="cpu"):
-    return _leaf(np.ones(_shape(size), _float(dtype)), requires_grad, device)
+    return _leaf(np.ones(_sized(size, _float(dtype), "ones"), _float(dtype)), requires_grad, device)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device="cpu"):
-    return _leaf(np.full(_shape((size,)), fill_value, _float(dtype)), requires_grad, device)
+    return _leaf(np.full(_sized((size,), _float(dtype), "full"), fill_value, _float(dtype)), requires_grad, device)
 
 
 def empty(*size, dtype=None, requires_grad=False, device="cpu"):
@@ -71,29 +90,40 @@ def empty(*size, dtype=None, requires_grad=False, device="cpu"):
 
 
 def randn(*size, dtype=None, requires_grad=False, device="cpu"):
-    data = random.generator().standard_normal(_shape(size)).astype(_float(dtype))
+    data = random.generator().standard_normal(_sized(size, np.float64, "randn")).astype(_float(dtype))
     return _leaf(data, requires_grad, device)
 
 
 def rand(*size, dtype=None, requires_grad=False, device="cpu"):
-    data = random.generator().random(_shape(size)).astype(_float(dtype))
+    data = random.generator().random(_sized(size, np.float64, "rand")).astype(_float(dtype))
     return _leaf(data, requires_grad, device)
 
 
 def randint(low, high=None, size=(), dtype=None, device="cpu"):
     if high is None:
         low, high = 0, low
-    data = random.generator().integers(low, high, _shape((size,)))
+    data = random.generator().integers(low, high, _sized((size,), np.int64, "randint"))
     return _leaf(data.astype(dtypes.to_dtype(dtype or dtypes.int64)), False, device)
 
 
 def randperm(n, device="cpu"):
+    _check_size((int(n),))
+    check_allocation("randperm", (int(n),), np.int64)
     return _leaf(random.generator().permutation(int(n)).astype(np.int64), False, device)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu"):
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise RuntimeError(f"arange: step must be nonzero, got start={start}, end={end}, step={step}")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign, got start={start}, "
+                           f"end={end}, step={step}")
+    if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
+        check_allocation("arange", (max(-((start - end) // step), 0),), np.int64)   # exact for any int
+    elif math.isfinite((end - start) / step):   # (NumPy refuses an infinite range itself)
+        check_allocation("arange", (max(math.ceil((end - start) / step), 0),), np.float64)
     data = np.arange(start, end, step)
     if dtype is None:
         dtype = dtypes.int64 if data.dtype.kind in "iu" else dtypes.DEFAULT_FLOAT
@@ -101,10 +131,15 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu
 
 
 def linspace(start, end, steps, dtype=None, device="cpu"):
+    if int(steps) < 0:
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got steps={steps}")
+    check_allocation("linspace", (int(steps),), np.float64)
     return _leaf(np.linspace(start, end, steps).astype(_float(dtype)), False, device)
 
 
 def eye(n, m=None, dtype=None, device="cpu"):
+    _check_size((int(n),) if m is None else (int(n), int(m)))
+    check_allocation("eye", (int(n), int(n if m is None else m)), _float(dtype))
     return _leaf(np.eye(n, m, dtype=_float(dtype)), False, device)
 
 

@@ -97,6 +97,9 @@ class GPT(nn.Module):
         ids = _ids(idx).numpy().astype(np.int64)
         if ids.ndim == 1:
             ids = ids[None]
+        if ids.ndim != 2 or ids.shape[1] == 0:
+            raise ValueError(f"GPT.generate: expected a prompt of shape (T,) or (B, T) with at least one token "
+                             f"(T >= 1) to condition on, got shape {tuple(_ids(idx).shape)}")
         was_training = self.training
         self.eval()
         rng = random.generator()

@@ -124,12 +124,31 @@ def chunk_bounds(n, nchunks, c):
     return (c * n) // nchunks, ((c + 1) * n) // nchunks
 
 
+def empty_rows_forward(out, nstats):
+    """A row norm's forward of an (N, D) input without elements (N = 0 or D = 0), returned
+    before any row loop runs: ``out`` as it is (it has no elements either) and ``nstats``
+    per-row statistics (N,) of NaN, the mean and spread of no values."""
+    return (out,) + tuple(np.full(out.shape[0], np.nan) for _ in range(nstats))
+
+
+def empty_rows_backward(x, dx_out, need_dx, *need_params):
+    """A row norm's backward of an (N, D) input without elements: dx (no elements, or None)
+    and, per flag in ``need_params``, a float64 (D,) parameter gradient of zeros (a sum over
+    no rows), or None."""
+    n, d = x.shape
+    dx = (np.empty((n, d), x.dtype) if dx_out is None else dx_out) if need_dx else None
+    return (dx,) + tuple(np.zeros(d) if need else None for need in need_params)
+
+
 SERIAL_BELOW = 1 << 15   # elements: below this a parallel launch costs more than it saves
 
 
 def num_chunks(n, work=None):
     """How many row chunks a backward splits into: one per Numba thread (at least one row
-    each), or one when ``work`` (elements) is small enough to run serially (see ``launch``)."""
+    each), or one when ``work`` (elements) is small enough to run serially (see ``launch``);
+    none for no rows, since the kernels' pipelined loops assume a chunk holds a row."""
+    if n <= 0:
+        return 0
     if work is not None and work < SERIAL_BELOW:
         return 1
     return max(1, min(int(n), numba.get_num_threads()))

@@ -386,6 +386,8 @@ def _mask(mask):
 def batch_norm_stats(x):
     """(mean, biased var, count) per channel, float64, over every axis but 1, by the chunked kernels."""
     n, c = x.shape[0], x.shape[1]
+    if x.size == 0:     # the mean and variance of no values
+        return np.full(c, np.nan), np.full(c, np.nan), 0.0
     layout, v = _view(x, _compute_dtype(x), None)
     with threads_for(v.size):
         if layout == "cols":
@@ -404,6 +406,8 @@ def batch_norm_stats(x):
 
 def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
     """y = (x - mean) * rstd * weight + bias per channel, given the statistics (eval mode)."""
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype)
     c = x.shape[1]
     layout, v = _view(x, _compute_dtype(x), mask)
     y = np.empty(x.shape, v.dtype)       # the final shape: a view would make autograd copy it
@@ -426,8 +430,11 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
 
 
 def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
-    """Training forward: (y, mean, rstd), statistics from the batch (float64, shape (C,))."""
+    """Training forward: (y, mean, rstd), statistics from the batch (float64, shape (C,));
+    NaN statistics for an input without elements (no row reaches a kernel)."""
     c = x.shape[1]
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype), np.full(c, np.nan), np.full(c, np.nan)
     layout, v = _view(x, _compute_dtype(x), mask)
     with threads_for(v.size):
         fused = _fused(layout, v, c, mask)
@@ -447,6 +454,8 @@ def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None
     """(dx, dweight, dbias), dweight/dbias float64 (None when need_affine is False and the
     statistics were fixed, so no sums are needed)."""
     c = x.shape[1]
+    if x.size == 0:     # dgamma, dbeta: sums over no values
+        return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
     dt = _compute_dtype(x)
     layout, xv = _view(x, dt, mask)
     _, dyv = _view(dy, dt, mask)

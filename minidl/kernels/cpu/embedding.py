@@ -23,5 +23,7 @@ def embedding_backward(idx, g, num_embeddings):
     """idx: int array (any shape), g: (*idx.shape, D) -> gw (num_embeddings, D)."""
     D = g.shape[-1]
     gw = np.zeros((num_embeddings, D), dtype=g.dtype)
+    if g.size == 0:     # no positions, or rows of no features: nothing to add
+        return gw
     _scatter_rows(np.ascontiguousarray(idx.reshape(-1), dtype=np.int64), np.ascontiguousarray(g.reshape(-1, D)), gw)
     return gw

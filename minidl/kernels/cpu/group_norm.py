@@ -108,6 +108,8 @@ def _affine(v, c, fill):
 def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     """(y, mean, rstd) with mean and rstd of shape (N, num_groups), float64."""
     n, c = x.shape[0], x.shape[1]
+    if x.size == 0:     # no samples, or groups of no values: the statistics of no values are NaN
+        return np.empty(x.shape, x.dtype), np.full((n, num_groups), np.nan), np.full((n, num_groups), np.nan)
     xc = np.ascontiguousarray(x, dtype=_compute_dtype(x)).reshape(n * c, -1)
     y_full = np.empty(x.shape, xc.dtype)      # the final shape: a view would make autograd copy it
     y = y_full.reshape(xc.shape)
@@ -122,6 +124,8 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
 def group_norm_backward(dy, x, mean, rstd, weight, num_groups):
     """(dx, dweight, dbias); dweight and dbias in float64 (the caller casts them)."""
     n, c = x.shape[0], x.shape[1]
+    if x.size == 0:     # dgamma, dbeta: sums over no values
+        return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
     dt = _compute_dtype(x)
     xc = np.ascontiguousarray(x, dtype=dt).reshape(n * c, -1)
     dyc = np.ascontiguousarray(dy, dtype=dt).reshape(n * c, -1)

@@ -102,6 +102,9 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
     """x (N, C, H, W), C-contiguous -> cols (N, OH, OW, C*kh*kw) (written into ``out`` if given)."""
     N, C = x.shape[:2]
     cols = np.empty((N, OH, OW, C * kh * kw), dtype=x.dtype) if out is None else out
+    if x.size == 0 or cols.size == 0:   # no image or no channel: only padding (or nothing) to copy
+        cols[...] = 0
+        return cols
     if N == 1 or not _layer_threads.use_parallel(cols.size, PARALLEL_MIN_ELEMENTS):
         if groups == 1 and dw == 1:
             _im2col_images_dense(x, cols, 0, N, kh, kw, sh, sw, ph, pw, dh)
@@ -178,6 +181,9 @@ def col2im(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None)
     """cols (N, OH, OW, C*kh*kw), C-contiguous -> dx (N, C, H, W), summing overlapping contributions
     (written into ``out``, C-contiguous, if given)."""
     dx = np.empty((N, C, H, W), dtype=cols.dtype) if out is None else out
+    if cols.size == 0 or dx.size == 0:  # nothing to scatter (or nowhere to)
+        dx[...] = 0
+        return dx
     if N == 1 or not _layer_threads.use_parallel(cols.size, PARALLEL_MIN_ELEMENTS):
         if groups == 1 and dw == 1:
             _col2im_images_dense(cols, dx, 0, N, kh, kw, sh, sw, ph, pw, dh)

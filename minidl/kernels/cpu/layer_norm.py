@@ -38,8 +38,8 @@ minidl/ops/normalization/layer_norm.py.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import (_REDUCE, FLUSH_ROWS, chunk_bounds, flush, launch, mean_var_from_sums,
-                        num_chunks, row_head_mean, row_shifted_sums, split, sum_partials)
+from ._parallel import (_REDUCE, FLUSH_ROWS, chunk_bounds, empty_rows_backward, empty_rows_forward, flush, launch,
+                        mean_var_from_sums, num_chunks, row_head_mean, row_shifted_sums, split, sum_partials)
 from ._stream import PREFETCH_AHEAD, prefetch_row, should_stream, store_fence, stream_row
 
 # Reductions may regroup into SIMD lanes, a * b + c may fuse; no nnan/ninf. The pipelined loops
@@ -77,7 +77,8 @@ def _forward(x, w, b, eps, y, mean, rstd, nchunks, stream):
         start, stop = chunk_bounds(n, nchunks, c)
         row = np.empty((1, d if stream else 0), y.dtype)    # L1 scratch row when streaming
         p_hi = p_lo = prc = x.dtype.type(0.0)               # the previous row's m_hi, m_lo, rstd
-        for i in range(start, stop + 1):
+        last = stop + 1 if stop > start else start          # an empty chunk has no row i - 1 to write
+        for i in range(start, last):
             if i + PREFETCH_AHEAD < stop:
                 prefetch_row(x, i + PREFETCH_AHEAD)
             if i < stop:
@@ -210,6 +211,8 @@ def layer_norm_forward(x, weight, bias, eps, out=None, stream=None):
     ct = compute_dtype(x.dtype)
     if out is None:
         out = np.empty((n, d), x.dtype)
+    if x.size == 0:
+        return empty_rows_forward(out, 2)
     xc = np.ascontiguousarray(x, dtype=ct)
     yc = out if out.dtype == ct else np.empty((n, d), ct)
     mean = np.empty(n, np.float64)
@@ -227,6 +230,8 @@ def layer_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight=Tr
     """(dx, dweight, dbias) for the rows of x (N, D); a gradient that is not needed is None.
     dweight and dbias come back as float64 (D,) arrays, to be cast by the caller."""
     n, d = x.shape
+    if x.size == 0:
+        return empty_rows_backward(x, dx_out, need_dx, need_dweight, need_dbias)
     ct = compute_dtype(x.dtype)
     dyc = np.ascontiguousarray(dy, dtype=ct)
     xc = np.ascontiguousarray(x, dtype=ct)

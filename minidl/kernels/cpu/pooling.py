@@ -72,6 +72,8 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     N, C = x.shape[:2]
     out = np.empty((N, C, OH, OW), dtype=x.dtype)
     idx = np.empty((N, C, OH, OW), dtype=np.int64)
+    if out.size == 0:
+        return out, idx
     if _serial(x):
         _max_fwd_planes(x, out, idx, 0, N * C, kh, kw, sh, sw, ph, pw, dh, dw)
     else:
@@ -103,6 +105,9 @@ def max_pool2d_backward(g, idx, H, W):
     """dx[n, c].flat[idx] += g: each output's gradient goes to the element it selected."""
     N, C = g.shape[:2]
     dx = np.empty((N, C, H * W), dtype=g.dtype)
+    if dx.size == 0 or g.size == 0:     # no plane, or no output to take a gradient from
+        dx[...] = 0
+        return dx.reshape(N, C, H, W)
     if _serial(dx):
         _max_bwd_planes(g, idx, dx, 0, N * C)
     else:
@@ -151,6 +156,8 @@ def _avg_fwd_parallel(x, out, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pa
 def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override):
     N, C = x.shape[:2]
     out = np.empty((N, C, OH, OW), dtype=x.dtype)
+    if out.size == 0:
+        return out
     if _serial(x):
         _avg_fwd_planes(x, out, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     else:
@@ -190,6 +197,9 @@ def _avg_bwd_parallel(g, dx, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad
 def avg_pool2d_backward(g, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     N, C = g.shape[:2]
     dx = np.empty((N, C, H, W), dtype=g.dtype)
+    if dx.size == 0 or g.size == 0:
+        dx[...] = 0
+        return dx
     if _serial(dx):
         _avg_bwd_planes(g, dx, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     else:

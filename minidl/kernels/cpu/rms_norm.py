@@ -13,8 +13,8 @@ minidl/ops/normalization/rms_norm.py.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import (FLUSH_ROWS, chunk_bounds, flush, launch, num_chunks,
-                        row_dy_w_x_dot, row_sq_sum, sum_partials)
+from ._parallel import (FLUSH_ROWS, chunk_bounds, empty_rows_backward, empty_rows_forward, flush, launch,
+                        num_chunks, row_dy_w_x_dot, row_sq_sum, sum_partials)
 from ._stream import should_stream, store_fence, stream_row
 from .layer_norm import _ones, _param, compute_dtype
 
@@ -92,6 +92,8 @@ def rms_norm_forward(x, weight, eps, out=None, stream=None):
     ct = compute_dtype(x.dtype)
     if out is None:
         out = np.empty((n, d), x.dtype)
+    if x.size == 0:
+        return empty_rows_forward(out, 1)
     xc = np.ascontiguousarray(x, dtype=ct)
     yc = out if out.dtype == ct else np.empty((n, d), ct)
     rstd = np.empty(n, np.float64)
@@ -105,6 +107,8 @@ def rms_norm_forward(x, weight, eps, out=None, stream=None):
 def rms_norm_backward(dy, x, rstd, weight, need_dx=True, need_dweight=True, dx_out=None, stream=None):
     """(dx, dweight) for the rows of x (N, D); dweight float64 (D,) or None."""
     n, d = x.shape
+    if x.size == 0:
+        return empty_rows_backward(x, dx_out, need_dx, need_dweight)
     ct = compute_dtype(x.dtype)
     dyc = np.ascontiguousarray(dy, dtype=ct)
     xc = np.ascontiguousarray(x, dtype=ct)

@@ -13,7 +13,7 @@ minidl/ops/normalization/scale_norm.py.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import chunk_bounds, launch, num_chunks, row_dot, row_sq_sum
+from ._parallel import chunk_bounds, empty_rows_backward, empty_rows_forward, launch, num_chunks, row_dot, row_sq_sum
 from ._stream import should_stream, store_fence, stream_row
 from .layer_norm import compute_dtype
 
@@ -83,6 +83,8 @@ def scale_norm_forward(x, g, eps, out=None, stream=None):
     ct = compute_dtype(x.dtype)
     if out is None:
         out = np.empty((n, d), x.dtype)
+    if x.size == 0:
+        return empty_rows_forward(out, 1)
     xc = np.ascontiguousarray(x, dtype=ct)
     yc = out if out.dtype == ct else np.empty((n, d), ct)
     inv = np.empty(n, np.float64)
@@ -96,6 +98,8 @@ def scale_norm_forward(x, g, eps, out=None, stream=None):
 def scale_norm_backward(dy, x, inv, g, eps, need_dx=True, need_dg=True, dx_out=None, stream=None):
     """(dx, dg) for the rows of x (N, D); dg a float64 scalar or None."""
     n, d = x.shape
+    if x.size == 0:
+        return empty_rows_backward(x, dx_out, need_dx)[0], (0.0 if need_dg else None)
     ct = compute_dtype(x.dtype)
     dyc = np.ascontiguousarray(dy, dtype=ct)
     xc = np.ascontiguousarray(x, dtype=ct)

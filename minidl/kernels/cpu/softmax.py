@@ -66,10 +66,13 @@ def _backward(dp, p, scale, nchunks):
 
 def softmax_rows_(s, causal=False, scale=1.0):
     """s (..., L, S), C-contiguous float32/float64: softmax of each row of scale * s, in place
-    (see above); scale > 0."""
+    (see above); scale > 0. Nothing to do without elements (a row of no entries has no max)."""
+    scale = _positive(scale)
+    if s.size == 0:
+        return s
     L, S = s.shape[-2:]
     rows = s.reshape(-1, S)
-    launch(_forward, rows.size, rows, L, bool(causal), s.dtype.type(_positive(scale)),
+    launch(_forward, rows.size, rows, L, bool(causal), s.dtype.type(scale),
            num_chunks(rows.shape[0], rows.size))
     return s
 
@@ -77,9 +80,12 @@ def softmax_rows_(s, causal=False, scale=1.0):
 def softmax_backward_(dp, p, scale=1.0):
     """dp <- scale * p * (dp - rowsum(dp * p)) in place, the gradient with respect to s of
     p = softmax(scale * s); both (..., S), C-contiguous, same dtype."""
+    scale = _positive(scale)
+    if p.size == 0:
+        return dp
     S = p.shape[-1]
     rows, prow = dp.reshape(-1, S), p.reshape(-1, S)
-    launch(_backward, rows.size, rows, prow, p.dtype.type(_positive(scale)), num_chunks(rows.shape[0], rows.size))
+    launch(_backward, rows.size, rows, prow, p.dtype.type(scale), num_chunks(rows.shape[0], rows.size))
     return dp
 
 

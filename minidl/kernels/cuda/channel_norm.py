@@ -36,14 +36,22 @@ def _affine(y, weight, bias):
     return y
 
 
+def _spatial(x):
+    """prod(*) of an (N, C, *) array (spelled out: a -1 in reshape is ambiguous for an empty array)."""
+    n = 1
+    for s in x.shape[2:]:
+        n *= s
+    return n
+
+
 def _channel_sum(a):
-    return a.reshape(a.shape[0], a.shape[1], -1).sum(axis=(0, 2))
+    return a.reshape(a.shape[0], a.shape[1], _spatial(a)).sum(axis=(0, 2))
 
 
 # GroupNorm -------------------------------------------------------------------------------------
 
 def group_norm_function_forward(ctx, x, num_groups, weight, bias, eps):
-    rows = _xp().ascontiguousarray(x).reshape(x.shape[0] * num_groups, -1)
+    rows = _xp().ascontiguousarray(x).reshape(x.shape[0] * num_groups, x.shape[1] // num_groups * _spatial(x))
     xhat, mean, rstd = norm_forward(rows, None, None, eps, center=True)
     ctx.save_for_backward(rows, weight, mean, rstd)
     ctx.shape, ctx.bias_dtype, ctx.cuda_backward = x.shape, None if bias is None else bias.dtype, _group_backward
@@ -78,7 +86,9 @@ def instance_norm_function_forward(ctx, x, weight, bias, running_mean, running_v
     N, C = x.shape[:2]
     y = group_norm_function_forward(ctx, x, C, weight, bias, eps)
     _, _, mean, rstd = ctx.saved_tensors
-    m = x.size // (N * C)
+    m = _spatial(x)
+    if x.size == 0:     # no instance, or instances of no values: the estimates stay as they are
+        running_mean = running_var = None
     if running_mean is not None:
         running_mean *= 1.0 - momentum
         running_mean += (momentum * mean.reshape(N, C).mean(axis=0)).astype(running_mean.dtype)
@@ -100,7 +110,7 @@ def _instance_backward(ctx, dy):
 
 def _channel_rows(a):
     """(N, C, *) -> contiguous (C, N * prod(*)): one row per channel."""
-    return _xp().ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], -1)
+    return _xp().ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], a.shape[0] * _spatial(a))
 
 
 def _from_channel_rows(rows, shape):
@@ -116,6 +126,8 @@ def batch_norm_function_forward(ctx, x, weight, bias, running_mean, running_var,
     if training:
         xhat, mean, rstd = norm_forward(rows, None, None, eps, center=True)
         count = rows.shape[1]
+        if count == 0:      # an empty batch (its statistics were never computed) leaves the estimates alone
+            running_mean = running_var = None
         if running_mean is not None:
             running_mean *= 1.0 - momentum
             running_mean += (momentum * mean).astype(running_mean.dtype)

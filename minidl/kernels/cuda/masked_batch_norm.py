@@ -23,7 +23,7 @@ def _xp():
 
 def _rows(a):
     """(N, C, L) -> contiguous (C, N * L)."""
-    return _xp().ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], -1)
+    return _xp().ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], a.shape[0] * a.shape[2])
 
 
 def _unrows(rows, shape):
@@ -43,6 +43,8 @@ def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum,
         centered = rows - mean.reshape(-1, 1)
         var = (centered * centered * m).sum(axis=1) / count
         rstd = 1.0 / xp.sqrt(var + eps)
+        if rows.shape[1] == 0:   # an empty batch (count 0: NaN statistics) leaves the estimates alone
+            running_mean = running_var = None
         if running_mean is not None:
             running_mean *= 1.0 - momentum
             running_mean += (momentum * mean).astype(running_mean.dtype)

@@ -3,6 +3,7 @@ kernels: the row reductions (sum of squares, sum of dy * x) are the ``reduce`` k
 is elementwise. The learned scale g stays a (1,) device array that broadcasts, so no step reads
 it back to the host (the CPU path takes it as a Python float).
 """
+import math
 
 
 def _xp():
@@ -13,7 +14,7 @@ def _xp():
 def scale_norm_function_forward(ctx, x, scale, eps):
     xp = _xp()
     d = x.shape[-1]
-    x2 = xp.ascontiguousarray(x).reshape(-1, d)
+    x2 = xp.ascontiguousarray(x).reshape(math.prod(x.shape[:-1]), d)   # (a -1 is ambiguous for an empty x)
     inv = 1.0 / xp.maximum(xp.sqrt((x2 * x2).sum(axis=1, keepdims=True)), eps)   # (n, 1)
     g = scale.reshape(1, 1) if hasattr(scale, "shape") else float(scale)
     ctx.save_for_backward(x2, inv, g)

@@ -9,6 +9,7 @@ import numpy as np
 from ...ops.normalization.batch_norm import BatchNormFunction
 from ...ops.normalization.group_norm import GroupNormFunction
 from ...ops.normalization.instance_norm import InstanceNormFunction
+from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
 
 
@@ -37,6 +38,12 @@ def _check_momentum(op, momentum):
         raise TypeError(f"{op}: expected momentum to be a float, got {momentum!r} (momentum=None, the "
                         "cumulative average, needs num_batches_tracked: use the module, which passes "
                         "1 / num_batches_tracked)")
+
+
+def _check_dtypes(op, x, running_mean, running_var, weight, bias):
+    """The parameters and running statistics in x's dtype, or float32 for a float16 x (as PyTorch)."""
+    check_same_dtype(op, [("input", x), ("running_mean", running_mean), ("running_var", running_var),
+                          ("weight", weight), ("bias", bias)], float16_with_float32=True)
 
 
 def _verify_batch_size(shape):
@@ -82,7 +89,10 @@ def _device_mask(op, m, x):
 
 def check_real_tokens(m, x):
     """Training needs more than one real token per channel; on a device the count is checked
-    there and reported at the next read (no host round trip)."""
+    there and reported at the next read (no host round trip). An empty batch (no sample, or no
+    position) passes: as unmasked BatchNorm on an empty batch, its output is empty."""
+    if m.size == 0:
+        return
     if type(m) is not np.ndarray:
         from ...backends import device_of, get
         get(device_of(m)).assert_all(m.sum() > 1, ValueError,
@@ -108,6 +118,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):
         _check_channel_tensor("batch_norm", name, t, c, x)
+    _check_dtypes("batch_norm", x, running_mean, running_var, weight, bias)
     if training:
         _check_momentum("batch_norm", momentum)
         _verify_batch_size(x.shape)
@@ -130,6 +141,7 @@ def masked_batch_norm(x, mask, running_mean, running_var, weight=None, bias=None
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):
         _check_channel_tensor("masked_batch_norm", name, t, c, x)
+    _check_dtypes("masked_batch_norm", x, running_mean, running_var, weight, bias)
     if training:
         _check_momentum("masked_batch_norm", momentum)
         check_real_tokens(m, x)
@@ -153,6 +165,7 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):
         _check_channel_tensor("instance_norm", name, t, c, x)
+    _check_dtypes("instance_norm", x, None, None, weight, bias)   # PyTorch converts the running stats here
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
@@ -175,4 +188,5 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
                          f"to be divisible by num_groups, got num_groups={num_groups!r}")
     _check_channel_tensor("group_norm", "weight", weight, c, x)
     _check_channel_tensor("group_norm", "bias", bias, c, x)
+    _check_dtypes("group_norm", x, None, None, weight, bias)
     return GroupNormFunction.apply(x, int(num_groups), weight, bias, float(eps))

@@ -17,9 +17,16 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if groups < 1 or in_channels % groups or out_channels % groups:
+        if groups < 1:
+            raise ValueError(f"Conv2d: groups must be a positive integer, got groups={groups!r}")
+        if in_channels < 0 or out_channels < 0:
+            raise RuntimeError(f"Conv2d: in_channels and out_channels must be non-negative, got "
+                               f"in_channels={in_channels}, out_channels={out_channels}")
+        if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
                              f"divisible by groups ({groups})")
+        if min(_pair(kernel_size)) < 1:     # PyTorch raises at the first forward; an empty kernel is never useful
+            raise RuntimeError(f"Conv2d: kernel_size must be positive, got kernel_size={kernel_size!r}")
         if padding_mode != "zeros":
             raise NotImplementedError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         if isinstance(padding, str) and padding not in ("same", "valid"):

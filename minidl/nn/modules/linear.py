@@ -30,6 +30,9 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = int(in_features), int(out_features)
+        if self.in_features < 0 or self.out_features < 0:
+            raise RuntimeError(f"Linear: in_features and out_features must be non-negative, got "
+                               f"in_features={in_features}, out_features={out_features}")
         self.weight = _empty((self.out_features, self.in_features), dtype)
         if bias:
             self.bias = _empty((self.out_features,), dtype)

@@ -14,6 +14,9 @@ class Embedding(Module):
         if max_norm is not None or scale_grad_by_freq or sparse:
             raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if self.num_embeddings < 0 or self.embedding_dim < 0:
+            raise RuntimeError(f"Embedding: num_embeddings and embedding_dim must be non-negative, got "
+                               f"num_embeddings={num_embeddings}, embedding_dim={embedding_dim}")
         if padding_idx is not None:
             if not -self.num_embeddings <= padding_idx < self.num_embeddings:
                 raise ValueError(f"Embedding: padding_idx {padding_idx} must be within num_embeddings "

@@ -9,8 +9,9 @@ Forward. For x of shape (N, C, *), channel c owns the M = N * prod(*) values x_i
     y_i = gamma * xhat_i + beta
 
 In training the running estimates are updated with the *unbiased* variance var * M / (M - 1):
-running = (1 - momentum) * running + momentum * batch. In eval, mean and var are the running
-estimates: constants.
+running = (1 - momentum) * running + momentum * batch. A batch without values (M = 0: no
+sample, or no position) leaves them as they are, as in PyTorch; its output is empty and its
+weight and bias gradients are 0. In eval, mean and var are the running estimates: constants.
 
 Backward (training). Write g_i = dL/dy_i. The affine part gives
 
@@ -45,6 +46,7 @@ import numpy as np
 from ...autograd.function import Function
 from ...backends import device_of
 from ...kernels.cpu import batch_norm as cpu_kernel
+from .._saved import keep_for_backward
 from ._dispatch import use_kernel
 
 
@@ -96,7 +98,7 @@ def batch_norm_backward_reference(dy, x, mean, rstd, weight=None, training=True,
     dweight = (g * xhat).sum(axis=axes)
     d = g if weight is None else g * _per_channel(weight, x)
     if training:
-        count = x.size / x.shape[1] if m is None else np.asarray(mask).sum()
+        count = x.size / max(x.shape[1], 1) if m is None else np.asarray(mask).sum()
         sum_d = d.sum(axis=axes, keepdims=True)
         sum_dxhat = (d * xhat).sum(axis=axes, keepdims=True)
         dx = rstd / count * (count * d - sum_d - xhat * sum_dxhat)
@@ -123,8 +125,8 @@ class BatchNormFunction(Function):
                 y, mean, rstd = cpu_kernel.batch_norm_forward(x, weight, bias, eps, mask)
             else:
                 y, mean, rstd = batch_norm_forward_reference(x, weight, bias, eps, mask)
-            if running_mean is not None or running_var is not None:
-                count = x.size / x.shape[1] if mask is None else float(np.count_nonzero(mask))
+            count = x.size / max(x.shape[1], 1) if mask is None else float(np.count_nonzero(mask))
+            if count > 0 and (running_mean is not None or running_var is not None):   # an empty batch estimates nothing
                 if running_mean is not None:
                     running_mean *= 1.0 - momentum
                     running_mean += (momentum * mean).astype(running_mean.dtype)
@@ -139,7 +141,7 @@ class BatchNormFunction(Function):
                 y = cpu_kernel.batch_norm_apply(x, mean, rstd, weight, bias, mask)
             else:
                 y, _, _ = batch_norm_forward_reference(x, weight, bias, eps, mask, stats=(mean, rstd))
-        ctx.save_for_backward(x, weight, mean, rstd, mask)
+        ctx.save_for_backward(x, weight, mean, rstd, keep_for_backward(ctx, mask))   # the caller's mask may change
         ctx.training = training
         ctx.bias_dtype = None if bias is None else bias.dtype
         return y

@@ -27,14 +27,19 @@ from ...kernels.cpu import group_norm as cpu_kernel
 from ._dispatch import use_kernel
 
 
+def _spatial(a):
+    """prod(*) of an (N, C, *) array (spelled out: a -1 in reshape is ambiguous for an empty array)."""
+    return int(np.prod(a.shape[2:]))
+
+
 def _grouped(a, num_groups):
     """(N, C, *) -> (N, G, K * prod(*)): one row per (sample, group)."""
-    return a.reshape(a.shape[0], num_groups, -1)
+    return a.reshape(a.shape[0], num_groups, a.shape[1] // num_groups * _spatial(a))
 
 
 def _channel_sum(a):
     """(N, C, *) -> (C,): sum over every axis but the channels."""
-    return a.reshape(a.shape[0], a.shape[1], -1).sum(axis=(0, 2))
+    return a.reshape(a.shape[0], a.shape[1], _spatial(a)).sum(axis=(0, 2))
 
 
 def _affine(y, weight, bias):

@@ -17,7 +17,8 @@ BatchNorm's derivation (batch_norm.py) run over one instance:
 With ``use_input_stats=False`` (eval with running statistics) the statistics are per-channel
 constants and the op is BatchNorm's eval mode (see batch_norm.BatchNormFunction). The running
 estimates, when tracked, are updated with the batch average of the instances' mean and
-unbiased variance, as PyTorch does.
+unbiased variance, as PyTorch does; an input without values (no sample, or no position)
+leaves them as they are.
 """
 import numpy as np
 
@@ -29,7 +30,7 @@ from ._dispatch import use_kernel
 
 def _rows(a):
     """(N, C, *) -> (N, C, M)."""
-    return a.reshape(a.shape[0], a.shape[1], -1)
+    return a.reshape(a.shape[0], a.shape[1], int(np.prod(a.shape[2:])))
 
 
 def instance_norm_forward_reference(x, weight=None, bias=None, eps=1e-5):
@@ -73,7 +74,9 @@ class InstanceNormFunction(Function):
             y, mean, rstd = cpu_kernel.instance_norm_forward(x, weight, bias, eps)
         else:
             y, mean, rstd = instance_norm_forward_reference(x, weight, bias, eps)
-        m = x.size // (x.shape[0] * x.shape[1])
+        m = int(np.prod(x.shape[2:]))
+        if x.size == 0:     # no instance, or instances of no values: nothing to fold into the estimates
+            running_mean = running_var = None
         if running_mean is not None:
             running_mean *= 1.0 - momentum
             running_mean += (momentum * mean.mean(axis=0)).astype(running_mean.dtype)

@@ -61,13 +61,13 @@ def layer_norm_forward_reference(x, weight, bias, eps):
 
 def layer_norm_backward_reference(dy, x, mean, rstd, weight):
     """dx, dweight, dbias (the latter two float64, summed over every leading axis)."""
-    d = x.shape[-1]
     xhat = (x.astype(np.float64) - mean[..., None]) * rstd[..., None]
     dyf = dy.astype(np.float64)
     g = dyf * weight if weight is not None else dyf
     dx = rstd[..., None] * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
-    dweight = (dyf * xhat).reshape(-1, d).sum(axis=0)
-    dbias = dyf.reshape(-1, d).sum(axis=0)
+    leading = tuple(range(x.ndim - 1))
+    dweight = (dyf * xhat).sum(axis=leading)
+    dbias = dyf.sum(axis=leading)
     return dx.astype(x.dtype), dweight, dbias
 
 

@@ -45,12 +45,11 @@ def rms_norm_forward_reference(x, weight, eps):
 
 def rms_norm_backward_reference(dy, x, rstd, weight):
     """dx, dweight (float64, summed over every leading axis)."""
-    d = x.shape[-1]
     xhat = x.astype(np.float64) * rstd[..., None]
     dyf = dy.astype(np.float64)
     g = dyf * weight if weight is not None else dyf
     dx = rstd[..., None] * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))
-    dweight = (dyf * xhat).reshape(-1, d).sum(axis=0)
+    dweight = (dyf * xhat).sum(axis=tuple(range(x.ndim - 1)))
     return dx.astype(x.dtype), dweight
 
 
