@@ -8,7 +8,8 @@
 from . import autograd, backends, ops, random
 from .backends.blas_threads import shorten_blas_spin as _shorten_blas_spin
 from .backends.host_memory import keep_freed_memory as _keep_freed_memory
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                       set_grad_enabled)
 from .ops import cat, stack, where
 from .random import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor

@@ -150,9 +150,9 @@ def test_reductions(case, name, data):
             return  # the unbiased variance of one element is undefined (nan), as in PyTorch
         out, ref = t.var(dim, unbiased, keepdim), x.var(axis=axes, ddof=int(unbiased), keepdims=keepdim)
     elif name == "max":
-        out, ref = t.max(dim, keepdim), x.max(axis=axes, keepdims=keepdim)
+        out, ref = t.amax(dim, keepdim), x.max(axis=axes, keepdims=keepdim)
     else:
-        out, ref = t.min(dim, keepdim), x.min(axis=axes, keepdims=keepdim)
+        out, ref = t.amin(dim, keepdim), x.min(axis=axes, keepdims=keepdim)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
     assert out.shape == np.shape(ref)
     g = cotangent(out.shape)

@@ -1,18 +1,24 @@
 """The backward pass: reverse-mode differentiation over the recorded graph.
 
 The graph is made of Function nodes (see function.py); each non-leaf Tensor points at
-the node that produced it. ``backward(roots, grads)``:
+the node that produced it, and each node keeps, per input, the edge ``(node, output
+index)`` that input's gradient goes to. ``run(roots, grads)``:
 
 1. walks the graph from the roots with an explicit stack (no recursion, so a chain of
    100,000 ops is fine) and lists the nodes in reverse topological order, so that a node
    runs only after every node that consumes its outputs has passed its gradient back;
-2. runs each node's backward once, with the sum of the gradients of its outputs;
+2. runs each node's backward once, with the sum of the gradients of its outputs, after
+   the tensor hooks registered on those outputs (which may replace a gradient) and after
+   checking that nothing it saved was modified in place since (versions.py);
 3. adds the resulting gradients into leaf tensors' ``.grad`` (accumulating across calls),
    and frees each node's saved arrays unless ``retain_graph`` is set.
+
+With ``targets`` (``autograd.grad``) it instead returns the gradients of those tensors,
+runs only the nodes that lead to them and leaves every ``.grad`` alone.
 """
 import numpy as np
 
-from . import grad_mode
+from . import grad_mode, versions
 from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
@@ -33,9 +39,9 @@ def _topological_order(roots):
             raise RuntimeError(_FREED)
         visited.add(id(node))
         stack.append((node, True))
-        for t in node.inputs:
-            if t is not None and t._node is not None and id(t._node) not in visited:
-                stack.append((t._node, False))
+        for e in node.edges:
+            if e is not None and e[0] is not None and id(e[0]) not in visited:
+                stack.append((e[0], False))
     order.reverse()
     return order
 
@@ -45,28 +51,71 @@ def _shape_error(node, tensor, grad):
                        f"for an input of shape {tensor.shape}")
 
 
-def backward(roots, grads, retain_graph=False):
-    """Accumulate d(sum_i <grads[i], roots[i]>)/d(leaf) into every leaf that requires grad."""
+class _Targets:
+    """The tensors autograd.grad differentiates with respect to, and what reached them."""
+
+    def __init__(self, tensors):
+        self.keys = [id(t) if t._node is None else (id(t._node), t._out_index) for t in tensors]
+        self.grads = dict.fromkeys(self.keys)
+
+    def add(self, key, g):
+        old = self.grads[key]
+        self.grads[key] = g if old is None else old + g
+
+    def needed_nodes(self, order):
+        """The nodes whose backward leads to a target (only those need to run)."""
+        needed = set()
+        for node in reversed(order):     # inputs before consumers
+            for t, e in zip(node.inputs, node.edges):
+                if e is None:
+                    continue
+                src = e[0]
+                if (id(t) if src is None else (id(src), e[1])) in self.grads or id(src) in needed:
+                    needed.add(id(node))
+                    break
+        return needed
+
+
+def run(roots, grads, retain_graph=False, targets=None):
+    """Backpropagate d(sum_i <grads[i], roots[i]>). Without ``targets``: accumulate into the
+    ``.grad`` of every leaf that requires grad. With a list of ``targets``: return their
+    gradients (arrays, None where no gradient reached one) and touch no ``.grad``."""
     pending = {}        # id(node) -> list of output gradients
     owned = set()       # ids of arrays a leaf may not keep without copying
+    hooked = {}         # id(leaf) -> [leaf, summed gradient] for leaves whose hooks run first
+    capture = None if targets is None else _Targets(targets)
     for r, g in zip(roots, grads):
         if not r.requires_grad:
             raise RuntimeError("element of the tensors given to backward() does not require grad "
                                "and has no grad_fn")
         owned.add(id(g))
         if r._node is None:
-            _accumulate(r, g, owned)
+            _to_leaf(r, g, owned, hooked, capture)
         else:
-            _add_pending(pending, r, g)
+            _add_pending(pending, r._node, r._out_index, g)
 
     order = _topological_order(roots)
-    enabled = grad_mode._enabled
-    grad_mode._enabled = False   # backward formulas run on arrays; nothing in them is recorded
+    needed = None if capture is None else capture.needed_nodes(order)
+    state = grad_mode._state
+    enabled = state.enabled
+    state.enabled = False   # backward formulas run on arrays; nothing in them is recorded
     try:
         for node in order:
             gouts = pending.pop(id(node), None)
             if gouts is None:
                 continue
+            d = node.__dict__
+            if "_output_hooks" in d or "_retained" in d:
+                _output_hooks(node, gouts, owned, retain=capture is None)
+            if capture is not None:
+                for i, g in enumerate(gouts):
+                    key = (id(node), i)
+                    if g is not None and key in capture.grads:
+                        capture.add(key, g)
+                if id(node) not in needed:
+                    continue
+            if node._saved_versions is not None:
+                versions.check(node)
             if node.n_outputs > 1 and any(g is None for g in gouts):
                 # an output that never reached the roots contributes a zero gradient (on the
                 # device of the gradients that did)
@@ -80,8 +129,8 @@ def backward(roots, grads, retain_graph=False):
             if len(gins) != len(inputs):
                 raise RuntimeError(f"{type(node).__name__}.backward returned {len(gins)} gradients, "
                                    f"expected {len(inputs)} (one per forward argument)")
-            for t, g in zip(inputs, gins):
-                if g is None or t is None or not t._requires_grad:
+            for t, e, g in zip(inputs, node.edges, gins):
+                if g is None or e is None:
                     continue
                 if type(g) is not np.ndarray and np.ndim(g) == 0 and device_of(g) == "cpu":
                     g = np.asarray(g)
@@ -90,42 +139,107 @@ def backward(roots, grads, retain_graph=False):
                     _shape_error(node, t, g)
                 if g.dtype != data.dtype:  # e.g. a float64 constant in a backward: keep float32 graphs float32
                     g = g.astype(data.dtype)
-                if t._node is None:
-                    _accumulate(t, g, owned)
+                if e[0] is None:
+                    _to_leaf(t, g, owned, hooked, capture)
                 else:
-                    _add_pending(pending, t, g)
+                    _add_pending(pending, e[0], e[1], g)
             if not retain_graph:
                 node.__dict__.clear()
                 node.freed = True
+        for leaf, g in hooked.values():
+            _accumulate(leaf, _call_hooks(leaf._hooks, g), owned)
     finally:
-        grad_mode._enabled = enabled
+        state.enabled = enabled
+    if capture is None:
+        return None
+    return [_fresh(capture.grads[k], owned) for k in capture.keys]
 
 
-def _add_pending(pending, t, g):
-    """Add g to the gradient waiting for output ``t`` of its node."""
-    node = t._node
+def backward(roots, grads, retain_graph=False):
+    """Accumulate d(sum_i <grads[i], roots[i]>)/d(leaf) into every leaf that requires grad."""
+    run(roots, grads, retain_graph)
+
+
+def _to_leaf(leaf, g, owned, hooked, capture):
+    if capture is not None:
+        if id(leaf) in capture.grads:
+            capture.add(id(leaf), g)
+    elif leaf._hooks:
+        slot = hooked.get(id(leaf))
+        if slot is None:
+            hooked[id(leaf)] = [leaf, g]
+        else:
+            slot[1] = slot[1] + g
+    else:
+        _accumulate(leaf, g, owned)
+
+
+def _add_pending(pending, node, i, g):
+    """Add g to the gradient waiting for output ``i`` of ``node``."""
     slot = pending.get(id(node))
     if slot is None:
         if node.n_outputs == 1:
             pending[id(node)] = [g]
             return
         slot = pending[id(node)] = [None] * node.n_outputs
-    i = t._out_index
     slot[i] = g if slot[i] is None else slot[i] + g
+
+
+def _output_hooks(node, gouts, owned, retain):
+    """Run the hooks registered on the node's output tensors, then (with ``retain``) fill
+    the ``.grad`` of those that called retain_grad()."""
+    hooks = node.__dict__.get("_output_hooks", {})
+    for i, fns in hooks.items():
+        if gouts[i] is not None and fns:
+            gouts[i] = _call_hooks(fns, gouts[i])
+    for i, ref in (node.__dict__.get("_retained", {}) if retain else {}).items():
+        t = ref()
+        if t is not None and gouts[i] is not None and t._node is node:
+            _accumulate(t, gouts[i], owned)
+
+
+def _call_hooks(hooks, g):
+    """Pass g through each hook in turn; a hook returning a Tensor replaces it."""
+    Tensor = _tensor_class()
+    for fn in list(hooks.values()):
+        out = fn(Tensor._wrap(g, None, 0))
+        if out is None:
+            continue
+        name = getattr(fn, "__name__", type(fn).__name__)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"hook {name!r} returned a {type(out).__name__}; expected a Tensor or None")
+        if out.shape != g.shape:
+            raise RuntimeError(f"hook {name!r} has changed the size of value: it returned a gradient of shape "
+                               f"{list(out.shape)} for a tensor of shape {list(g.shape)}")
+        if out.dtype != g.dtype:
+            raise RuntimeError(f"hook {name!r} has changed the type of value: it returned dtype {out.dtype} "
+                               f"for a gradient of dtype {g.dtype}")
+        g = out._data
+    return g
+
+
+def _fresh(g, owned):
+    """g as an array no one else holds (copied if it may be shared), wrapped in a Tensor."""
+    if g is None:
+        return None
+    if id(g) in owned or getattr(g, "base", None) is not None or not g.flags.writeable:
+        g = g.copy()
+    owned.add(id(g))
+    return _tensor_class()._wrap(g, None, 0)
 
 
 def _accumulate(leaf, g, owned):
     """Add g into leaf.grad. A fresh array that no one else holds is kept as it is; any
     other (a view, the caller's gradient, one already given to another leaf) is copied,
     so that no two .grad arrays ever share memory."""
-    grad = leaf.grad
+    grad = leaf._grad
     if g.dtype != leaf._data.dtype:
         g = g.astype(leaf._data.dtype)
     elif grad is None and (g.base is not None or id(g) in owned or not g.flags.writeable):
         g = g.copy()
     owned.add(id(g))
     if grad is None:
-        leaf.grad = _tensor_class()._wrap(g, None, 0)
+        leaf._grad = _tensor_class()._wrap(g, None, 0)
     else:
         acc = grad._data
         acc += g

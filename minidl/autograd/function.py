@@ -20,16 +20,30 @@ Arguments that are not Tensors (dims, flags, Python numbers) reach forward uncha
 get ``None`` as their gradient. backward returns one gradient per forward argument (a
 single value when forward took one argument); ``None`` means "no gradient".
 
-The ``ctx`` object *is* the graph node: ``apply`` records on it the input tensors, and the
-engine later calls ``backward(ctx, ...)`` and then frees what the node saved.
+The ``ctx`` object *is* the graph node: ``apply`` records on it the input tensors and, per
+input, the edge ``(node, output index)`` its gradient flows to (or None where no gradient is
+needed); the engine later calls ``backward(ctx, ...)`` and then frees what the node saved.
+Edges are taken when the node is built because an in-place op later gives its tensor a new
+history, while this node must still send its gradient to the tensor's old one.
+
+``apply`` also keeps two promises of the version counters (``versions.py``): an output
+that lives in an input's memory (a view) shares that input's counter, and a recorded node
+notes the versions of the tensors whose memory holds what the forward saved.
 """
-from . import grad_mode
+import numpy as np
+
+from . import grad_mode, versions
+
+_ndarray = np.ndarray
+_LEAF = (None, 0)   # the edge to a leaf: the engine finds the leaf itself in ctx.inputs
 
 
 class Function:
     # set on each node by apply
     inputs = ()             # the forward arguments that are Tensors (None elsewhere)
+    edges = ()              # per forward argument: (node, output index) its gradient goes to, or None
     needs_input_grad = ()   # per forward argument: does it need a gradient?
+    _saved_versions = None  # what versions.check compares before backward
     n_outputs = 1
     freed = False
 
@@ -48,8 +62,8 @@ class Function:
     @classmethod
     def apply(cls, *args):
         Tensor = _Tensor or _load_tensor()
-        record = grad_mode._enabled
-        arrays, tensors, needs = [], [], []
+        record = grad_mode._state.enabled
+        arrays, tensors, needs, edges = [], [], [], []
         any_needs = False
         array_type = None   # all Tensor arguments must live on one device: same array type
         for a in args:
@@ -63,11 +77,13 @@ class Function:
                 tensors.append(a)
                 n = record and a._requires_grad
                 needs.append(n)
+                edges.append(None if not n else _LEAF if a._node is None else (a._node, a._out_index))
                 any_needs = any_needs or n
             else:
                 arrays.append(a)
                 tensors.append(None)
                 needs.append(False)
+                edges.append(None)
 
         ctx = cls.__new__(cls)
         ctx.needs_input_grad = tuple(needs)
@@ -79,10 +95,13 @@ class Function:
             ctx.n_outputs = len(out)
             ctx.output_meta = [(o.shape, o.dtype) for o in outs]
         else:
-            outs = Tensor._wrap(out, node, 0)
+            outs = (Tensor._wrap(out, node, 0),)
+        _share_counters(outs, tensors)
         if any_needs:
             ctx.inputs = tuple(tensors)
-        return outs
+            ctx.edges = tuple(edges)
+            versions.snapshot(ctx, outs)
+        return outs if isinstance(out, tuple) else outs[0]
 
 
 _Tensor = None
@@ -94,6 +113,34 @@ def _load_tensor():
     from ..tensor.tensor import Tensor
     _Tensor = Tensor
     return Tensor
+
+
+def _share_counters(outs, tensors):
+    """An output that views an input's memory shares the input's version counter, and
+    remembers (as ``_base``) the tensor whose memory it views."""
+    storage_of = versions.storage_of
+    roots = None
+    for o in outs:
+        data = o._data
+        if type(data) is _ndarray and data.base is None:
+            # owns its memory: a fresh result (the common case) or an input passed through
+            for t in tensors:
+                if t is not None and t._data is data:
+                    _view_of(o, t)
+                    break
+            continue
+        if roots is None:
+            roots = [(storage_of(t._data), t) for t in tensors if t is not None]
+        root = storage_of(data)
+        for r, t in roots:
+            if r is root:
+                _view_of(o, t)
+                break
+
+
+def _view_of(view, t):
+    view._version_counter = t._version_counter
+    view._base = t if t._base is None else t._base
 
 
 def _check_same_device(cls, args):

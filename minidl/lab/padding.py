@@ -63,9 +63,9 @@ def accuracy(model, batches, train_mode):
             model.train(train_mode)
             pred = model(tensor(ids), kpm).numpy().argmax(1)
             for m, rm, rv, nbt in saved:
-                m.running_mean.data[...] = rm
-                m.running_var.data[...] = rv
-                m.num_batches_tracked.data[...] = nbt
+                m.running_mean._data[...] = rm
+                m.running_var._data[...] = rv
+                m.num_batches_tracked._data[...] = nbt
             correct += int((pred == y).sum())
             total += len(y)
     model.train()

@@ -37,10 +37,10 @@ def accuracy(model, x, y, batch, train_mode):
             logits = model(tensor(x[i:i + batch])).numpy()
             if train_mode:  # undo the running-statistics update this forward made
                 for m, rm, rv, nbt in state:
-                    m.running_mean.data[...] = rm
-                    m.running_var.data[...] = rv
+                    m.running_mean._data[...] = rm
+                    m.running_var._data[...] = rv
                     if nbt is not None:
-                        m.num_batches_tracked.data[...] = nbt
+                        m.num_batches_tracked._data[...] = nbt
             correct += int((logits.argmax(1) == y[i:i + batch]).sum())
     model.train()
     n = (len(x) // batch) * batch

@@ -14,8 +14,7 @@ class Parameter(Tensor):
             array = data._data
         else:
             array = np.asarray(data)
-        p = object.__new__(cls)
-        p._data, p._node, p._out_index, p._requires_grad, p.grad = array, None, 0, False, None
+        p = cls._wrap(array, None, 0)
         if requires_grad:
             p.requires_grad_(True)
         return p

@@ -1,23 +1,36 @@
 """Tensor: an array (NumPy on the CPU) plus what autograd needs to know about it.
 
 A Tensor holds
-- ``_data``: the array itself (read it with ``.numpy()`` or ``.data``);
+- ``_data``: the array itself (``.numpy()`` gives it on the host; ``.data`` is a Tensor
+  over the same memory, cut from the graph, as in PyTorch);
 - ``requires_grad`` and ``grad``: whether to compute d(loss)/d(this), and where it lands;
 - ``_node`` / ``_out_index``: the Function node that produced it (None for leaves), used by
-  the engine to walk the graph backwards.
+  the engine to walk the graph backwards;
+- ``_version_counter``: bumped by every in-place write, shared with the tensors that view
+  the same memory (see autograd/versions.py);
+- ``_base``: for a view made by an op (reshape, a slice...), the tensor whose memory it
+  views (None otherwise);
+- ``_hooks``: the gradient hooks of a leaf (a non-leaf's live on its node).
+
+The in-place methods (``add_``, ``+=``, ``fill_``...) are in inplace.py.
 
 Every differentiable method is a thin call into ``minidl.ops``, where the op's forward
 and backward are written out; this file only routes and wraps.
 """
+import weakref
+
 import numpy as np
 
 from .. import backends
-from ..autograd import engine, grad_mode
+from ..autograd import api, hooks
+from ..autograd.versions import VersionCounter
 from . import dtype as dtypes
+from .inplace import InplaceMethods, apply_inplace
 
 
-class Tensor:
-    __slots__ = ("_data", "_node", "_out_index", "_requires_grad", "grad", "__weakref__")
+class Tensor(InplaceMethods):
+    __slots__ = ("_data", "_node", "_out_index", "_requires_grad", "_grad", "_version_counter", "_base", "_hooks",
+                 "__weakref__")
     __array_priority__ = 1000  # so ndarray <op> Tensor defers to Tensor's reflected operators
 
     # construction --------------------------------------------------------------
@@ -30,18 +43,57 @@ class Tensor:
         t._node = node
         t._out_index = index
         t._requires_grad = node is not None and array.dtype.kind == "f"
-        t.grad = None
+        t._grad = None
+        t._version_counter = VersionCounter()
+        t._base = None
+        t._hooks = None
         return t
 
     # attributes ------------------------------------------------------------------
     @property
     def data(self):
-        """The underlying array (an ndarray on the CPU). Writing to it bypasses autograd."""
-        return self._data
+        """A Tensor over the same memory, outside the graph, with a version counter of its
+        own: as in PyTorch, writes through ``.data`` are not seen by autograd's checks."""
+        return Tensor._wrap(self._data, None, 0)
 
     @data.setter
-    def data(self, array):
-        self._data = array._data if isinstance(array, Tensor) else array
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        self._data = value._data
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward() (None until then). It may be assigned a
+        Tensor of this tensor's shape, dtype and device, or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "
+                                   f"size '{list(self.shape)}'. Please ensure that the gradient and the tensor are "
+                                   "the same size")
+            if value.dtype != self.dtype:
+                raise RuntimeError(f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor with "
+                                   f"dtype '{self.dtype}'; the gradient must have the tensor's dtype")
+            if value.device != self.device:
+                raise RuntimeError(f"attempting to assign a gradient on device '{value.device}' to a tensor on "
+                                   f"device '{self.device}'")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
+    def _version(self):
+        """How many in-place writes this tensor's memory has seen (shared with its views)."""
+        return self._version_counter.value
 
     @property
     def shape(self):
@@ -130,8 +182,15 @@ class Tensor:
         return int(self.item())
 
     def detach(self):
-        """The same values, cut from the graph (shares memory)."""
-        return Tensor._wrap(self._data, None, 0)
+        """The same values, cut from the graph (shares memory and the version counter)."""
+        t = Tensor._wrap(self._data, None, 0)
+        t._version_counter = self._version_counter
+        return t
+
+    def detach_(self):
+        """Cut this tensor from the graph, in place: it becomes a leaf."""
+        self._node, self._out_index, self._requires_grad = None, 0, False
+        return self
 
     def clone(self):
         return _ops.clone(self)
@@ -176,59 +235,39 @@ class Tensor:
     def type_as(self, other):
         return self.to(other.dtype)
 
-    # in place (never recorded in the graph; for initialisation and optimizers) ------------
-    def _check_inplace(self, op):
-        if grad_mode.is_grad_enabled() and self.requires_grad and self.is_leaf:
-            raise RuntimeError(f"a leaf tensor that requires grad is used in an in-place {op}; "
-                               "wrap it in md.no_grad()")
-
-    def zero_(self):
-        self._check_inplace("zero_")
-        self._data[...] = 0
-        return self
-
-    def fill_(self, value):
-        self._check_inplace("fill_")
-        self._data[...] = value
-        return self
-
-    def copy_(self, src):
-        self._check_inplace("copy_")
-        src = src._data if isinstance(src, Tensor) else src
-        if np.shape(src) != self.shape and np.broadcast_shapes(np.shape(src), self.shape) != self.shape:
-            raise RuntimeError(f"copy_: cannot copy shape {np.shape(src)} into shape {self.shape}")
-        self._data[...] = src
-        return self
-
-    def uniform_(self, a=0.0, b=1.0):
-        from .. import random
-        self._check_inplace("uniform_")
-        self._data[...] = random.generator().uniform(a, b, self.shape)
-        return self
-
-    def normal_(self, mean=0.0, std=1.0):
-        from .. import random
-        self._check_inplace("normal_")
-        self._data[...] = random.generator().normal(mean, std, self.shape)
-        return self
-
     # autograd --------------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) (times ``gradient``) into every leaf's ``.grad``."""
-        if gradient is None:
-            data = self._data
-            if data.size != 1:
-                raise RuntimeError(f"grad can be implicitly created only for scalar outputs, but this tensor "
-                                   f"has shape {self.shape}; pass backward(gradient=...) of that shape")
-            xp = np if type(data) is np.ndarray else backends.get(self.device).xp
-            g = xp.ones(data.shape, dtype=data.dtype)
-        else:
-            g = gradient._data if isinstance(gradient, Tensor) else np.asarray(gradient, dtype=self.dtype)
-            if g.shape != self.shape:
-                raise RuntimeError(f"backward: gradient has shape {g.shape} but the tensor has shape {self.shape}")
-            if g.dtype != self.dtype:
-                g = g.astype(self.dtype)
-        engine.backward([self], [g], retain_graph=retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) (times ``gradient``) into every leaf's ``.grad`` (or
+        only into ``inputs``'); see autograd.backward."""
+        api.backward(self, None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` with this tensor's gradient each time it is computed; a
+        Tensor it returns (of the same shape and dtype) replaces the gradient. Returns a
+        handle whose ``remove()`` unregisters the hook."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._node is None:
+            if self._hooks is None:
+                self._hooks = hooks.HookDict()
+            return hooks.add(self._hooks, hook)
+        per_output = self._node.__dict__.setdefault("_output_hooks", {})
+        return hooks.add(per_output.setdefault(self._out_index, hooks.HookDict()), hook)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` during backward (leaves always do)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._node is not None:
+            self._node.__dict__.setdefault("_retained", {})[self._out_index] = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        node = self._node
+        if node is None:
+            return False
+        ref = node.__dict__.get("_retained", {}).get(self._out_index)
+        return ref is not None and ref() is self
 
     # printing --------------------------------------------------------------------
     def __repr__(self):
@@ -263,6 +302,11 @@ class Tensor:
     def __abs__(self): return _ops.abs(self)
     def __getitem__(self, index): return _ops.getitem(self, index)
 
+    def __setitem__(self, index, value):
+        """``x[index] = value`` in place; differentiable for x and value (ops/setitem.py)."""
+        from ..ops.setitem import setitem
+        apply_inplace(self, "index assignment", lambda old: setitem(old, index, value), value)
+
     # comparisons give bool tensors and are not differentiable
     def __lt__(self, o): return _ops.compare("less", self, o)
     def __le__(self, o): return _ops.compare("less_equal", self, o)
@@ -296,8 +340,28 @@ class Tensor:
     def mean(self, dim=None, keepdim=False): return _ops.mean(self, dim, keepdim)
     def var(self, dim=None, unbiased=True, keepdim=False): return _ops.var(self, dim, unbiased, keepdim)
     def std(self, dim=None, unbiased=True, keepdim=False): return _ops.var(self, dim, unbiased, keepdim).sqrt()
-    def max(self, dim=None, keepdim=False): return _ops.max(self, dim, keepdim)
-    def min(self, dim=None, keepdim=False): return _ops.min(self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        """max() of all elements is a Tensor; max(dim) is the named tuple (values, indices)."""
+        if dim is None:
+            return _ops.max(self, None, keepdim)
+        return _selection.max_dim(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        if dim is None:
+            return _ops.min(self, None, keepdim)
+        return _selection.min_dim(self, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False): return _ops.max(self, dim, keepdim)
+    def amin(self, dim=None, keepdim=False): return _ops.min(self, dim, keepdim)
+    def sort(self, dim=-1, descending=False, stable=False): return _selection.sort(self, dim, descending, stable)
+    def argsort(self, dim=-1, descending=False, stable=False):
+        return _selection.argsort(self, dim, descending, stable)
+    def topk(self, k, dim=-1, largest=True, sorted=True): return _selection.topk(self, k, dim, largest, sorted)
+    def kthvalue(self, k, dim=-1, keepdim=False): return _selection.kthvalue(self, k, dim, keepdim)
+    def median(self, dim=None, keepdim=False): return _selection.median(self, dim, keepdim)
+    def mode(self, dim=-1, keepdim=False): return _selection.mode(self, dim, keepdim)
+
     def argmax(self, dim=None, keepdim=False): return _ops.argmax(self, dim, keepdim)
     def argmin(self, dim=None, keepdim=False): return _ops.argmin(self, dim, keepdim)
     def softmax(self, dim): return _ops.softmax(self, dim)
@@ -346,3 +410,4 @@ def _as_array(value):
 
 
 from .. import ops as _ops  # noqa: E402  (ops need Tensor defined first)
+from ..ops import selection as _selection  # noqa: E402

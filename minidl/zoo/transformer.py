@@ -158,12 +158,12 @@ class TransformerBlock(nn.Module):
         d = self.attn.d_model
         w = self.attn.qkv.weight
         for i, gain in enumerate((1.0, 1.0, beta)):
-            w.data[i * d:(i + 1) * d] = _xavier_normal((d, d), gain, w.dtype)
+            w._data[i * d:(i + 1) * d] = _xavier_normal((d, d), gain, w.dtype)
         for lin in (self.attn.proj, self.mlp.fc1, self.mlp.fc2):
-            lin.weight.data[...] = _xavier_normal(lin.weight.shape, beta, lin.weight.dtype)
+            lin.weight._data[...] = _xavier_normal(lin.weight.shape, beta, lin.weight.dtype)
         for lin in (self.attn.qkv, self.attn.proj, self.mlp.fc1, self.mlp.fc2):
             if lin.bias is not None:
-                lin.bias.data[...] = 0
+                lin.bias._data[...] = 0
 
     def forward(self, x, key_padding_mask=None):
         kpm = key_padding_mask

@@ -49,15 +49,15 @@ class _NormBase(Module):
 
     def reset_running_stats(self):
         if self.track_running_stats:
-            self.running_mean.data[...] = 0
-            self.running_var.data[...] = 1
-            self.num_batches_tracked.data[...] = 0
+            self.running_mean._data[...] = 0
+            self.running_var._data[...] = 1
+            self.num_batches_tracked._data[...] = 0
 
     def reset_parameters(self):
         self.reset_running_stats()
         if self.affine:
-            self.weight.data[...] = 1
-            self.bias.data[...] = 0
+            self.weight._data[...] = 1
+            self.bias._data[...] = 0
 
     def _check_channels(self, x):
         if x.shape[1] != self.num_features:
@@ -92,9 +92,9 @@ class _BatchNorm(_NormBase):
                 check_real_tokens(mask, x)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked._data[...] += 1
             if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.data)
+                factor = 1.0 / float(self.num_batches_tracked._data)
         return factor, bn_training
 
     def _running(self):

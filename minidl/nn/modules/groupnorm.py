@@ -34,8 +34,8 @@ class GroupNorm(Module):
 
     def reset_parameters(self):
         if self.affine:
-            self.weight.data[...] = 1
-            self.bias.data[...] = 0
+            self.weight._data[...] = 1
+            self.bias._data[...] = 0
 
     def forward(self, x):
         if not isinstance(x, Tensor):

@@ -5,13 +5,70 @@ parameters (``Parameter``), buffers (tensors that are state but not learned, suc
 BatchNorm's running mean, added with ``register_buffer``) and child modules. Everything
 else (``parameters()``, ``state_dict()``, ``to()``, ``train()``) walks these.
 """
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import numpy as np
 
 from ...tensor import dtype as dtypes
+from ...autograd import hooks as _autograd_hooks
 from ...tensor.tensor import Tensor
 from ..parameter import Parameter
+from . import hooks as _module_hooks
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What ``load_state_dict`` returns, as in PyTorch: the model's keys the dict lacked,
+    and the dict's keys the model lacks."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _loadable(key, value, target):
+    """(value as an array that can be copied into ``target``, None), or (None, what is wrong)."""
+    received = type(value).__name__
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    try:
+        src = np.asarray(value)
+    except (TypeError, ValueError) as exc:     # e.g. a ragged list
+        src, received = None, f"{received} ({exc})"
+    if src is None or src.dtype.kind not in "biufc":
+        return None, (f'While copying the parameter named "{key}", expected a Tensor or array of numbers from '
+                      f"checkpoint but received {received if src is None else f'{received} of dtype {src.dtype}'}")
+    shape = tuple(target.shape)
+    if src.shape != shape:
+        return None, (f"size mismatch for {key}: copying a param with shape {src.shape} from checkpoint, "
+                      f"the shape in current model is {shape}.")
+    why = _cast_problem(src, np.dtype(target.dtype))
+    if why is not None:
+        return None, (f"dtype mismatch for {key}: cannot copy a param of dtype {src.dtype} from checkpoint "
+                      f"into the dtype {target.dtype} in current model: {why}.")
+    return src.astype(target.dtype, copy=False), None
+
+
+def _cast_problem(src, dtype):
+    """Why ``src``'s values would change on becoming ``dtype`` beyond float rounding, or None.
+    (PyTorch's copy_ would silently drop imaginary parts and truncate to integers.)"""
+    kind, to = src.dtype.kind, dtype.kind
+    if kind == "c" and to != "c":
+        return "its values are complex"
+    if to in "fc" or kind == "b" or (kind in "iu" and to in "iu" and np.can_cast(src.dtype, dtype)) or not src.size:
+        return None
+    if kind == "f" and not np.all(np.isfinite(src)):
+        return "it holds inf or nan"
+    if kind == "f" and not np.array_equal(src, np.trunc(src)):
+        return "it holds values that are not whole numbers"
+    low, high = (0, 1) if to == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    if src.min() < low or src.max() > high:
+        return f"it holds values outside [{low}, {high}]"
+    return None
 
 
 class Module:
@@ -138,70 +195,66 @@ class Module:
         return self
 
     # state -------------------------------------------------------------------------
-    def state_dict(self, prefix=""):
-        """An ordered dict name -> Tensor of every parameter and persistent buffer (shared
-        memory, detached), named as PyTorch names them (``layer.0.weight``)."""
-        out = OrderedDict()
+    def _named_state(self, prefix=""):
+        """(name, tensor) of every parameter and persistent buffer, named as PyTorch names them."""
         for mname, m in self.named_modules(prefix.rstrip(".")):
             pre = f"{mname}." if mname else ""
             for n, p in m._parameters.items():
                 if p is not None:
-                    out[pre + n] = p.detach()
+                    yield pre + n, p
             for n, b in m._buffers.items():
                 if b is not None and n not in m._non_persistent:
-                    out[pre + n] = b.detach()
-        return out
+                    yield pre + n, b
+
+    def state_dict(self, prefix=""):
+        """An ordered dict name -> Tensor of every parameter and persistent buffer (shared
+        memory, detached), named as PyTorch names them (``layer.0.weight``)."""
+        return OrderedDict((name, t.detach()) for name, t in self._named_state(prefix))
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy values into this module's parameters and buffers. With ``strict``, missing or
-        unexpected keys are an error; a shape mismatch always is. Every problem is listed."""
-        own = OrderedDict()
-        for mname, m in self.named_modules():
-            pre = f"{mname}." if mname else ""
-            for n, p in m._parameters.items():
-                if p is not None:
-                    own[pre + n] = p
-            for n, b in m._buffers.items():
-                if b is not None and n not in m._non_persistent:
-                    own[pre + n] = b
+        """Copy values into this module's parameters and buffers, as PyTorch: with ``strict``,
+        missing or unexpected keys are an error; a value of another shape, or one that cannot
+        take the entry's dtype without changing its values, always is. Every entry is checked
+        before any is copied, so a failed load changes nothing; the RuntimeError lists every
+        problem, naming each key. Returns ``(missing_keys, unexpected_keys)``."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        own = OrderedDict(self._named_state())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
-        mismatched = []
-        for k, target in own.items():
-            if k in state_dict:
-                src = state_dict[k]
-                src = src.numpy() if isinstance(src, Tensor) else np.asarray(src)
-                if src.shape != target.shape:
-                    mismatched.append(f"{k}: expected shape {tuple(target.shape)}, got {tuple(src.shape)}")
-        problems = []
-        if strict and missing:
-            problems.append("missing keys: " + ", ".join(missing))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
-        if mismatched:
-            problems.append("shape mismatch: " + "; ".join(mismatched))
-        if problems:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  " + "\n  ".join(problems))
-        for k, target in own.items():
-            if k in state_dict:
-                src = state_dict[k]
-                src = src.numpy() if isinstance(src, Tensor) else np.asarray(src)
-                target._data[...] = src.astype(target.dtype, copy=False)
-        return missing, unexpected
+        errors, values = [], {}
+        for key, target in own.items():
+            if key in state_dict:
+                value, problem = _loadable(key, state_dict[key], target)
+                if problem is None:
+                    values[key] = value
+                else:
+                    errors.append(problem)
+        if strict:
+            listed = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
+                      for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys]
+            errors = listed + errors
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        for key, value in values.items():
+            own[key]._data[...] = value
+        return _IncompatibleKeys(missing, unexpected)
 
     # dtype / device ----------------------------------------------------------------
     def _convert(self, fn):
+        """Apply ``fn`` (Tensor -> Tensor) to every parameter, its gradient and every buffer,
+        swapping in the result's storage: the objects themselves stay, so weights tied
+        between modules stay tied (converted once) and an optimizer built before still
+        holds the model's parameters."""
+        seen = set()
         for m in self.modules():
-            for n, p in list(m._parameters.items()):
-                if p is not None:
-                    new = Parameter(fn(p.detach()), requires_grad=p.requires_grad)
-                    m._parameters[n] = new
-                    object.__setattr__(m, n, new)
-            for n, b in list(m._buffers.items()):
-                if b is not None:
-                    nb = fn(b.detach())
-                    m._buffers[n] = nb
-                    object.__setattr__(m, n, nb)
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                t._data = fn(t.detach())._data
+                if t._grad is not None:
+                    t._grad._data = fn(t._grad.detach())._data
         return self
 
     def to(self, *args, **kwargs):
@@ -238,7 +291,32 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        pre, post, back = d.get("_forward_pre_hooks"), d.get("_forward_hooks"), d.get("_backward_hooks")
+        if not (pre or post or back):
+            return self.forward(*args, **kwargs)
+        return _module_hooks.call(self, args, kwargs, pre or {}, post or {}, back or {})
+
+    # hooks (see hooks.py) ------------------------------------------------------------
+    def _hook_dict(self, name):
+        registry = self.__dict__.get(name)
+        if registry is None:
+            registry = _autograd_hooks.HookDict()
+            object.__setattr__(self, name, registry)
+        return registry
+
+    def register_forward_pre_hook(self, hook):
+        """``hook(module, args)`` runs before forward; a non-None return replaces args."""
+        return _autograd_hooks.add(self._hook_dict("_forward_pre_hooks"), hook)
+
+    def register_forward_hook(self, hook):
+        """``hook(module, args, output)`` runs after forward; a non-None return replaces output."""
+        return _autograd_hooks.add(self._hook_dict("_forward_hooks"), hook)
+
+    def register_full_backward_hook(self, hook):
+        """``hook(module, grad_input, grad_output)`` runs once the gradients with respect to
+        the module's tensor inputs are known; a non-None return replaces grad_input."""
+        return _autograd_hooks.add(self._hook_dict("_backward_hooks"), hook)
 
     # printing ----------------------------------------------------------------------
     def extra_repr(self):

@@ -45,9 +45,9 @@ class LayerNorm(Module):
 
     def reset_parameters(self):
         if self.weight is not None:
-            self.weight.data[...] = 1
+            self.weight._data[...] = 1
         if self.bias is not None:
-            self.bias.data[...] = 0
+            self.bias._data[...] = 0
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -73,7 +73,7 @@ class RMSNorm(Module):
 
     def reset_parameters(self):
         if self.weight is not None:
-            self.weight.data[...] = 1
+            self.weight._data[...] = 1
 
     def forward(self, x):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -95,7 +95,7 @@ class ScaleNorm(Module):
         self.scale = Parameter(np.full((1,), math.sqrt(self.dim), np.float32))
 
     def reset_parameters(self):
-        self.scale.data[...] = math.sqrt(self.dim)
+        self.scale._data[...] = math.sqrt(self.dim)
 
     def _check(self, x):
         if x.ndim == 0 or x.shape[-1] != self.dim:

@@ -1,0 +1,187 @@
+"""In-place methods (``add_``, ``x += y``, ``fill_``, ``x[i] = v``...), as in PyTorch.
+
+Each one computes its result with the ordinary out-of-place op, then writes the values
+into the tensor's own memory (so every view of it sees them) and bumps its version
+counter (so a node that saved those values refuses to backpropagate; see
+autograd/versions.py). When the op is recorded in the graph, the tensor takes the
+result's history ("rebasing"): its gradient now flows through the op to the tensor's old
+history, which the op's node reached through the edges it took when it was built.
+
+The rules, PyTorch's:
+- in grad mode, a leaf that requires grad may not be written in place (the write would
+  be invisible to its gradient); under ``no_grad`` it may (``p -= lr * p.grad``);
+- the result must keep the tensor's shape (no broadcasting the tensor itself up) and be
+  castable to its dtype (float into an integer tensor is refused);
+- a write through a view that has to be recorded (the view or the operand requires grad)
+  is refused, rather than leaving the viewed tensor with a history that misses it.
+
+When the op is recorded, it reads a copy of the old values: the node may save them for its
+backward, and the write is about to overwrite the memory they live in.
+"""
+import numpy as np
+
+from ..autograd import grad_mode
+
+
+def _tensor_args(args):
+    from .tensor import Tensor
+    return [a for a in args if isinstance(a, Tensor)]
+
+
+def apply_inplace(t, name, compute, *args):
+    """Write ``compute(old)`` into t; ``args`` are the op's other operands."""
+    from .tensor import Tensor
+    others = _tensor_args(args)
+    record = grad_mode._state.enabled and (t._requires_grad or any(o._requires_grad for o in others))
+    if record:
+        _check_recordable(t, name)
+        old = Tensor._wrap(t._data.copy(), t._node, t._out_index)
+        old._requires_grad = t._requires_grad
+    else:
+        old = t
+    result = compute(old)
+    if result.shape != t.shape:
+        raise RuntimeError(f"{name}: output with shape {list(t.shape)} doesn't match the broadcast shape "
+                           f"{list(result.shape)}")
+    if result.dtype != t.dtype:
+        if not np.can_cast(result.dtype, t.dtype, "same_kind"):
+            raise RuntimeError(f"{name}: result type {result.dtype} can't be cast to the desired output type "
+                               f"{t.dtype}")
+        result = result.to(t.dtype)
+    t._data[...] = result._data
+    t._version_counter.value += 1
+    if result._node is not None:
+        t._node, t._out_index, t._requires_grad = result._node, result._out_index, True
+    return t
+
+
+def check_leaf(t, name):
+    """The check every in-place write makes, also those that compute nothing (``zero_``)."""
+    if grad_mode._state.enabled and t._requires_grad and t._node is None:
+        raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation. "
+                           f"({name}; to change a parameter's values, do it under md.no_grad())")
+
+
+def _check_recordable(t, name):
+    check_leaf(t, name)
+    base = t._base
+    if base is not None:
+        if base._requires_grad and base._node is None:
+            raise RuntimeError(f"a view of a leaf Variable that requires grad is being used in an in-place "
+                               f"operation. ({name})")
+        raise RuntimeError(f"{name}: an in-place write through a view that autograd would have to record is not "
+                           "supported (the tensor it views would not see the new history); use the out-of-place "
+                           "op, or index assignment on the tensor itself")
+
+
+def _alpha(other, alpha):
+    return other if alpha == 1 else other * alpha
+
+
+class InplaceMethods:
+    """The in-place methods of Tensor (a mixin, so that tensor.py stays about routing)."""
+
+    __slots__ = ()
+
+    # arithmetic ----------------------------------------------------------------------------
+    def add_(self, other, alpha=1):
+        return apply_inplace(self, "add_", lambda s: s + _alpha(other, alpha), other)
+
+    def sub_(self, other, alpha=1):
+        return apply_inplace(self, "sub_", lambda s: s - _alpha(other, alpha), other)
+
+    def mul_(self, other):
+        return apply_inplace(self, "mul_", lambda s: s * other, other)
+
+    def div_(self, other):
+        return apply_inplace(self, "div_", lambda s: s / other, other)
+
+    def pow_(self, exponent):
+        return apply_inplace(self, "pow_", lambda s: s ** exponent, exponent)
+
+    def neg_(self):
+        return apply_inplace(self, "neg_", lambda s: -s)
+
+    def clamp_(self, min=None, max=None):
+        return apply_inplace(self, "clamp_", lambda s: s.clamp(min, max))
+
+    def clamp_min_(self, min):
+        return apply_inplace(self, "clamp_min_", lambda s: s.clamp(min, None))
+
+    def clamp_max_(self, max):
+        return apply_inplace(self, "clamp_max_", lambda s: s.clamp(None, max))
+
+    def masked_fill_(self, mask, value):
+        return apply_inplace(self, "masked_fill_", lambda s: s.masked_fill(mask, value))
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+    __ipow__ = pow_
+
+    # elementwise functions -------------------------------------------------------------------
+    def exp_(self):
+        return apply_inplace(self, "exp_", lambda s: s.exp())
+
+    def log_(self):
+        return apply_inplace(self, "log_", lambda s: s.log())
+
+    def sqrt_(self):
+        return apply_inplace(self, "sqrt_", lambda s: s.sqrt())
+
+    def tanh_(self):
+        return apply_inplace(self, "tanh_", lambda s: s.tanh())
+
+    def sigmoid_(self):
+        return apply_inplace(self, "sigmoid_", lambda s: s.sigmoid())
+
+    def relu_(self):
+        return apply_inplace(self, "relu_", lambda s: s.relu())
+
+    # overwriting -----------------------------------------------------------------------------
+    def fill_(self, value):
+        from ..ops.overwrite import overwrite
+        if hasattr(value, "numel") and value.numel() != 1:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value.ndim} dimensions")
+        return apply_inplace(self, "fill_", lambda s: overwrite(s, value.reshape(()) if hasattr(value, "numel")
+                                                               else value), value)
+
+    def zero_(self):
+        return self.fill_(0)
+
+    def copy_(self, src):
+        from ..ops.overwrite import overwrite
+        from .tensor import Tensor
+        src_shape = src.shape if isinstance(src, Tensor) else np.shape(src)
+        try:
+            ok = np.broadcast_shapes(src_shape, self.shape) == self.shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"copy_: the source of shape {list(src_shape)} does not broadcast to the "
+                               f"destination's shape {list(self.shape)}")
+        if isinstance(src, Tensor) and src.device != self.device:
+            src = src.to(self.device)
+        return apply_inplace(self, "copy_", lambda s: overwrite(s, src), src)
+
+    def _overwrite_host(self, name, values):
+        from ..ops.overwrite import overwrite
+        return apply_inplace(self, name, lambda s: overwrite(s, values))
+
+    def uniform_(self, a=0.0, b=1.0):
+        from .. import random
+        check_leaf(self, "uniform_")
+        return self._overwrite_host("uniform_", random.generator().uniform(a, b, self.shape))
+
+    def normal_(self, mean=0.0, std=1.0):
+        from .. import random
+        check_leaf(self, "normal_")
+        return self._overwrite_host("normal_", random.generator().normal(mean, std, self.shape))
+
+    def bernoulli_(self, p=0.5):
+        from .. import random
+        check_leaf(self, "bernoulli_")
+        p = p.numpy() if hasattr(p, "numpy") else p
+        return self._overwrite_host("bernoulli_", random.generator().random(self.shape) < p)
