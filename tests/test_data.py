@@ -77,7 +77,8 @@ def test_generic_dataset_is_collated():
     assert len(batches) == 3
     assert batches[1]["x"].shape == (2, 2) and batches[1]["x"].dtype == md.float64
     np.testing.assert_array_equal(batches[1]["y"].numpy(), [2, 3])
-    assert batches[0]["y"].dtype == md.int64 and batches[0]["w"].dtype == md.float32
+    # Python ints and floats collate to int64 and float64 tensors, as PyTorch's default_collate
+    assert batches[0]["y"].dtype == md.int64 and batches[0]["w"].dtype == md.float64
 
 
 def test_bad_batch_size():

@@ -1,7 +1,7 @@
-"""Datasets and batching: Dataset, TensorDataset, DataLoader, the digits images, and the
-character-level text corpus."""
-from .dataloader import DataLoader, default_collate
-from .dataset import Dataset, TensorDataset
+"""minidl's own data sets -- the digits images and the character-level text corpus -- and,
+for the imports that have always worked, the batching tools of ``minidl.utils.data``
+(Dataset, TensorDataset, DataLoader, default_collate), which is where they live."""
+from ..utils.data import DataLoader, Dataset, TensorDataset, default_collate
 from .digits import digits_arrays, load_digits, pad_to
 from .text import CharCorpus, CharTokenizer, load_text
 

@@ -13,7 +13,7 @@ standard deviation of the *training* pixels (``normalize="standard"``).
 import numpy as np
 
 from ..tensor.tensor import Tensor
-from .dataset import TensorDataset
+from ..utils.data.dataset import TensorDataset
 
 SPLIT_SEED = 20240607
 N_TEST = 360

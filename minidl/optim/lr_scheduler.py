@@ -1,9 +1,9 @@
-"""Learning-rate schedules, with PyTorch's semantics.
+"""Learning-rate schedules, with PyTorch's names and semantics: ``optim.lr_scheduler``.
 
-A scheduler wraps an optimizer and rewrites each group's ``"lr"``. It is built *after* the
-optimizer (it records each group's ``"initial_lr"``, the base lr, and sets the lr for epoch
-0 at once) and ``step()`` is called after ``optimizer.step()``; ``last_epoch`` counts the
-``step()`` calls, and ``get_last_lr()`` gives the lrs it set last.
+The protocol and base class are in scheduler_base.py; ExponentialLR, MultiStepLR, ConstantLR,
+LinearLR and PolynomialLR in scheduler_decay.py; CyclicLR, OneCycleLR and
+CosineAnnealingWarmRestarts in scheduler_cyclic.py; SequentialLR and ChainedScheduler in
+scheduler_compose.py; ReduceLROnPlateau in plateau.py. Here:
 
 - LambdaLR:           lr_t = base_lr * lr_lambda(t)
 - StepLR:             lr_t = base_lr * gamma ** (t // step_size)   (applied multiplicatively, as torch)
@@ -12,75 +12,13 @@ optimizer (it records each group's ``"initial_lr"``, the base lr, and sets the l
   half cosine down to ``min_lr_ratio * base_lr`` at ``total_steps``.
 """
 import math
-from collections.abc import Mapping
 
 from . import state_checks
-from .optimizer import Optimizer
-
-
-class LRScheduler:
-    def __init__(self, optimizer, last_epoch=-1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
-        self.optimizer = optimizer
-        if last_epoch == -1:
-            for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
-        else:
-            for i, group in enumerate(optimizer.param_groups):
-                if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming an optimizer")
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
-        self.last_epoch = last_epoch
-        self._last_lr = None
-        self.step()  # sets the lr of epoch 0 (or of last_epoch + 1 when resuming)
-
-    def get_lr(self):
-        raise NotImplementedError
-
-    def get_last_lr(self):
-        """The learning rates (one per group) set by the last step()."""
-        return list(self._last_lr)
-
-    def step(self):
-        self.last_epoch += 1
-        lrs = self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, lrs):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def state_dict(self):
-        """Everything but the optimizer (and functions, which cannot be saved)."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
-                and k != "lr_lambdas"}
-
-    def load_state_dict(self, state_dict):
-        """Restore what ``state_dict()`` gave, as PyTorch. Checked first, so a dict that does not
-        fit raises ValueError and changes nothing: each value must be of the kind this scheduler
-        holds (``base_lrs`` one number per param group, ``last_epoch`` an int >= -1, ...), and a
-        key that would replace the optimizer or a method is refused. Functions (``lr_lambdas``)
-        are not in checkpoints: the scheduler keeps its own."""
-        if not isinstance(state_dict, Mapping):
-            raise ValueError(f"scheduler state_dict must be a dict, got {type(state_dict).__name__}")
-        current, new = self.state_dict(), {}
-        for k, v in state_dict.items():
-            if not isinstance(k, str):
-                raise ValueError(f"scheduler state_dict has a key {k!r} that is not a string")
-            if k == "lr_lambdas":
-                continue
-            if k == "optimizer" or callable(getattr(type(self), k, None)):
-                raise ValueError(f"scheduler state_dict key {k!r} would replace the scheduler's {k}; refused")
-            value = state_checks.like(f"loaded scheduler state {k!r}", current.get(k), v)
-            new[k] = list(value) if isinstance(value, tuple) else value
-        self._check_state({**current, **new})
-        self.__dict__.update(new)
-
-    def _check_state(self, state):
-        """Raise ValueError if ``state`` (a complete state dict) is out of range."""
-        last_epoch = state["last_epoch"]
-        if not state_checks.is_index(last_epoch) or last_epoch < -1:
-            raise ValueError(f"loaded scheduler state 'last_epoch': expected an int >= -1, got {last_epoch!r}")
+from .plateau import ReduceLROnPlateau
+from .scheduler_base import LRScheduler
+from .scheduler_compose import ChainedScheduler, SequentialLR
+from .scheduler_cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
+from .scheduler_decay import ConstantLR, ExponentialLR, LinearLR, MultiStepLR, PolynomialLR
 
 
 class LambdaLR(LRScheduler):
@@ -182,5 +120,6 @@ def linear_warmup_cosine(optimizer, warmup_steps, total_steps, min_lr_ratio=0.0)
 
 _LRScheduler = LRScheduler  # the older PyTorch name
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "linear_warmup_cosine",
-           "warmup_cosine_factor"]
+__all__ = ["ChainedScheduler", "ConstantLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
+           "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "OneCycleLR", "PolynomialLR",
+           "ReduceLROnPlateau", "SequentialLR", "StepLR", "linear_warmup_cosine", "warmup_cosine_factor"]

@@ -207,6 +207,8 @@ class Optimizer:
             kind, required = spec.get(name, (None, False))
             if kind == "count":
                 state[name] = state_checks.count(where, value)
+            elif kind == "real":
+                state[name] = state_checks.real(where, value)
             elif kind == "param":
                 state[name] = None if value is None and not required else \
                     _beside(p, state_checks.param_shaped(where, value, p))
@@ -217,7 +219,8 @@ class Optimizer:
     def _state_spec(self, group):
         """What a loaded per-parameter state of a parameter in ``group`` must look like:
         {name: (kind, required)}, kind "param" (an array of the parameter's shape; None
-        allowed when not required) or "count" (an int >= 0). An empty state is always fine
+        allowed when not required), "count" (an int >= 0) or "real" (a finite number, such as
+        NAdam's running product of momenta or ASGD's step size). An empty state is always fine
         (the parameter starts afresh); entries not named are copied unchecked."""
         return {}
 

@@ -58,6 +58,16 @@ def count(where, value):
     return int(value)
 
 
+def real(where, value):
+    """A finite number kept per parameter (also a 0-d array, as PyTorch saves its scalars)."""
+    value = host(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not is_real(value) or not math.isfinite(value):
+        raise ValueError(f"{where}: expected a finite number, got {_show(value)}")
+    return float(value)
+
+
 def param_shaped(where, value, param):
     """A private host copy of a state array that must have ``param``'s shape, cast to its dtype."""
     value = host(value)

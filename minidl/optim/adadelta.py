@@ -1,0 +1,55 @@
+"""Adadelta: step sizes from the ratio of running RMS of past updates and of past gradients.
+
+PyTorch's update, per parameter p with gradient g (negated with ``maximize``):
+
+    g <- g + weight_decay * p                          (if weight_decay != 0)
+    v <- rho * v + (1 - rho) * g^2                     (square_avg)
+    delta <- sqrt(u + eps) / sqrt(v + eps) * g         (u: acc_delta, the running mean of delta^2)
+    u <- rho * u + (1 - rho) * delta^2
+    p <- p - lr * delta
+"""
+from .. import backends
+from . import hyper
+from .optimizer import Optimizer
+
+
+class Adadelta(Optimizer):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False):
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        self._check_group(defaults)
+        super().__init__(params, defaults)
+
+    @staticmethod
+    def _check_group(group):
+        hyper.check_lr(group["lr"])
+        rho = group["rho"]
+        hyper.check_nonnegative("rho", rho)
+        if rho > 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        hyper.check_nonnegative("epsilon", group["eps"])
+        hyper.check_nonnegative("weight_decay", group["weight_decay"])
+
+    def _state_spec(self, group):
+        return {"step": ("count", True), "square_avg": ("param", True), "acc_delta": ("param", True)}
+
+    def _update_group(self, group):
+        lr, rho, eps = group["lr"], group["rho"], group["eps"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            w = p._data
+            xp = backends.namespace_of(w)
+            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], group["weight_decay"])
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state["square_avg"] = xp.zeros_like(w)
+                state["acc_delta"] = xp.zeros_like(w)
+            state["step"] += 1
+            v, u = state["square_avg"], state["acc_delta"]
+            v *= rho
+            v += (1 - rho) * g * g
+            delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
+            u *= rho
+            u += (1 - rho) * delta * delta
+            w -= lr * delta

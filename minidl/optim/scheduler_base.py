@@ -1,0 +1,127 @@
+"""LRScheduler: the base of the learning-rate schedules (``optim.lr_scheduler``), with
+PyTorch's protocol.
+
+A scheduler wraps an optimizer and rewrites each group's ``"lr"``. It is built *after* the
+optimizer (it records each group's ``"initial_lr"``, the base lr, and sets the lr for epoch
+0 at once) and ``step()`` is called after ``optimizer.step()``; ``last_epoch`` counts the
+``step()`` calls, and ``get_last_lr()`` gives the lrs it set last.
+
+``get_lr()`` gives the lrs of epoch ``last_epoch``. Most schedules write it in PyTorch's
+chainable form: a factor applied to the group's current lr, so that schedules stacked on one
+optimizer (``ChainedScheduler``) or manual lr changes compose; ``_is_initial`` is true during
+the step the constructor makes. ``_get_closed_form_lr()`` is the same schedule as a function
+of the epoch alone, used by ``step(epoch)`` (deprecated in PyTorch) and ``SequentialLR``.
+"""
+from collections.abc import Mapping
+
+from . import state_checks
+from .optimizer import Optimizer
+
+
+class LRScheduler:
+    _is_initial = False
+
+    def __init__(self, optimizer, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
+                                   "when resuming an optimizer")
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._last_lr = None
+        self._initial_step()
+
+    def _initial_step(self):
+        """The constructor's step: sets the lr of epoch 0 (or of last_epoch + 1 when resuming)."""
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            del self._is_initial   # back to the class's False; not part of the state
+
+    def get_lr(self):
+        raise NotImplementedError
+
+    def get_last_lr(self):
+        """The learning rates (one per group) set by the last step()."""
+        return list(self._last_lr)
+
+    def step(self, epoch=None):
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """Move to the next epoch, or to ``epoch`` (by the closed form where there is one), and
+        set the groups' lrs."""
+        if epoch is None:
+            self.last_epoch += 1
+            lrs = self.get_lr()
+        else:
+            self.last_epoch = epoch
+            closed_form = getattr(self, "_get_closed_form_lr", None)
+            lrs = closed_form() if closed_form is not None else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self):
+        """Everything but the optimizer (and functions, which cannot be saved)."""
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
+                and k != "lr_lambdas"}
+
+    def load_state_dict(self, state_dict):
+        """Restore what ``state_dict()`` gave, as PyTorch. Checked first, so a dict that does not
+        fit raises ValueError and changes nothing: each value must be of the kind this scheduler
+        holds (``base_lrs`` one number per param group, ``last_epoch`` an int >= -1, ...), and a
+        key that would replace the optimizer or a method is refused. Functions (``lr_lambdas``, a
+        custom ``scale_fn``) are not in checkpoints: the scheduler keeps its own."""
+        self._apply_state(self._checked_state(state_dict))
+
+    def _checked_state(self, state_dict):
+        """The attributes ``load_state_dict(state_dict)`` would set, all checked."""
+        if not isinstance(state_dict, Mapping):
+            raise ValueError(f"scheduler state_dict must be a dict, got {type(state_dict).__name__}")
+        current, new = self.state_dict(), {}
+        for k, v in state_dict.items():
+            if not isinstance(k, str):
+                raise ValueError(f"scheduler state_dict has a key {k!r} that is not a string")
+            if k == "lr_lambdas" or callable(self.__dict__.get(k)):
+                continue
+            if k == "optimizer" or callable(getattr(type(self), k, None)):
+                raise ValueError(f"scheduler state_dict key {k!r} would replace the scheduler's {k}; refused")
+            value = state_checks.like(f"loaded scheduler state {k!r}", current.get(k), v)
+            new[k] = list(value) if isinstance(value, tuple) else value
+        self._check_state({**current, **new})
+        return new
+
+    def _apply_state(self, new):
+        self.__dict__.update(new)
+
+    def _check_state(self, state):
+        """Raise ValueError if ``state`` (a complete state dict) is out of range."""
+        last_epoch = state["last_epoch"]
+        if not state_checks.is_index(last_epoch) or last_epoch < -1:
+            raise ValueError(f"loaded scheduler state 'last_epoch': expected an int >= -1, got {last_epoch!r}")
+
+
+def format_param(name, optimizer, value):
+    """One value per param group: ``value`` repeated, or a list or tuple of as many."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has "
+                             f"{len(value)} values, param_groups has {n}.")
+        return list(value)
+    return [value] * n
+
+
+def check_count(name, value, minimum=0):
+    """An int >= ``minimum`` (numbers of epochs or steps)."""
+    if not state_checks.is_index(value) or value < minimum:
+        raise ValueError(f"Expected an integer {name} >= {minimum}, but got {value!r}")
