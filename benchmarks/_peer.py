@@ -9,6 +9,7 @@ A script calls ``run(__file__)`` in its main process; that starts the same scrip
 the same arguments plus ``--peer-json FILE``, and the child, seeing the flag, runs only its
 PyTorch measurements and writes them with ``write``. Thread-count variables the parent set
 before starting its pools are inherited, so both sides use the same number of threads.
+Without PyTorch every script measures minidl alone and says so in one line (``torch_installed``).
 """
 import argparse
 import importlib.util
@@ -25,15 +26,38 @@ def add_argument(parser):
     parser.add_argument(FLAG, default=None, help=argparse.SUPPRESS)
 
 
+# Set by ``minidl bench`` for the scripts it starts when PyTorch is missing (it has said so once
+# itself) or not wanted (``--no-torch``): measure minidl only, and say nothing about it.
+NO_TORCH = "MINIDL_BENCH_NO_TORCH"
+NOTICE = "PyTorch is not installed: minidl's numbers only, no PyTorch columns (pip install torch to compare)"
+_noticed = []
+
+
 def torch_installed():
-    return importlib.util.find_spec("torch") is not None
+    """PyTorch is importable and wanted (see NO_TORCH); the first time it is not installed, a
+    line says so (once per process: a script may ask for every case)."""
+    if os.environ.get(NO_TORCH) == "1":
+        return False
+    if importlib.util.find_spec("torch") is not None:
+        return True
+    if not _noticed:
+        _noticed.append(True)
+        print(NOTICE, flush=True)
+    return False
+
+
+def import_torch():
+    """The torch module, or None (see torch_installed), for scripts that time it in-process."""
+    if not torch_installed():
+        return None
+    import torch
+    return torch
 
 
 def run(script, argv=None):
-    """The JSON the PyTorch half of ``script`` wrote, or None (with a line saying why) when
-    PyTorch is not installed or the child failed."""
+    """The JSON the PyTorch half of ``script`` wrote, or None when PyTorch is not installed (or
+    not wanted) or the child failed (with a line saying so)."""
     if not torch_installed():
-        print("torch: not installed, no peer measurements")
         return None
     argv = sys.argv[1:] if argv is None else argv
     with tempfile.TemporaryDirectory() as tmp:

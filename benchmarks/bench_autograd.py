@@ -1,6 +1,6 @@
 """Autograd overhead: what one small op costs end to end, and how a very deep graph backpropagates.
 
-    python benchmarks/bench_autograd.py [--repeats 7] [--iters 2000] [--chain 100000]
+    python benchmarks/bench_autograd.py [--repeats 7] [--iters 2000] [--chain 100000] [--quick]
 
 1. Per-op overhead: forward + backward of one op on 4x4 float32 tensors, in microseconds.
    On tensors this small the arithmetic is negligible, so the number is the framework's
@@ -23,14 +23,14 @@ import time
 
 import numpy as np
 
+import _peer
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import minidl as md  # noqa: E402
 
-try:
-    import torch
+torch = _peer.import_torch()   # optional: an oracle for the benchmark, never a dependency
+if torch is not None:
     torch.set_num_threads(1)
-except ImportError:  # PyTorch is optional: an oracle for the benchmark, never a dependency
-    torch = None
 
 
 def _cases(lib):
@@ -120,12 +120,14 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--iters", type=int, default=2000)
     p.add_argument("--chain", type=int, default=100_000)
+    p.add_argument("--quick", action="store_true", help="a short run: 3 x 200 iterations, a 10,000-op chain")
     args = p.parse_args(argv)
+    if args.quick:   # explicit flags still win
+        p.set_defaults(repeats=3, iters=200, chain=10_000)
+        args = p.parse_args(argv)
 
     libs = [("minidl", md)] + ([("torch", torch)] if torch is not None else [])
-    if torch is None:
-        print("PyTorch is not installed: printing minidl's numbers only.\n")
-    else:
+    if torch is not None:
         print(f"minidl {md.__version__} vs PyTorch {torch.__version__} (1 thread), numpy {np.__version__}\n")
 
     print("Per-op overhead: forward + backward on 4x4 float32, microseconds (median of "

@@ -26,8 +26,13 @@ def parse_args():
     p.add_argument("--profile-steps", type=int, default=5)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--cases", default="resnet8_bn,lenet")
+    p.add_argument("--quick", action="store_true", help="a short run: 3 steps after 1, no profile")
     _peer.add_argument(p)
-    return p.parse_args()
+    args = p.parse_args()
+    if args.quick:   # explicit flags still win
+        p.set_defaults(steps=3, warmup=1, profile_steps=0)
+        args = p.parse_args()
+    return args
 
 
 ARGS = parse_args()

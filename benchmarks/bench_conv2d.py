@@ -2,6 +2,7 @@
 CIFAR ResNet at batch 64 uses, plus the 64x64x32x32 3x3 reference case.
 
     python benchmarks/bench_conv2d.py            # wall-clock, all threads
+    python benchmarks/bench_conv2d.py --quick    # one repeat of the smallest case
     python benchmarks/bench_conv2d.py --cpu-time # process CPU time (robust on a shared machine;
                                                  # most meaningful with NUMBA_NUM_THREADS=1
                                                  # OPENBLAS_NUM_THREADS=1 --threads 1)
@@ -11,6 +12,7 @@ import time
 
 import numpy as np
 
+import _peer
 import minidl as md
 import minidl.nn.functional as F
 
@@ -41,18 +43,19 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--cpu-time", action="store_true", help="measure process CPU time instead of wall-clock")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--quick", action="store_true", help="one repeat of the smallest case")
     args = ap.parse_args()
+    if args.quick:   # explicit flags still win
+        ap.set_defaults(reps=1)
+        args = ap.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
-    try:
-        import torch
-        if args.threads:
-            torch.set_num_threads(args.threads)
-    except ImportError:
-        torch = None
+    torch = _peer.import_torch()
+    if torch is not None and args.threads:
+        torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     print(f"{'case':32s} {'minidl ms':>10s} {'torch ms':>10s} {'torch/minidl':>12s}   (min of {args.reps}, "
           f"{'CPU time' if args.cpu_time else 'wall-clock'})")
-    for N, C, O, H, k, s, p in CASES:
+    for N, C, O, H, k, s, p in CASES[-1:] if args.quick else CASES:
         x = rng.standard_normal((N, C, H, H)).astype(np.float32)
         w = (rng.standard_normal((O, C, k, k)) * 0.1).astype(np.float32)
         b = rng.standard_normal(O).astype(np.float32)

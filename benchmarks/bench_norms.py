@@ -1,6 +1,6 @@
 """Benchmark every normalization layer: NumPy reference vs Numba kernels vs PyTorch CPU.
 
-    python benchmarks/bench_norms.py [--out benchmarks/out/] [--repeat 20] [--only LayerNorm,RMSNorm]
+    python benchmarks/bench_norms.py [--out runs/bench] [--repeat 20] [--only LayerNorm,RMSNorm] [--quick]
 
 For each norm, in float32 at transformer and CNN sizes, times the user-facing path:
 
@@ -22,7 +22,8 @@ backward: read dy and x, write dx; plus the small parameter and statistics array
 the copy bandwidth (bytes read + written by np.copyto of a 50 MB array) measured in the same
 run, next to that norm's runs; "floor%" is floor / measured time for the Numba path. Prints
 one table and saves ``bench_norms.png`` (bar chart), ``bench_norms.txt`` (the table) and
-``bench_norms.json`` under ``--out``.
+``bench_norms.json`` under ``--out`` (default runs/bench; the run quoted in the README is in
+benchmarks/out). ``--quick``: 3 runs after 1 in one round, 1 for the reference.
 
 Targets (issue 3): fwd+bwd faster than PyTorch for every norm; minidl/PyTorch <= 0.8 for
 LayerNorm and GroupNorm, <= 0.5 for RMSNorm, BatchNorm2d and InstanceNorm2d; >= 50% of the floor.
@@ -201,7 +202,7 @@ def measure_minidl(name, shape, spec, copy, args, reference):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out"))
+    ap.add_argument("--out", default=os.path.join("runs", "bench"), help="output directory (default runs/bench)")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--repeat-reference", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
@@ -214,8 +215,12 @@ def main(argv=None):
     ap.add_argument("--cpu-time", action="store_true",
                     help="with --threads 1: time the CPU time of the (only) working thread, so that other "
                          "processes on a shared machine do not count (memory-bandwidth contention still does)")
+    ap.add_argument("--quick", action="store_true", help="a short run: 3 runs after 1, one round")
     _peer.add_argument(ap)
     args = ap.parse_args(argv)
+    if args.quick:   # explicit flags still win
+        ap.set_defaults(repeat=3, repeat_reference=1, warmup=1, rounds=1)
+        args = ap.parse_args(argv)
     global STAT, CLOCK
     STAT = np.median if args.stat == "median" else np.min
     if args.cpu_time:

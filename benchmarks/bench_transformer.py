@@ -2,6 +2,7 @@
 
     python benchmarks/bench_transformer.py                 # 2 threads, the config
     python benchmarks/bench_transformer.py --threads 1 --steps 20 --no-profile
+    python benchmarks/bench_transformer.py --quick         # a short run
 
 1. One training step (forward, cross-entropy, backward, AdamW) of the same GPT in minidl and,
    when importable, in PyTorch (vocab 96, 4 layers, 4 heads, d_model 128, context 64,
@@ -46,8 +47,13 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--quick", action="store_true", help="a short run: 3 steps after 1, one round, no profile")
     _peer.add_argument(p)
-    return p.parse_args()
+    args = p.parse_args()
+    if args.quick:   # explicit flags still win
+        p.set_defaults(steps=3, warmup=1, rounds=1, no_profile=True)
+        args = p.parse_args()
+    return args
 
 
 args = parse_args()

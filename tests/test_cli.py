@@ -12,8 +12,8 @@ import minidl as md
 from minidl.autograd.function import Function
 from minidl.cli import main
 from minidl.cli import specs as cli_specs
-from minidl.cli import train as cli_train
 from minidl.testing import OpSpec
+from minidl.train import loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,18 +119,18 @@ def test_train_writes_metrics_plot_checkpoint_and_resume_after_ctrl_c_matches(tm
     # and the exit status is 130 (tests/test_cli_resume.py interrupts every point of a step)
     out = str(tmp_path / "interrupted")
     calls = {"n": 0}
-    real_step = cli_train.train_step
+    real_step = loop.train_step
 
     def flaky(*a, **k):
         calls["n"] += 1
         if calls["n"] == 4:
             raise KeyboardInterrupt
         return real_step(*a, **k)
-    monkeypatch.setattr(cli_train, "train_step", flaky)
+    monkeypatch.setattr(loop, "train_step", flaky)
     assert main(TRAIN + ["--out", out]) == 130
     assert "interrupted during step 4: " in capsys.readouterr().out
     assert md.load(os.path.join(out, "checkpoint.npz"))["step"] == 3
-    monkeypatch.setattr(cli_train, "train_step", real_step)
+    monkeypatch.setattr(loop, "train_step", real_step)
 
     # --resume continues at step 4 and reproduces the uninterrupted run exactly
     assert main(TRAIN + ["--out", out, "--resume"]) == 0

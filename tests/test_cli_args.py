@@ -28,12 +28,12 @@ BAD_VALUES = [
     (["train", "lenet"], "--weight-decay", "nan", NONNEGATIVE),
     (["train", "lenet"], "--warmup", "-1", NONNEGATIVE_INT),
     (["train", "lenet"], "--seed", "-1", SEED),
-    (["sample", "ckpt.npz"], "--temperature", "-1", NONNEGATIVE),
-    (["sample", "ckpt.npz"], "--temperature", "nan", NONNEGATIVE),
-    (["sample", "ckpt.npz"], "--top-k", "0", POSITIVE_INT),
-    (["sample", "ckpt.npz"], "--length", "-1", NONNEGATIVE_INT),
-    (["sample", "ckpt.npz"], "--num-samples", "0", POSITIVE_INT),
-    (["sample", "ckpt.npz"], "--seed", "-3", SEED),
+    (["sample", "checkpoint.npz"], "--temperature", "-1", NONNEGATIVE),
+    (["sample", "checkpoint.npz"], "--temperature", "nan", NONNEGATIVE),
+    (["sample", "checkpoint.npz"], "--top-k", "0", POSITIVE_INT),
+    (["sample", "checkpoint.npz"], "--length", "-1", NONNEGATIVE_INT),
+    (["sample", "checkpoint.npz"], "--num-samples", "0", POSITIVE_INT),
+    (["sample", "checkpoint.npz"], "--seed", "-3", SEED),
     (["gradcheck"], "--eps", "0", POSITIVE),
     (["gradcheck"], "--atol", "-1e-5", NONNEGATIVE),
     (["gradcheck"], "--rtol", "nan", NONNEGATIVE),
@@ -102,16 +102,18 @@ def load_example(name):
 
 
 EXAMPLE_BAD_VALUES = [
-    *[("train_cnn", f, "0", POSITIVE_INT) for f in ("--epochs", "--batch-size")],
+    ("train_cnn", "--batch-size", "0", POSITIVE_INT), ("train_cnn", "--steps", "0", POSITIVE_INT),
+    *[("train_cnn", "--epochs", v, POSITIVE) for v in ("0", "nan")], ("train_cnn", "--eval-every", "0", POSITIVE_INT),
     ("train_cnn", "--lr", "nan", POSITIVE), ("train_cnn", "--lr", "-1", POSITIVE),
     ("train_cnn", "--weight-decay", "-1", NONNEGATIVE), ("train_cnn", "--warmup-epochs", "-1", NONNEGATIVE),
     ("train_cnn", "--seed", "-1", SEED),
     *[("train_gpt", f, "0", POSITIVE_INT) for f in ("--block-size", "--n-layer", "--n-head", "--d-model",
-                                                   "--batch-size", "--eval-interval", "--eval-iters", "--top-k")],
+                                                   "--batch-size", "--eval-every", "--eval-iters", "--top-k",
+                                                   "--steps")],
     ("train_gpt", "--dropout", "1", "expected a number in [0, 1)"),
     ("train_gpt", "--val-fraction", "0", "expected a number in (0, 1)"),
     ("train_gpt", "--min-lr-ratio", "2", "expected a number in [0, 1]"),
-    ("train_gpt", "--max-iters", "-1", NONNEGATIVE_INT), ("train_gpt", "--warmup", "-1", NONNEGATIVE_INT),
+    ("train_gpt", "--epochs", "0", POSITIVE), ("train_gpt", "--warmup", "-1", NONNEGATIVE_INT),
     ("train_gpt", "--sample-len", "-1", NONNEGATIVE_INT), ("train_gpt", "--lr", "-1", POSITIVE),
     ("train_gpt", "--lr", "nan", POSITIVE), ("train_gpt", "--weight-decay", "-1", NONNEGATIVE),
     ("train_gpt", "--grad-clip", "-1", NONNEGATIVE), ("train_gpt", "--temperature", "-1", NONNEGATIVE),
@@ -135,5 +137,5 @@ def test_the_example_scripts_refuse_bad_values_the_same_way(capsys, script, flag
     (["--block-size", "100000"], "--block-size 100000: the text's smaller split has"),
 ])
 def test_train_gpt_refuses_bad_combinations(capsys, tmp_path, argv, message):
-    line = _usage_error(capsys, lambda: load_example("train_gpt").main(argv + ["--out-dir", str(tmp_path)]))
+    line = _usage_error(capsys, lambda: load_example("train_gpt").main(argv + ["--out", str(tmp_path)]))
     assert message in line

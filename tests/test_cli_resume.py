@@ -20,12 +20,12 @@ import pytest
 import minidl as md
 from minidl.cli import main
 from minidl.cli import tasks
-from minidl.cli import train as cli_train
 from minidl.optim import implementation, lr_scheduler
 from minidl.optim.adam import AdamW
 from minidl.optim.optimizer import Optimizer
 from minidl.optim.sgd import SGD
 from minidl.tensor.tensor import Tensor
+from minidl.train import loop, metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET = ["train", "lenet", "--steps", "6", "--batch-size", "16", "--eval-every", "2", "--no-progress"]
@@ -60,7 +60,7 @@ def assert_same_state(a, b):
 
 @pytest.fixture(autouse=True)
 def no_plots(monkeypatch):
-    monkeypatch.setattr(cli_train, "plot_loss", lambda *a, **k: None)
+    monkeypatch.setattr(metrics, "plot_loss", lambda *a, **k: None)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ class Interrupt:
             for cls in (tasks.ImageTask, tasks.TextTask):
                 wrap(cls, "evaluate", before=True)
         elif point == "saving":
-            wrap(cli_train, "save", before=True)
+            wrap(loop, "save", before=True)
         else:
             raise AssertionError(point)
 
@@ -178,7 +178,7 @@ def test_a_run_interrupted_anywhere_in_a_step_resumes_bit_for_bit(tmp_path, monk
     assert summary["interrupted"] is True and summary["checkpoint_step"] == saved
 
     monkeypatch.undo()
-    monkeypatch.setattr(cli_train, "plot_loss", lambda *a, **k: None)
+    monkeypatch.setattr(metrics, "plot_loss", lambda *a, **k: None)
     assert main(LENET + ["--out", out, "--resume"]) == 0
     steps, ref_losses, ref_ckpt = reference["lenet"]
     assert losses(out) == (steps, ref_losses)
@@ -218,7 +218,7 @@ def test_a_second_ctrl_c_quits_mid_step_without_saving(tmp_path, monkeypatch, ca
     assert "interrupted during step 5: " in capsys.readouterr().out
     assert checkpoint(out)["step"] == 4
     monkeypatch.undo()
-    monkeypatch.setattr(cli_train, "plot_loss", lambda *a, **k: None)
+    monkeypatch.setattr(metrics, "plot_loss", lambda *a, **k: None)
     assert main(LENET + ["--out", out, "--resume"]) == 0
     assert losses(out)[1] == reference["lenet"][1]
 
@@ -226,17 +226,17 @@ def test_a_second_ctrl_c_quits_mid_step_without_saving(tmp_path, monkeypatch, ca
 def test_a_second_ctrl_c_while_saving_lets_the_checkpoint_complete(tmp_path, monkeypatch, reference):
     out = str(tmp_path / "run")
     inj = Interrupt(monkeypatch, "backward", 5, "sigint")
-    real_save = cli_train.save
+    real_save = loop.save
 
     def save(obj, path):   # the stop request's checkpoint of step 5, Ctrl-C'd again half way
         if obj["step"] == 5:
             os.kill(os.getpid(), signal.SIGINT)
         return real_save(obj, path)
-    monkeypatch.setattr(cli_train, "save", save)
+    monkeypatch.setattr(loop, "save", save)
     assert main(LENET + ["--out", out]) == 130
     assert inj.fired == 1 and checkpoint(out)["step"] == 5
     monkeypatch.undo()
-    monkeypatch.setattr(cli_train, "plot_loss", lambda *a, **k: None)
+    monkeypatch.setattr(metrics, "plot_loss", lambda *a, **k: None)
     assert main(LENET + ["--out", out, "--resume"]) == 0
     assert losses(out)[1] == reference["lenet"][1]
 
@@ -312,12 +312,12 @@ def test_more_steps_at_resume_extend_the_run_on_a_schedule_for_the_new_length(tm
     assert main(argv) == 0
     four = losses(out)
     used = []
-    real_step = cli_train.train_step
+    real_step = loop.train_step
 
-    def train_step(model, task, opt, sched, batch):
+    def train_step(loss, batch, opt, *rest):
         used.append(opt.param_groups[0]["lr"])
-        return real_step(model, task, opt, sched, batch)
-    monkeypatch.setattr(cli_train, "train_step", train_step)
+        return real_step(loss, batch, opt, *rest)
+    monkeypatch.setattr(loop, "train_step", train_step)
     assert main(argv + ["--resume", "--steps", "7"]) == 0
     steps, loss = losses(out)
     assert steps == list(range(1, 8)) and loss[:4] == four[1]

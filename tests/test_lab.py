@@ -122,3 +122,32 @@ def test_deepnorm(tmp_path):
     assert [row["model"] for row in rows] == ["Post-LN", "DeepNorm"]
     assert "48" in r.tables[0].title
     assert all(math.isfinite(row["first loss"]) for row in rows)
+
+
+# progress -------------------------------------------------------------------------------------
+def _fake_experiment(monkeypatch, tmp_path):
+    """Replace train-eval by a 3-step loop over the lab's progress helper."""
+    from minidl.lab import _common
+
+    def run(quick=True, out=None, seed=0):
+        for _ in _common.progress(range(3), "fake loop"):
+            pass
+        os.makedirs(out, exist_ok=True)
+        return lab.LabResult("train-eval", [], os.path.join(out, "none.png"), "done", quick)
+    monkeypatch.setattr(lab.get("train-eval"), "run", run)
+
+
+def test_full_mode_shows_a_progress_bar_for_each_training_loop(tmp_path, monkeypatch, capsys):
+    _fake_experiment(monkeypatch, tmp_path)
+    assert main(["lab", "train-eval", "--full", "--out", str(tmp_path / "full")]) == 0
+    err = capsys.readouterr().err
+    assert "fake loop:" in err and "/3 [" in err   # a tqdm bar over the loop's 3 steps
+    for argv in (["--quick"], ["--full", "--no-progress"]):   # quick mode and --no-progress: no bars
+        assert main(["lab", "train-eval", *argv, "--out", str(tmp_path / "q")]) == 0
+        assert "fake loop" not in capsys.readouterr().err
+
+
+def test_the_experiments_training_loops_report_progress(tmp_path, capsys):
+    lab.run("train-eval", quick=True, out=str(tmp_path / "te"), progress=True)
+    err = capsys.readouterr().err
+    assert "batch norm:" in err and "layer norm:" in err and "/40 [" in err   # its 40 quick-mode steps

@@ -1,4 +1,5 @@
-"""``minidl lab EXPERIMENT``: run one experiment of the normalization lab (or ``all``)."""
+"""``minidl lab EXPERIMENT``: run one experiment of the normalization lab (or ``all``).
+In full mode each training loop shows a progress bar (``--no-progress``: none)."""
 import os
 
 from ..lab import EXPERIMENTS
@@ -14,6 +15,7 @@ def add_arguments(p):
     mode.add_argument("--full", dest="quick", action="store_false", help="the larger version")
     p.add_argument("--out", default=None, help="output directory (default runs/lab/EXPERIMENT)")
     p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars in full mode")
     return p
 
 
@@ -23,7 +25,7 @@ def run(args):
     results = []
     for name in names:
         out = args.out if len(names) == 1 else os.path.join(args.out or os.path.join("runs", "lab"), name)
-        result = lab.run(name, quick=args.quick, out=out, seed=args.seed)
+        result = lab.run(name, quick=args.quick, out=out, seed=args.seed, progress=False if args.no_progress else None)
         print(result.format(), flush=True)
         print()
         results.append(result)

@@ -1,13 +1,14 @@
 """``minidl sample CHECKPOINT``: text from a GPT checkpoint.
 
-Reads a checkpoint written by ``minidl train gpt`` (``OUT/checkpoint.npz``) or by
-``examples/train_gpt.py`` (``ckpt.npz``): both hold the model's ``config``, its state and
-the character ``tokenizer``. A directory is accepted too (its checkpoint.npz or ckpt.npz).
+Reads the checkpoint that ``minidl train gpt`` or ``examples/train_gpt.py`` wrote
+(``OUT/checkpoint.npz``, by minidl.train): it holds the model's ``config``, its state and the
+character ``tokenizer``. The directory OUT is accepted too.
 """
 import os
 
 from .. import random
 from ..io import CheckpointError, load
+from ..train import CHECKPOINT
 from ..zoo.gpt import GPT
 from .args import UsageError, nonnegative_float, nonnegative_int, positive_int, seed
 
@@ -17,7 +18,7 @@ class SampleError(UsageError):
 
 
 def add_arguments(p):
-    p.add_argument("checkpoint", help="a GPT checkpoint file, or the --out directory of `minidl train gpt`")
+    p.add_argument("checkpoint", help=f"a GPT checkpoint file, or the --out directory holding {CHECKPOINT}")
     p.add_argument("--prompt", default="\n")
     p.add_argument("--length", type=nonnegative_int, default=200, help="characters to generate")
     p.add_argument("--temperature", type=nonnegative_float, default=0.8, help="0: always the likeliest character")
@@ -29,10 +30,9 @@ def add_arguments(p):
 
 def resolve(path):
     if os.path.isdir(path):
-        for name in ("checkpoint.npz", "ckpt.npz"):
-            if os.path.exists(os.path.join(path, name)):
-                return os.path.join(path, name)
-        raise SampleError(f"{path} is a directory without checkpoint.npz or ckpt.npz")
+        if os.path.exists(os.path.join(path, CHECKPOINT)):
+            return os.path.join(path, CHECKPOINT)
+        raise SampleError(f"{path} is a directory without {CHECKPOINT}")
     if not os.path.exists(path):
         raise SampleError(f"no such checkpoint: {path}")
     return path

@@ -11,7 +11,7 @@ two minutes on two cores) and a full mode (larger models, more steps). See docs/
 import importlib
 import os
 
-from ._common import LabResult, Table
+from ._common import LabResult, Table, progress_bars
 
 # name -> (module, one-line description); the order is the issue's numbering
 EXPERIMENTS = {
@@ -34,11 +34,13 @@ def get(name):
     return importlib.import_module(f".{EXPERIMENTS[name][0]}", __name__)
 
 
-def run(name, quick=True, out=None, seed=0, save=True):
+def run(name, quick=True, out=None, seed=0, save=True, progress=None):
     """Run experiment ``name``; its figure (and result.json) go to ``out`` (default
-    runs/lab/NAME). Returns the LabResult."""
+    runs/lab/NAME). Returns the LabResult. ``progress``: a progress bar per training loop
+    (default: in full mode, whose runs take minutes)."""
     out = out or os.path.join("runs", "lab", name)
-    result = get(name).run(quick=quick, out=out, seed=seed)
+    with progress_bars(not quick if progress is None else progress):
+        result = get(name).run(quick=quick, out=out, seed=seed)
     if save:
         result.save_json(os.path.join(out, "result.json"))
     return result

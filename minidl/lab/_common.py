@@ -3,8 +3,11 @@
 An experiment is a module with ``run(quick=True, out=None, seed=0) -> LabResult``. It computes
 its numbers, fills one or more ``Table``s, draws one figure into ``out`` and states a
 conclusion *computed from those numbers* (so a run where the expected effect does not show
-says so instead of repeating the literature).
+says so instead of repeating the literature). Its training loops run over ``progress(range(...), desc)``,
+which shows a progress bar while ``progress_bars(True)`` is in effect (``lab.run`` turns it on
+for full mode).
 """
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -95,6 +98,31 @@ def _fmt(v):
             return f"{v:.2e}"
         return f"{v:.4g}"
     return str(v)
+
+
+_PROGRESS = [False]
+
+
+@contextlib.contextmanager
+def progress_bars(enabled):
+    """Within the block, ``progress`` shows a tqdm bar per training loop (when tqdm is installed)."""
+    before, _PROGRESS[0] = _PROGRESS[0], bool(enabled)
+    try:
+        yield
+    finally:
+        _PROGRESS[0] = before
+
+
+def progress(steps, desc):
+    """``steps`` (a range of training steps), with a progress bar named ``desc`` inside
+    ``progress_bars(True)``."""
+    if _PROGRESS[0]:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return steps
+        return tqdm(steps, desc=desc, unit="step", leave=False, dynamic_ncols=True)
+    return steps
 
 
 def out_dir(name, out):

@@ -11,6 +11,7 @@ import numpy as np
 from .. import optim, random
 from ..data.text import CharCorpus, load_text
 from ..zoo.gpt import GPT
+from ._common import progress
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,7 +39,7 @@ def train_gpt(model, steps, lr, warmup=0, batch_size=8, seed=0, eval_batches=4, 
     losses, diverged = [], False
     limit = diverge_at if diverge_at is not None else 2 * math.log(data.vocab_size)
     model.train()
-    for t in range(steps):
+    for t in progress(range(steps), f"GPT ({model.n_layer} layers), lr {lr:g}, warm-up {warmup}"):
         x, y = data.batch("train", batch_size, T, generator=np.random.default_rng((seed, t)))
         _, loss = model(x, y)
         opt.zero_grad()

@@ -39,7 +39,7 @@ from ..data.digits import digits_arrays
 from ..nn import functional as F
 from ..tensor.factories import tensor
 from ..zoo.resnet import ResNet
-from ._common import LabResult, Table, out_dir, pyplot, save_figure
+from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure
 
 NORMS = (("batch", "BatchNorm"), ("group", "GroupNorm"), ("layer", "LayerNorm"))
 WEIGHT_DECAY = 1e-4
@@ -55,16 +55,17 @@ def train_resnet(norm, batch, epochs, depth, width, base_lr, seed, xtr, ytr, wei
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
     rng = np.random.default_rng((seed, batch))
     losses = []
-    for _ in range(epochs):
-        perm = rng.permutation(len(xtr))
-        for i in range(steps_per_epoch):
-            idx = perm[i * batch:(i + 1) * batch]
-            loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(float(loss.item()))
+    for step in progress(range(epochs * steps_per_epoch), f"{norm} norm, batch {batch}"):
+        i = step % steps_per_epoch
+        if i == 0:
+            perm = rng.permutation(len(xtr))
+        idx = perm[i * batch:(i + 1) * batch]
+        loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.item()))
     return model, losses
 
 
