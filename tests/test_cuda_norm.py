@@ -147,3 +147,36 @@ def test_scale_norm_on_cuda_matches_cpu():
     check(lambda x, g: ScaleNormFunction.apply(x, g, 1e-5), rnd(3, 4), np.array([1.7]), atol=1e-9)
     tiny = rnd(2, 4) * 1e-7   # the norm is clamped to eps: no radial term
     check(lambda x: ScaleNormFunction.apply(x, 2.0, 1e-5), tiny, atol=1e-9)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("a cuda norm kernel ran although the reference was selected")
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms", "scale", "group", "instance", "batch", "masked_batch"])
+def test_reference_setting_runs_the_reference_on_cuda(norm, monkeypatch):
+    """minidl.implementation(norm="reference") holds on every device: the cuda kernels stay idle and
+    the array-namespace references give the CPU's values and gradients."""
+    from minidl.kernels.cuda import channel_norm, masked_batch_norm, scale_norm
+    for module, names in ((k, ("norm_forward", "norm_backward")), (scale_norm, ("scale_norm_forward",
+                          "scale_norm_backward")), (masked_batch_norm, ("forward", "apply", "backward")),
+                          (channel_norm, ("norm_forward", "norm_backward", "batch_norm_statistics"))):
+        for name in names:
+            monkeypatch.setattr(module, name, _refuse)
+    mask = np.array([[True, True, False], [True, True, True]])
+    fns = {
+        "layer": (lambda x, w, b: F.layer_norm(x, (4,), w, b), (rnd(2, 3, 4), rnd(4, seed=2), rnd(4, seed=3))),
+        "rms": (lambda x, w: F.rms_norm(x, (4,), w), (rnd(3, 4), rnd(4, seed=2))),
+        "scale": (lambda x: F.scale_norm(x, 1.5), (rnd(3, 4),)),
+        "group": (lambda x, w, b: F.group_norm(x, 2, w, b), (rnd(2, 4, 3), rnd(4, seed=2), rnd(4, seed=3))),
+        "instance": (lambda x, w, b: F.instance_norm(x, weight=w, bias=b), (rnd(2, 3, 4), rnd(3, seed=2),
+                                                                              rnd(3, seed=3))),
+        "batch": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), (rnd(4, 3, 2), rnd(3, seed=2),
+                                                                                       rnd(3, seed=3))),
+        "masked_batch": (lambda x, w, b: F.masked_batch_norm(x, md.tensor(mask, device=x.device), None, None, w, b,
+                                                             training=True), (rnd(2, 3, 3), rnd(3, seed=2),
+                                                                              rnd(3, seed=3))),
+    }
+    fn, arrays = fns[norm]
+    with md.implementation(norm="reference"):
+        check(fn, *arrays, atol=1e-9)

@@ -36,37 +36,49 @@ Three implementations of the same math:
   (``minidl.kernels.cpu.softmax``) instead of NumPy's six;
 - "numba": the fused row kernel ``minidl.kernels.cpu.attention`` (saves only the row
   log-sum-exp and recomputes P in backward: no (L, S) matrix at all).
-``set_implementation("auto" | "numba" | "fused-softmax" | "reference")`` (or the environment
-variable MINIDL_ATTENTION_IMPL) picks one; "auto" uses the row kernel where it measured faster
-(see ``_kernel_pays``) and "fused-softmax" elsewhere. Dropout draws its mask from minidl.random's generator before the
-choice, so both give the same numbers for the same seed.
+``set_implementation("auto" | "numba" | "fused-softmax" | "reference")`` (the "attention" family of
+minidl.kernels.switch; or the environment variable MINIDL_ATTENTION_IMPL) picks one; "auto" uses the
+row kernel where it pays (see ``_kernel_pays``) and "fused-softmax" elsewhere. The kernels are the
+CPU's (float32 / float64); on other devices and dtypes the reference runs. The choice is made once
+per node, in forward (``_select``), and backward follows it. Dropout draws its mask from
+minidl.random's generator before the choice, so both give the same numbers for the same seed.
 """
 import numpy as np
 
 from .. import random
 from ..autograd.function import Function
 from ..backends import device_of, namespace_of
-from ..kernels.switch import ImplementationSwitch
+from ..kernels.switch import ATTENTION
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import unbroadcast
 from .heads import packed_like
 
-ATTENTION = ImplementationSwitch("attention", "MINIDL_ATTENTION_IMPL",
-                                 ("auto", "numba", "fused-softmax", "reference"), "auto")
 IMPLEMENTATIONS = ATTENTION.choices
 set_implementation, get_implementation, implementation = ATTENTION.set, ATTENTION.get, ATTENTION.use
 
 
 def _kernel_pays(L, S, E):
-    """'auto': BLAS batched matmuls + NumPy softmax were as fast or faster up to L = S = 512
-    (E = 32, 2 cores: within noise at the GPT benchmark size 64 x 64); beyond that the
-    reference's (..., L, S) temporaries (P, dP, dS: 4 MiB per head at 1024 x 1024) cost
-    more than the kernel's recomputation, which keeps only O(L) per head (2-6x faster at
-    1024). See benchmarks/bench_transformer.py."""
+    """'auto': for small score matrices BLAS batched matmuls + the fused softmax are as fast as the
+    row kernel; for large ones the reference's (..., L, S) temporaries (P, dP, dS: 4 MiB per head
+    at 1024 x 1024) cost more than the kernel's recomputation, which keeps only O(L) per head.
+    The crossover (measured: docs/performance.md, benchmarks/bench_transformer.py)."""
     return L * S > _AUTO_MIN_SCORES
 
 
 _AUTO_MIN_SCORES = 512 * 512
+
+
+def _select(q, k, v, L, S):
+    """The implementation for this node: "reference", "fused-softmax" or "numba" (the switch's
+    rule: a kernel where the device and dtype have one, the reference elsewhere)."""
+    impl = ATTENTION.current
+    if impl == "reference" or type(q) is not np.ndarray or q.dtype not in (np.float32, np.float64):
+        return "reference"
+    if impl == "auto":
+        impl = "numba" if _kernel_pays(L, S, q.shape[-1]) else "fused-softmax"
+    if impl == "numba" and not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        return "reference"    # the row kernel takes no broadcast batch dims
+    return impl
 
 
 # ----------------------------------------------------------------------------- reference
@@ -152,15 +164,10 @@ class ScaledDotProductAttention(Function):
         ctx.no_scores = L == 0 or S == 0 or 0 in batch
         if ctx.no_scores:
             return _no_scores_forward(ctx, q, k, v, batch, L)
-        impl = ATTENTION.current
-        if impl == "auto":
-            impl = "numba" if _kernel_pays(L, S, q.shape[-1]) else "fused-softmax"
-        on_cpu = type(q) is np.ndarray and q.dtype in (np.float32, np.float64)
-        if impl == "numba" and on_cpu and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        ctx.impl = _select(q, k, v, L, S)
+        if ctx.impl == "numba":
             return _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop)
-        ctx.kernel = False
-        ctx.fused_softmax = impl == "fused-softmax" and on_cpu
-        if ctx.fused_softmax:
+        if ctx.impl == "fused-softmax":
             from ..kernels.cpu.softmax import softmax_rows_
             # without a float mask the kernel applies the scale itself (no pass over q, dq, dk)
             ctx.scale_in_softmax = bias is None and scale > 0
@@ -186,11 +193,11 @@ class ScaledDotProductAttention(Function):
     def backward(ctx, g):
         if ctx.no_scores:
             dq, dk, dv, ds = _no_scores_backward(ctx, g)
-        elif ctx.kernel:
+        elif ctx.impl == "numba":
             dq, dk, dv, ds = _kernel_backward(ctx, g)
         else:
             q, k, v, p, pd, drop = ctx.saved_tensors
-            if ctx.fused_softmax:
+            if ctx.impl == "fused-softmax":
                 from ..kernels.cpu.softmax import softmax_backward_
                 out = packed_like((q, k, v))   # q, k, v from split_heads: gradients packed alike
                 if ctx.scale_in_softmax:   # dS comes out scaled: dq = dS k, dk = dS^T q
@@ -248,7 +255,6 @@ def _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop):
     scale = q.dtype.type(scale)
     kt = np.ascontiguousarray(k3.transpose(0, 2, 1))
     o3, lse = attention_forward(q3, kt, v3, b3, d3, bool(causal), scale)
-    ctx.kernel = True
     ctx.shapes = q.shape, k.shape, v.shape
     ctx.save_for_backward(q3, k3, kt, v3, b3, d3, o3, lse)
     return o3.reshape(batch + (L, v.shape[-1]))

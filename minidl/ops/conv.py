@@ -34,11 +34,12 @@ import math
 import threading
 
 from ..autograd.function import Function
-from ..backends import device_of, namespace_of
+from ..backends import namespace_of
+from ..kernels.switch import into
 from ..tensor.dtype import check_same_dtype
 from ..tensor.sizes import check_allocation
 from ._broadcast import int_pair
-from ._kernel_switch import use_kernel
+from ._kernel_switch import LAYER
 
 
 def conv_output_size(size, k, s, p, d):
@@ -52,9 +53,10 @@ def _views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
             yield i, j, xpad[:, :, i * dh: i * dh + sh * (OH - 1) + 1: sh, j * dw: j * dw + sw * (OW - 1) + 1: sw]
 
 
-def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1):
+def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
     """x (N, C, H, W) -> cols (N, OH, OW, C*kh*kw) with
-    cols[n, oh, ow, (g, i, j, cg)] = xpad[n, g*Cg + cg, oh*sh + i*dh, ow*sw + j*dw]."""
+    cols[n, oh, ow, (g, i, j, cg)] = xpad[n, g*Cg + cg, oh*sh + i*dh, ow*sw + j*dw]
+    (written into ``out`` when given)."""
     xp = namespace_of(x)
     N, C = x.shape[:2]
     G = groups
@@ -62,11 +64,12 @@ def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1):
     cols = xp.empty((N, OH, OW, G, kh, kw, C // G), dtype=x.dtype)
     for i, j, view in _views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
         cols[:, :, :, :, i, j, :] = view.transpose(0, 2, 3, 1).reshape(N, OH, OW, G, C // G)
-    return cols.reshape(N, OH, OW, C * kh * kw)
+    return into(out, cols.reshape(N, OH, OW, C * kh * kw))
 
 
-def col2im_reference(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1):
-    """The adjoint of im2col: scatter-add cols (N, OH, OW, C*kh*kw) into dx (N, C, H, W)."""
+def col2im_reference(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None):
+    """The adjoint of im2col: scatter-add cols (N, OH, OW, C*kh*kw) into dx (N, C, H, W)
+    (written into ``out`` when given)."""
     xp = namespace_of(cols)
     OH, OW = cols.shape[1:3]
     G = groups
@@ -74,29 +77,12 @@ def col2im_reference(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1)
     dxpad = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=cols.dtype)
     for i, j, view in _views(dxpad, kh, kw, sh, sw, dh, dw, OH, OW):
         view += cols[:, :, :, :, i, j, :].reshape(N, OH, OW, C).transpose(0, 3, 1, 2)
-    return dxpad[:, :, ph: ph + H, pw: pw + W]
+    return into(out, dxpad[:, :, ph: ph + H, pw: pw + W])
 
 
-def _im2col(x, *args, out):
-    if use_kernel(x):
-        from ..kernels.cpu import im2col as k
-        return k.im2col(x, *args, out=out)
-    if device_of(x) == "cuda":   # the device's own kernel (one launch, not one per kernel offset)
-        from ..kernels.cuda import im2col as k
-        return k.im2col(x, *args, out=out)
-    out[...] = im2col_reference(x, *args)
-    return out
-
-
-def _col2im(cols, *args, out):
-    if use_kernel(cols):
-        from ..kernels.cpu import im2col as k
-        return k.col2im(cols, *args, out=out)
-    if device_of(cols) == "cuda":   # the device's own kernel (one launch, not one per kernel offset)
-        from ..kernels.cuda import im2col as k
-        return k.col2im(cols, *args, out=out)
-    out[...] = col2im_reference(cols, *args)
-    return out
+# the gather and its adjoint: the reference above, or one kernel launch per block on each device
+IM2COL = LAYER.kernels(("im2col", "col2im"), __name__, cpu="minidl.kernels.cpu.im2col",
+                       cuda="minidl.kernels.cuda.im2col")
 
 
 def _weight_rows(w, G):
@@ -141,6 +127,7 @@ class Conv2d(Function):
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups):
         xp = namespace_of(x)
+        impl = ctx.impl = IM2COL.select(x)
         if not getattr(getattr(x, "flags", None), "c_contiguous", True):
             x = xp.ascontiguousarray(x)           # the kernels read x as one C-ordered block per image
         N, C, H, W = x.shape
@@ -159,7 +146,7 @@ class Conv2d(Function):
         for n0, n1 in _blocks(N, L * G * K * x.itemsize):
             m = (n1 - n0) * L
             dst = keep[n0:n1] if keep is not None else _scratch_buffer("cols", (n1 - n0, OH, OW, G * K), x.dtype, xp)
-            cols = _im2col(x[n0:n1], *geom, out=dst)
+            cols = impl.im2col(x[n0:n1], *geom, out=dst)
             if G == 1:
                 y = xp.matmul(cols.reshape(m, K), wt).reshape(n1 - n0, L, O).transpose(0, 2, 1)
             else:
@@ -197,13 +184,14 @@ class Conv2d(Function):
                 if ctx.cols is not None:
                     cols = ctx.cols[n0:n1]
                 else:
-                    cols = _im2col(x[n0:n1], *geom, out=_scratch_buffer("cols", (nb_, OH, OW, G * K), x.dtype, xp))
+                    cols = ctx.impl.im2col(x[n0:n1], *geom,
+                                           out=_scratch_buffer("cols", (nb_, OH, OW, G * K), x.dtype, xp))
                 dwr += xp.matmul(gyb.transpose(0, 2, 1), cols.reshape(m1 - m0, G, K).transpose(1, 0, 2))
             if nx:
                 buf = _scratch_buffer("dcols", (m1 - m0, G, K), g.dtype, xp)
                 xp.matmul(gyb, wr, out=buf.transpose(1, 0, 2))               # (G, m, K) into (m, G, K)
-                _col2im(buf.reshape(nb_, OH, OW, G * K), nb_, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, G,
-                        out=dx[n0:n1])
+                ctx.impl.col2im(buf.reshape(nb_, OH, OW, G * K), nb_, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, G,
+                                out=dx[n0:n1])
         ctx.cols = None
         dw_ = None
         if nw:

@@ -9,8 +9,20 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
-from ._kernel_switch import use_kernel
+from ._kernel_switch import LAYER
 from ._saved import keep_for_backward
+
+
+def embedding_backward_reference(idx, g, num_embeddings):
+    """idx: int array (any shape), g: (*idx.shape, D) -> gw (num_embeddings, D), by ``xp.add.at``."""
+    xp = namespace_of(g)
+    D = g.shape[-1]
+    gw = xp.zeros((num_embeddings, D), dtype=g.dtype)
+    xp.add.at(gw, idx.reshape(-1), g.reshape(idx.size, D))
+    return gw
+
+
+EMBEDDING = LAYER.kernels(("embedding_backward",), __name__, cpu="minidl.kernels.cpu.embedding")
 
 
 class Embedding(Function):
@@ -18,19 +30,13 @@ class Embedding(Function):
     def forward(ctx, idx, weight, padding_idx):
         ctx.save_for_backward(keep_for_backward(ctx, idx))   # the kernel trusts them: no caller may change them
         ctx.vocab, ctx.padding_idx = weight.shape[0], padding_idx
+        ctx.impl = EMBEDDING.select(weight)
         return weight[idx]
 
     @staticmethod
     def backward(ctx, g):
         (idx,) = ctx.saved_tensors
-        xp = namespace_of(g)
-        D = g.shape[-1]
-        if use_kernel(g):
-            from ..kernels.cpu.embedding import embedding_backward
-            gw = embedding_backward(idx, g, ctx.vocab)
-        else:
-            gw = xp.zeros((ctx.vocab, D), dtype=g.dtype)
-            xp.add.at(gw, idx.reshape(-1), g.reshape(idx.size, D))
+        gw = ctx.impl.embedding_backward(idx, g, ctx.vocab)
         if ctx.padding_idx is not None:
             gw[ctx.padding_idx] = 0
         return None, gw, None

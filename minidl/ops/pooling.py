@@ -15,8 +15,9 @@ adaptive_avg_pool2d: bin i of an output of size O over an input of size S spans
     averaging matrices A_h (OH, H) and A_w (OW, W):
     out = A_h x A_w^T  and  dL/dx = A_h^T g A_w.
 
-The gathers and scatters of max/avg pooling run in Numba kernels
-(``minidl.kernels.cpu.pooling``); the NumPy references below define them.
+The gathers and scatters of max/avg pooling run in Numba kernels on the CPU
+(``minidl.kernels.cpu.pooling``); the array-namespace references below define them and run on
+every other device.
 """
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.sizes import check_allocation
 from ._broadcast import int_pair
-from ._kernel_switch import use_kernel
+from ._kernel_switch import LAYER
 
 
 def pool_output_size(size, k, s, p, d, ceil_mode):
@@ -111,17 +112,17 @@ def _c(x):
     return x if x.flags.c_contiguous else x.copy()
 
 
+POOLING = LAYER.kernels(("max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward", "avg_pool2d_backward"),
+                        __name__, cpu="minidl.kernels.cpu.pooling")
+
+
 class MaxPool2d(Function):
     """Max pooling; returns (out, indices). See the module docstring."""
 
     @staticmethod
     def forward(ctx, x, geom):
-        kh, kw, sh, sw, ph, pw, dh, dw, OH, OW = geom
-        if use_kernel(x):
-            from ..kernels.cpu import pooling as k
-            out, idx = k.max_pool2d_forward(_c(x), kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
-        else:
-            out, idx = max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
+        ctx.impl = POOLING.select(x)
+        out, idx = ctx.impl.max_pool2d_forward(_c(x), *geom)
         ctx.save_for_backward(idx)
         ctx.hw = x.shape[2:]
         return out, idx
@@ -129,11 +130,7 @@ class MaxPool2d(Function):
     @staticmethod
     def backward(ctx, g, _gidx):
         (idx,) = ctx.saved_tensors
-        H, W = ctx.hw
-        if use_kernel(g):
-            from ..kernels.cpu import pooling as k
-            return k.max_pool2d_backward(_c(g), idx, H, W), None
-        return max_pool2d_backward_reference(g, idx, H, W), None
+        return ctx.impl.max_pool2d_backward(_c(g), idx, *ctx.hw), None
 
 
 class AvgPool2d(Function):
@@ -142,18 +139,13 @@ class AvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, geom, count_include_pad, divisor_override):
         kh, kw, sh, sw, ph, pw, OH, OW = geom
+        ctx.impl = POOLING.select(x)
         ctx.args = (x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
-        if use_kernel(x):
-            from ..kernels.cpu import pooling as k
-            return k.avg_pool2d_forward(_c(x), kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override)
-        return avg_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override)
+        return ctx.impl.avg_pool2d_forward(_c(x), *geom, count_include_pad, divisor_override)
 
     @staticmethod
     def backward(ctx, g):
-        if use_kernel(g):
-            from ..kernels.cpu import pooling as k
-            return k.avg_pool2d_backward(_c(g), *ctx.args), None, None, None
-        return avg_pool2d_backward_reference(g, *ctx.args), None, None, None
+        return ctx.impl.avg_pool2d_backward(_c(g), *ctx.args), None, None, None
 
 
 def adaptive_pool_matrix(size, out, dtype=np.float64, xp=np):

@@ -450,9 +450,12 @@ def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
     return y.astype(x.dtype, copy=False), mean, rstd
 
 
-def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None, need_affine=True):
-    """(dx, dweight, dbias), dweight/dbias float64 (None when need_affine is False and the
-    statistics were fixed, so no sums are needed)."""
+def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None, need_dx=True, need_dweight=True,
+                        need_dbias=True):
+    """(dx, dweight, dbias), dweight/dbias float64 (None when neither is needed and the
+    statistics were fixed, so no sums are needed). dx comes out of the same pass as the sums,
+    so it is always computed."""
+    need_affine = need_dweight or need_dbias
     c = x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)

@@ -121,8 +121,9 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     return y_full.astype(x.dtype, copy=False), mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
 
 
-def group_norm_backward(dy, x, mean, rstd, weight, num_groups):
-    """(dx, dweight, dbias); dweight and dbias in float64 (the caller casts them)."""
+def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True, need_dbias=True):
+    """(dx, dweight, dbias); dweight and dbias in float64 (the caller casts them). One pass gives
+    all three, so every one is computed whatever ``need_*`` says."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
@@ -146,5 +147,5 @@ def instance_norm_forward(x, weight=None, bias=None, eps=1e-5):
     return group_norm_forward(x, x.shape[1], weight, bias, eps)
 
 
-def instance_norm_backward(dy, x, mean, rstd, weight):
+def instance_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True):
     return group_norm_backward(dy, x, mean, rstd, weight, x.shape[1])

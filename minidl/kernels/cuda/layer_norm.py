@@ -137,36 +137,38 @@ def _dummy(dtype):
     return cuda.device_array(1, dtype=dtype)
 
 
-def norm_forward(x2, weight, bias, eps, center):
-    """y (n, d) in x's dtype, mean and rstd (n,) in the accumulator dtype; x2 is (n, d)."""
+def norm_forward(x2, weight, bias, eps, center, out=None):
+    """y (n, d) in x's dtype (written into ``out``, a contiguous (n, d) array, when given), mean and
+    rstd (n,) in the accumulator dtype; x2 is (n, d)."""
     from ...backends.cuda import CudaArray
     n, d = x2.shape
     acc = accumulator_dtype(x2.dtype)
-    y = CudaArray.empty((n, d), x2.dtype)
+    y = CudaArray.empty((n, d), x2.dtype) if out is None else out
     mean, rstd = CudaArray.empty((n,), acc), CudaArray.empty((n,), acc)
     if n and d:
         threads = _threads(d)
         k = _forward(acc, threads, bool(center), weight is not None, bias is not None)
-        k[n, threads](y._buf, _flat(x2), _flat(weight) if weight is not None else _dummy(acc),
+        k[n, threads](_flat(y), _flat(x2), _flat(weight) if weight is not None else _dummy(acc),
                       _flat(bias) if bias is not None else _dummy(acc), mean._buf, rstd._buf, d,
                       acc.type(1.0 / d), acc.type(eps))
     return y, mean, rstd
 
 
-def norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center):
-    """dx (n, d) in x's dtype (or None), dweight and dbias (d,) in the accumulator dtype (or None)."""
+def norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center, dx_out=None):
+    """dx (n, d) in x's dtype (into ``dx_out`` when given; None if not needed), dweight and dbias
+    (d,) in the accumulator dtype (or None)."""
     from ...backends.cuda import CUDA_NUMPY as xp
     from ...backends.cuda import CudaArray
     n, d = x2.shape
     acc = accumulator_dtype(x2.dtype)
-    dx = CudaArray.empty((n, d), x2.dtype) if need_dx else None
+    dx = (CudaArray.empty((n, d), x2.dtype) if dx_out is None else dx_out) if need_dx else None
     blocks = max(1, min(n, PARTIAL_BLOCKS))
     dw_part = xp.zeros((blocks, d), acc) if need_dw else None
     db_part = xp.zeros((blocks, d), acc) if need_db else None
     if n and d:
         threads = _threads(d)
         k = _backward(acc, threads, bool(center), weight is not None, bool(need_dx), bool(need_dw), bool(need_db))
-        k[blocks, threads](dx._buf if need_dx else _dummy(x2.dtype), _flat(dy2), _flat(x2),
+        k[blocks, threads](_flat(dx) if need_dx else _dummy(x2.dtype), _flat(dy2), _flat(x2),
                            _flat(weight) if weight is not None else _dummy(acc), mean._buf, rstd._buf,
                            dw_part._buf if need_dw else _dummy(acc), db_part._buf if need_db else _dummy(acc),
                            n, d, acc.type(1.0 / d))
@@ -175,70 +177,23 @@ def norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center
     return dx, dw, db
 
 
-def layer_norm_forward(x2, weight, bias, eps):
-    return norm_forward(x2, weight, bias, eps, center=True)
+# the array-level signatures of the CPU kernels (minidl/kernels/cpu/layer_norm.py, rms_norm.py) -----
+
+def layer_norm_forward(x2, weight, bias, eps, out=None):
+    return norm_forward(x2, weight, bias, eps, center=True, out=out)
 
 
-def layer_norm_backward(dy2, x2, mean, rstd, weight, need_dx=True, need_dw=True, need_db=True):
-    return norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center=True)
+def layer_norm_backward(dy2, x2, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True, dx_out=None):
+    return norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dweight, need_dbias, center=True, dx_out=dx_out)
 
 
-def rms_norm_forward(x2, weight, eps):
-    y, _, rstd = norm_forward(x2, weight, None, eps, center=False)
+def rms_norm_forward(x2, weight, eps, out=None):
+    y, _, rstd = norm_forward(x2, weight, None, eps, center=False, out=out)
     return y, rstd
 
 
-def rms_norm_backward(dy2, x2, rstd, weight, need_dx=True, need_dw=True):
+def rms_norm_backward(dy2, x2, rstd, weight, need_dx=True, need_dweight=True, dx_out=None):
     from ...backends.cuda import CUDA_NUMPY as xp
     mean = xp.zeros(rstd.shape, rstd.dtype)
-    dx, dw, _ = norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, False, center=False)
+    dx, dw, _ = norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dweight, False, center=False, dx_out=dx_out)
     return dx, dw
-
-
-# hooks for the norm Functions' device branch ----------------------------------------------------
-
-def _rows(x, d):
-    from ...backends.cuda import CUDA_NUMPY as xp
-    n = x.size // d if d else 0
-    return xp.ascontiguousarray(x).reshape(n, d)
-
-
-def _param(p, d):
-    return None if p is None else p.reshape(d)
-
-
-def _param_grad(g, p):
-    return g.reshape(p.shape).astype(p.dtype, copy=False)
-
-
-def layer_norm_function_forward(ctx, x, weight, bias, d, eps):
-    x2 = _rows(x, d)
-    y, mean, rstd = layer_norm_forward(x2, _param(weight, d), _param(bias, d), eps)
-    ctx.save_for_backward(x2, mean, rstd, weight)
-    ctx.shape, ctx.bias, ctx.cuda_backward = x.shape, bias, layer_norm_function_backward
-    return y.reshape(x.shape)
-
-
-def layer_norm_function_backward(ctx, dy):
-    x2, mean, rstd, weight = ctx.saved_tensors
-    need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
-    d = x2.shape[1]
-    dx, dw, db = layer_norm_backward(_rows(dy, d), x2, mean, rstd, _param(weight, d), need_dx, need_dw, need_db)
-    return (dx.reshape(ctx.shape) if need_dx else None, _param_grad(dw, weight) if need_dw else None,
-            _param_grad(db, ctx.bias) if need_db else None, None, None)
-
-
-def rms_norm_function_forward(ctx, x, weight, d, eps):
-    x2 = _rows(x, d)
-    y, rstd = rms_norm_forward(x2, _param(weight, d), eps)
-    ctx.save_for_backward(x2, rstd, weight)
-    ctx.shape, ctx.cuda_backward = x.shape, rms_norm_function_backward
-    return y.reshape(x.shape)
-
-
-def rms_norm_function_backward(ctx, dy):
-    x2, rstd, weight = ctx.saved_tensors
-    need_dx, need_dw = ctx.needs_input_grad[:2]
-    d = x2.shape[1]
-    dx, dw = rms_norm_backward(_rows(dy, d), x2, rstd, _param(weight, d), need_dx, need_dw)
-    return dx.reshape(ctx.shape) if need_dx else None, _param_grad(dw, weight) if need_dw else None, None, None

@@ -11,7 +11,8 @@ Channels become rows, (C, N * L), as in unmasked BatchNorm, and the mask a (1, N
     dx   = m rstd d                                                       (eval),
 
 every sum over a row, in the accumulator dtype (float32 for float16/32, float64 for float64).
-These are compositions of the generic map / zip / reduce kernels; no kernel of its own.
+These are compositions of the generic map / zip / reduce kernels; no kernel of its own. Backward
+recomputes xhat from x and the statistics (the same expression as forward's) instead of keeping it.
 """
 from .reduce import accumulator_dtype
 
@@ -30,61 +31,62 @@ def _unrows(rows, shape):
     return _xp().ascontiguousarray(rows.reshape((shape[1], shape[0]) + tuple(shape[2:])).swapaxes(0, 1))
 
 
-def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask):
-    xp, acc = _xp(), accumulator_dtype(x.dtype)
+def _layout(x, mask):
+    """x as accumulator-dtype rows (C, N * L) and the mask as a (1, N * L) weight."""
     if type(mask) is not type(x):
         raise TypeError(f"masked batch_norm: the mask must live on the input's device 'cuda', "
                         f"got a {type(mask).__name__}")
-    rows = _rows(x).astype(acc, copy=False)
-    m = mask.reshape(1, -1).astype(acc)
-    count = m.sum()
-    if training:
-        mean = (rows * m).sum(axis=1) / count
-        centered = rows - mean.reshape(-1, 1)
-        var = (centered * centered * m).sum(axis=1) / count
-        rstd = 1.0 / xp.sqrt(var + eps)
-        if rows.shape[1] == 0:   # an empty batch (count 0: NaN statistics) leaves the estimates alone
-            running_mean = running_var = None
-        if running_mean is not None:
-            running_mean *= 1.0 - momentum
-            running_mean += (momentum * mean).astype(running_mean.dtype)
-        if running_var is not None:
-            unbiased = var * count / xp.maximum(count - 1.0, 1.0)
-            running_var *= 1.0 - momentum
-            running_var += (momentum * unbiased).astype(running_var.dtype)
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: evaluation mode needs running_mean and running_var")
-        mean = running_mean.astype(acc)
-        rstd = 1.0 / xp.sqrt(running_var.astype(acc) + eps)
-    xhat = (rows - mean.reshape(-1, 1)) * rstd.reshape(-1, 1) * m
+    acc = accumulator_dtype(x.dtype)
+    return _rows(x).astype(acc, copy=False), mask.reshape(1, -1).astype(acc)
+
+
+def _normalized(rows, mean, rstd, m):
+    return (rows - mean.reshape(-1, 1)) * rstd.reshape(-1, 1) * m
+
+
+def _output(xhat, m, weight, bias, x):
     y = xhat
     if weight is not None:
         y = y * weight.reshape(-1, 1)
     if bias is not None:
         y = (y + bias.reshape(-1, 1)) * m
-    ctx.save_for_backward(xhat, weight, rstd, m, count)
-    ctx.shape, ctx.dtype, ctx.training, ctx.cuda_backward = x.shape, x.dtype, training, backward
-    ctx.bias_dtype = None if bias is None else bias.dtype
     return _unrows(y.astype(x.dtype), x.shape)
 
 
-def backward(ctx, dy):
-    xhat, weight, rstd, m, count = ctx.saved_tensors
-    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+def forward(x, weight, bias, eps, mask):
+    """Training forward: (y, mean, rstd) from the real tokens' statistics."""
+    rows, m = _layout(x, mask)
+    count = m.sum()
+    mean = (rows * m).sum(axis=1) / count
+    centered = rows - mean.reshape(-1, 1)
+    var = (centered * centered * m).sum(axis=1) / count
+    rstd = 1.0 / _xp().sqrt(var + eps)
+    return _output(_normalized(rows, mean, rstd, m), m, weight, bias, x), mean, rstd
+
+
+def apply(x, mean, rstd, weight, bias, mask):
+    """y with the given (eval) statistics."""
+    rows, m = _layout(x, mask)
+    return _output(_normalized(rows, mean, rstd, m), m, weight, bias, x)
+
+
+def backward(dy, x, mean, rstd, weight, training, mask, need_dx=True, need_dweight=True, need_dbias=True):
+    rows, m = _layout(x, mask)
+    xhat = _normalized(rows, mean, rstd, m)
     g = _rows(dy).astype(xhat.dtype, copy=False) * m
     dx = dw = db = None
-    if need_x:
+    if need_dx:
         d = g if weight is None else g * weight.reshape(-1, 1)
-        if ctx.training:
+        if training:
+            count = m.sum()
             sum_d = d.sum(axis=1, keepdims=True)
             sum_dxhat = (d * xhat).sum(axis=1, keepdims=True)
             dx_rows = (rstd.reshape(-1, 1) / count) * (count * d - sum_d - xhat * sum_dxhat) * m
         else:
             dx_rows = d * rstd.reshape(-1, 1)
-        dx = _unrows(dx_rows.astype(ctx.dtype), ctx.shape)
-    if need_w:
-        dw = (g * xhat).sum(axis=1).astype(weight.dtype)
-    if need_b:
-        db = g.sum(axis=1).astype(ctx.bias_dtype)
-    return dx, dw, db, None, None, None, None, None, None
+        dx = _unrows(dx_rows.astype(x.dtype), x.shape)
+    if need_dweight:
+        dw = (g * xhat).sum(axis=1)
+    if need_dbias:
+        db = g.sum(axis=1)
+    return dx, dw, db

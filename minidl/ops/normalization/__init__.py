@@ -7,11 +7,16 @@ Implementation switch (one for every norm in this package; API stable):
     set_implementation("reference")      # or "numba" (default); returns the previous setting
     with implementation("reference"):    # temporarily, e.g. in tests and benchmarks
         y = F.layer_norm(x, (768,))
-    # the environment variable MINIDL_NORM_IMPL=reference sets the default at import
+    # the environment variable MINIDL_NORM_IMPL=reference sets the default at import;
+    # minidl.implementation(norm="reference") is the same switch
 
-Inside a Function: ``if use_kernel(x): <call minidl.kernels.cpu.<norm>> else: <call the reference>``,
-decided in forward and again in backward (``use_kernel`` is True for "numba" on NumPy arrays).
-``param_grad(g, shape, dtype)`` turns a float64 sum over rows into a fresh parameter gradient.
+Inside a Function: ``ctx.impl = <NORM>.select(x)`` in forward (the reference, or the kernels of
+x's device: ``minidl.kernels.cpu.<norm>``, ``minidl.kernels.cuda.<norm>``, all with the reference's
+array-level signature), then ``ctx.impl.<norm>_forward(...)`` and, in backward, the same
+implementation's ``<norm>_backward(...)``; the rule is minidl.kernels.switch's, the same on every
+device (``minidl.implementation(norm="reference")`` runs the references on cuda too).
+``_dispatch`` holds what every norm Function shares (row layout, output buffers, parameter-gradient
+casts); ``running_stats`` the running-estimate update of BatchNorm and InstanceNorm.
 Kernel files share helpers: ``minidl.kernels.cpu._parallel`` (row reductions, chunks and
 partial sums, ``launch`` to run small inputs on one thread) and ``minidl.kernels.cpu._stream``
 (streaming stores for outputs larger than the cache).

@@ -44,10 +44,10 @@ tokens alone, scattered back into a zero-padded tensor.
 import numpy as np
 
 from ...autograd.function import Function
-from ...backends import device_of
-from ...kernels.cpu import batch_norm as cpu_kernel
+from ...backends import namespace_of
 from .._saved import keep_for_backward
-from ._dispatch import use_kernel
+from ._dispatch import NORMS, affine_meta, param_grads
+from .running_stats import update_running_stats
 
 
 def _axes(x):
@@ -55,58 +55,81 @@ def _axes(x):
 
 
 def _per_channel(v, x):
-    return np.reshape(v, (1, -1) + (1,) * (x.ndim - 2))
+    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
 
 
 def _mask_like(mask, x):
     """(N, L) -> (N, 1, L), broadcasting over channels."""
-    return None if mask is None else np.asarray(mask, dtype=bool)[:, None, :]
+    return None if mask is None else mask.astype(bool)[:, None, :]
 
 
 def batch_norm_forward_reference(x, weight=None, bias=None, eps=1e-5, mask=None, stats=None):
     """Returns (y, mean, rstd); mean and rstd are float64 of shape (C,). ``stats=(mean, rstd)``
     uses given statistics (eval) instead of the batch's."""
+    xp = namespace_of(x)
     xf = x.astype(np.float64)
     axes = _axes(x)
     m = _mask_like(mask, x)
     if stats is None:
-        w = np.ones((1, 1) + x.shape[2:]) if m is None else m.astype(np.float64)
-        count = np.broadcast_to(w, (x.shape[0], 1) + x.shape[2:]).sum()
+        if m is None:
+            w, count = 1.0, x.size / max(x.shape[1], 1)
+        else:
+            w = m.astype(np.float64)
+            count = w.sum()
         mean = (xf * w).sum(axis=axes) / count
         var = ((xf - _per_channel(mean, x)) ** 2 * w).sum(axis=axes) / count
-        rstd = 1.0 / np.sqrt(var + eps)
+        rstd = 1.0 / xp.sqrt(var + eps)
     else:
-        mean, rstd = (np.asarray(s, dtype=np.float64) for s in stats)
+        mean, rstd = stats
     y = (xf - _per_channel(mean, x)) * _per_channel(rstd, x)
     if weight is not None:
         y = y * _per_channel(weight, x)
     if bias is not None:
         y = y + _per_channel(bias, x)
     if m is not None:
-        y = np.where(m, y, 0.0)
+        y = xp.where(m, y, 0.0)
     return y.astype(x.dtype), mean, rstd
 
 
-def batch_norm_backward_reference(dy, x, mean, rstd, weight=None, training=True, mask=None):
+def batch_norm_apply_reference(x, mean, rstd, weight=None, bias=None, mask=None):
+    """y with the given (eval) statistics."""
+    return batch_norm_forward_reference(x, weight, bias, mask=mask, stats=(mean, rstd))[0]
+
+
+def batch_norm_statistics_reference(running_mean, running_var, eps, dtype):
+    """Eval mode's (mean, rstd): the running estimates as float64 constants (``dtype``, x's, is for
+    the implementations that keep statistics in an accumulator dtype)."""
+    mean = running_mean.astype(np.float64)
+    return mean, 1.0 / namespace_of(running_var).sqrt(running_var.astype(np.float64) + eps)
+
+
+def batch_norm_backward_reference(dy, x, mean, rstd, weight=None, training=True, mask=None, need_dx=True,
+                                  need_dweight=True, need_dbias=True):
     """Returns (dx, dweight, dbias), the weight and bias gradients in float64."""
+    xp = namespace_of(x)
     axes = _axes(x)
     m = _mask_like(mask, x)
-    g = dy.astype(np.float64) if m is None else np.where(m, dy.astype(np.float64), 0.0)
+    g = dy.astype(np.float64) if m is None else xp.where(m, dy.astype(np.float64), 0.0)
     mean, rstd = _per_channel(mean, x), _per_channel(rstd, x)
     xhat = (x.astype(np.float64) - mean) * rstd
     dbias = g.sum(axis=axes)
     dweight = (g * xhat).sum(axis=axes)
     d = g if weight is None else g * _per_channel(weight, x)
     if training:
-        count = x.size / max(x.shape[1], 1) if m is None else np.asarray(mask).sum()
+        count = x.size / max(x.shape[1], 1) if m is None else mask.astype(np.float64).sum()
         sum_d = d.sum(axis=axes, keepdims=True)
         sum_dxhat = (d * xhat).sum(axis=axes, keepdims=True)
         dx = rstd / count * (count * d - sum_d - xhat * sum_dxhat)
     else:
         dx = rstd * d
     if m is not None:
-        dx = np.where(m, dx, 0.0)
+        dx = xp.where(m, dx, 0.0)
     return dx.astype(x.dtype), dweight, dbias
+
+
+BATCH_NORM = NORMS.kernels(("batch_norm_forward", "batch_norm_apply", "batch_norm_backward", "batch_norm_statistics"),
+                           __name__, cpu="minidl.kernels.cpu.batch_norm", cuda="minidl.kernels.cuda.channel_norm",
+                           fallback=("batch_norm_statistics",))
 
 
 class BatchNormFunction(Function):
@@ -116,48 +139,21 @@ class BatchNormFunction(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask):
-        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
-            from ...kernels.cuda.channel_norm import batch_norm_function_forward
-            return batch_norm_function_forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask)
-        fast = use_kernel(x)
+        impl = ctx.impl = BATCH_NORM.select(x)
         if training:
-            if fast:
-                y, mean, rstd = cpu_kernel.batch_norm_forward(x, weight, bias, eps, mask)
-            else:
-                y, mean, rstd = batch_norm_forward_reference(x, weight, bias, eps, mask)
-            count = x.size / max(x.shape[1], 1) if mask is None else float(np.count_nonzero(mask))
-            if count > 0 and (running_mean is not None or running_var is not None):   # an empty batch estimates nothing
-                if running_mean is not None:
-                    running_mean *= 1.0 - momentum
-                    running_mean += (momentum * mean).astype(running_mean.dtype)
-                if running_var is not None:
-                    unbiased = (1.0 / rstd ** 2 - eps) * count / (count - 1)
-                    running_var *= 1.0 - momentum
-                    running_var += (momentum * unbiased).astype(running_var.dtype)
+            y, mean, rstd = impl.batch_norm_forward(x, weight, bias, eps, mask)
+            count = x.size / max(x.shape[1], 1) if mask is None or x.size == 0 else mask.astype(mean.dtype).sum()
+            update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps, count, momentum)
         else:
-            mean = np.asarray(running_mean, dtype=np.float64)
-            rstd = 1.0 / np.sqrt(np.asarray(running_var, dtype=np.float64) + eps)
-            if fast:
-                y = cpu_kernel.batch_norm_apply(x, mean, rstd, weight, bias, mask)
-            else:
-                y, _, _ = batch_norm_forward_reference(x, weight, bias, eps, mask, stats=(mean, rstd))
+            mean, rstd = impl.batch_norm_statistics(running_mean, running_var, eps, x.dtype)
+            y = impl.batch_norm_apply(x, mean, rstd, weight, bias, mask)
         ctx.save_for_backward(x, weight, mean, rstd, keep_for_backward(ctx, mask))   # the caller's mask may change
-        ctx.training = training
-        ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.training, ctx.affine = training, affine_meta(weight, bias)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        if getattr(ctx, "cuda_backward", None) is not None:
-            return ctx.cuda_backward(ctx, dy)
         x, weight, mean, rstd, mask = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        if use_kernel(dy):
-            dx, dw, db = cpu_kernel.batch_norm_backward(dy, x, mean, rstd, weight, ctx.training, mask,
-                                                        need_affine=need_w or need_b)
-        else:
-            dx, dw, db = batch_norm_backward_reference(dy, x, mean, rstd, weight, ctx.training, mask)
-        return (dx if need_x else None,
-                dw.astype(weight.dtype) if need_w else None,
-                db.astype(ctx.bias_dtype) if need_b else None,
-                None, None, None, None, None, None)
+        need = ctx.needs_input_grad[:3]
+        dx, dw, db = ctx.impl.batch_norm_backward(dy, x, mean, rstd, weight, ctx.training, mask, *need)
+        return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 6

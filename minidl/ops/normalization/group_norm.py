@@ -19,17 +19,18 @@ sample instead of over the batch:
 
 No sum crosses samples, so a sample's output and gradient depend on that sample alone.
 """
+import math
+
 import numpy as np
 
 from ...autograd.function import Function
-from ...backends import device_of
-from ...kernels.cpu import group_norm as cpu_kernel
-from ._dispatch import use_kernel
+from ...backends import namespace_of
+from ._dispatch import NORMS, affine_meta, param_grads
 
 
 def _spatial(a):
     """prod(*) of an (N, C, *) array (spelled out: a -1 in reshape is ambiguous for an empty array)."""
-    return int(np.prod(a.shape[2:]))
+    return math.prod(a.shape[2:])
 
 
 def _grouped(a, num_groups):
@@ -45,9 +46,9 @@ def _channel_sum(a):
 def _affine(y, weight, bias):
     shape = (1, -1) + (1,) * (y.ndim - 2)
     if weight is not None:
-        y = y * np.reshape(weight, shape)
+        y = y * weight.reshape(shape)
     if bias is not None:
-        y = y + np.reshape(bias, shape)
+        y = y + bias.reshape(shape)
     return y
 
 
@@ -56,12 +57,13 @@ def group_norm_forward_reference(x, num_groups, weight=None, bias=None, eps=1e-5
     xg = _grouped(x.astype(np.float64), num_groups)
     mean = xg.mean(axis=2)
     var = ((xg - mean[:, :, None]) ** 2).mean(axis=2)
-    rstd = 1.0 / np.sqrt(var + eps)
+    rstd = 1.0 / namespace_of(x).sqrt(var + eps)
     xhat = ((xg - mean[:, :, None]) * rstd[:, :, None]).reshape(x.shape)
     return _affine(xhat, weight, bias).astype(x.dtype), mean, rstd
 
 
-def group_norm_backward_reference(dy, x, mean, rstd, weight, num_groups):
+def group_norm_backward_reference(dy, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
+                                  need_dbias=True):
     """Returns (dx, dweight, dbias), the weight and bias gradients in float64."""
     g = dy.astype(np.float64)
     xg = _grouped(x.astype(np.float64), num_groups)
@@ -76,33 +78,24 @@ def group_norm_backward_reference(dy, x, mean, rstd, weight, num_groups):
     return dx.reshape(x.shape).astype(x.dtype), dweight, dbias
 
 
+GROUP_NORM = NORMS.kernels(("group_norm_forward", "group_norm_backward"), __name__,
+                           cpu="minidl.kernels.cpu.group_norm", cuda="minidl.kernels.cuda.channel_norm")
+
+
 class GroupNormFunction(Function):
     """Per (sample, group) statistics, per-channel affine; saves x, mean and rstd (N, G)."""
 
     @staticmethod
     def forward(ctx, x, num_groups, weight, bias, eps):
-        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
-            from ...kernels.cuda.channel_norm import group_norm_function_forward
-            return group_norm_function_forward(ctx, x, num_groups, weight, bias, eps)
-        if use_kernel(x):
-            y, mean, rstd = cpu_kernel.group_norm_forward(x, num_groups, weight, bias, eps)
-        else:
-            y, mean, rstd = group_norm_forward_reference(x, num_groups, weight, bias, eps)
+        ctx.impl = GROUP_NORM.select(x)
+        y, mean, rstd = ctx.impl.group_norm_forward(x, num_groups, weight, bias, eps)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.num_groups = num_groups
-        ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.num_groups, ctx.affine = num_groups, affine_meta(weight, bias)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        if getattr(ctx, "cuda_backward", None) is not None:
-            return ctx.cuda_backward(ctx, dy)
         x, weight, mean, rstd = ctx.saved_tensors
         need_x, _, need_w, need_b, _ = ctx.needs_input_grad
-        if use_kernel(dy):
-            dx, dw, db = cpu_kernel.group_norm_backward(dy, x, mean, rstd, weight, ctx.num_groups)
-        else:
-            dx, dw, db = group_norm_backward_reference(dy, x, mean, rstd, weight, ctx.num_groups)
-        return (dx if need_x else None, None,
-                dw.astype(weight.dtype) if need_w else None,
-                db.astype(ctx.bias_dtype) if need_b else None, None)
+        dx, dw, db = ctx.impl.group_norm_backward(dy, x, mean, rstd, weight, ctx.num_groups, need_x, need_w, need_b)
+        return (dx if need_x else None, None) + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,)

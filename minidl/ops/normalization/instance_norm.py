@@ -20,17 +20,19 @@ estimates, when tracked, are updated with the batch average of the instances' me
 unbiased variance, as PyTorch does; an input without values (no sample, or no position)
 leaves them as they are.
 """
+import math
+
 import numpy as np
 
 from ...autograd.function import Function
-from ...backends import device_of
-from ...kernels.cpu import group_norm as cpu_kernel
-from ._dispatch import use_kernel
+from ...backends import namespace_of
+from ._dispatch import NORMS, affine_meta, param_grads
+from .running_stats import update_running_stats
 
 
 def _rows(a):
     """(N, C, *) -> (N, C, M)."""
-    return a.reshape(a.shape[0], a.shape[1], int(np.prod(a.shape[2:])))
+    return a.reshape(a.shape[0], a.shape[1], math.prod(a.shape[2:]))
 
 
 def instance_norm_forward_reference(x, weight=None, bias=None, eps=1e-5):
@@ -38,27 +40,31 @@ def instance_norm_forward_reference(x, weight=None, bias=None, eps=1e-5):
     xr = _rows(x.astype(np.float64))
     mean = xr.mean(axis=2)
     var = ((xr - mean[:, :, None]) ** 2).mean(axis=2)
-    rstd = 1.0 / np.sqrt(var + eps)
+    rstd = 1.0 / namespace_of(x).sqrt(var + eps)
     y = (xr - mean[:, :, None]) * rstd[:, :, None]
     if weight is not None:
-        y = y * np.reshape(weight, (1, -1, 1))
+        y = y * weight.reshape(1, -1, 1)
     if bias is not None:
-        y = y + np.reshape(bias, (1, -1, 1))
+        y = y + bias.reshape(1, -1, 1)
     return y.reshape(x.shape).astype(x.dtype), mean, rstd
 
 
-def instance_norm_backward_reference(dy, x, mean, rstd, weight):
+def instance_norm_backward_reference(dy, x, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True):
     """Returns (dx, dweight, dbias), the weight and bias gradients in float64."""
     g = _rows(dy.astype(np.float64))
     xhat = (_rows(x.astype(np.float64)) - mean[:, :, None]) * rstd[:, :, None]
     dweight = (g * xhat).sum(axis=(0, 2))
     dbias = g.sum(axis=(0, 2))
-    d = g if weight is None else g * np.reshape(weight, (1, -1, 1))
+    d = g if weight is None else g * weight.reshape(1, -1, 1)
     m = g.shape[2]
     sum_d = d.sum(axis=2, keepdims=True)
     sum_dxhat = (d * xhat).sum(axis=2, keepdims=True)
     dx = rstd[:, :, None] / m * (m * d - sum_d - xhat * sum_dxhat)
     return dx.reshape(x.shape).astype(x.dtype), dweight, dbias
+
+
+INSTANCE_NORM = NORMS.kernels(("instance_norm_forward", "instance_norm_backward"), __name__,
+                              cpu="minidl.kernels.cpu.group_norm", cuda="minidl.kernels.cuda.channel_norm")
 
 
 class InstanceNormFunction(Function):
@@ -67,37 +73,17 @@ class InstanceNormFunction(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
-        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
-            from ...kernels.cuda.channel_norm import instance_norm_function_forward
-            return instance_norm_function_forward(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
-        if use_kernel(x):
-            y, mean, rstd = cpu_kernel.instance_norm_forward(x, weight, bias, eps)
-        else:
-            y, mean, rstd = instance_norm_forward_reference(x, weight, bias, eps)
-        m = int(np.prod(x.shape[2:]))
-        if x.size == 0:     # no instance, or instances of no values: nothing to fold into the estimates
-            running_mean = running_var = None
-        if running_mean is not None:
-            running_mean *= 1.0 - momentum
-            running_mean += (momentum * mean.mean(axis=0)).astype(running_mean.dtype)
-        if running_var is not None:
-            unbiased = (1.0 / rstd ** 2 - eps) * m / (m - 1)
-            running_var *= 1.0 - momentum
-            running_var += (momentum * unbiased.mean(axis=0)).astype(running_var.dtype)
+        ctx.impl = INSTANCE_NORM.select(x)
+        y, mean, rstd = ctx.impl.instance_norm_forward(x, weight, bias, eps)
+        count = math.prod(x.shape[2:]) if x.size else 0   # no instance, or instances of no values: nothing to fold
+        update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps, count, momentum)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.affine = affine_meta(weight, bias)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        if getattr(ctx, "cuda_backward", None) is not None:
-            return ctx.cuda_backward(ctx, dy)
         x, weight, mean, rstd = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        if use_kernel(dy):
-            dx, dw, db = cpu_kernel.instance_norm_backward(dy, x, mean, rstd, weight)
-        else:
-            dx, dw, db = instance_norm_backward_reference(dy, x, mean, rstd, weight)
-        return (dx if need_x else None,
-                dw.astype(weight.dtype) if need_w else None,
-                db.astype(ctx.bias_dtype) if need_b else None, None, None, None, None)
+        need = ctx.needs_input_grad[:3]
+        dx, dw, db = ctx.impl.instance_norm_backward(dy, x, mean, rstd, weight, *need)
+        return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 4

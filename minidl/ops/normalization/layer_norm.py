@@ -40,35 +40,40 @@ negligible next to the (N, D) data); the output has the input's dtype.
 import numpy as np
 
 from ...autograd.function import Function
-from ...backends import device_of
-from ._dispatch import param_grad, use_kernel
+from ...backends import namespace_of
+from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
 
 
-def layer_norm_forward_reference(x, weight, bias, eps):
+def layer_norm_forward_reference(x, weight, bias, eps, out=None):
     """y, mean, rstd for LayerNorm over the last axis of x; weight/bias of shape (D,) or None."""
     xf = x.astype(np.float64)
     mean = xf.mean(axis=-1)
     xc = xf - mean[..., None]
     var = (xc * xc).mean(axis=-1)           # two-pass: exact for data with a large mean
-    rstd = 1.0 / np.sqrt(var + eps)
+    rstd = 1.0 / namespace_of(x).sqrt(var + eps)
     y = xc * rstd[..., None]
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y.astype(x.dtype), mean, rstd
+    return into(out, y.astype(x.dtype)), mean, rstd
 
 
-def layer_norm_backward_reference(dy, x, mean, rstd, weight):
-    """dx, dweight, dbias (the latter two float64, summed over every leading axis)."""
+def layer_norm_backward_reference(dy, x, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True,
+                                  dx_out=None):
+    """dx, dweight, dbias (the latter two float64, summed over every leading axis; None if not needed)."""
     xhat = (x.astype(np.float64) - mean[..., None]) * rstd[..., None]
     dyf = dy.astype(np.float64)
     g = dyf * weight if weight is not None else dyf
     dx = rstd[..., None] * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
     leading = tuple(range(x.ndim - 1))
-    dweight = (dyf * xhat).sum(axis=leading)
-    dbias = dyf.sum(axis=leading)
-    return dx.astype(x.dtype), dweight, dbias
+    dweight = (dyf * xhat).sum(axis=leading) if need_dweight else None
+    dbias = dyf.sum(axis=leading) if need_dbias else None
+    return into(dx_out, dx.astype(x.dtype)) if need_dx else None, dweight, dbias
+
+
+LAYER_NORM = NORMS.kernels(("layer_norm_forward", "layer_norm_backward"), __name__,
+                           cpu="minidl.kernels.cpu.layer_norm", cuda="minidl.kernels.cuda.layer_norm")
 
 
 class LayerNormFunction(Function):
@@ -76,46 +81,20 @@ class LayerNormFunction(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, d, eps):
-        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's fused kernels
-            from ...kernels.cuda.layer_norm import layer_norm_function_forward
-            return layer_norm_function_forward(ctx, x, weight, bias, d, eps)
-        n = x.size // d if d else 0
-        x2 = np.ascontiguousarray(x).reshape(n, d)
-        if use_kernel(x):
-            from ...kernels.cpu.layer_norm import layer_norm_forward
-            y = np.empty(x.shape, x.dtype)      # the kernel writes every element; no temporary
-            _, mean, rstd = layer_norm_forward(x2, weight, bias, eps, out=y.reshape(n, d))
-        else:
-            y2, mean, rstd = layer_norm_forward_reference(
-                x2, None if weight is None else weight.reshape(d), None if bias is None else bias.reshape(d), eps)
-            y = y2.reshape(x.shape)
+        ctx.impl = LAYER_NORM.select(x)
+        x2 = rows(x, d)
+        y, y2 = row_output(x.shape, x2)
+        _, mean, rstd = ctx.impl.layer_norm_forward(x2, flat_param(weight, d), flat_param(bias, d), eps, out=y2)
         ctx.save_for_backward(x2, mean, rstd, weight)
-        ctx.shape = x.shape
-        ctx.affine = [(p.shape, p.dtype) if p is not None else None for p in (weight, bias)]
+        ctx.shape, ctx.affine = x.shape, affine_meta(weight, bias)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        if getattr(ctx, "cuda_backward", None) is not None:
-            return ctx.cuda_backward(ctx, dy)
         x2, mean, rstd, weight = ctx.saved_tensors
         need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
-        n, d = x2.shape
-        dy2 = np.ascontiguousarray(dy).reshape(n, d)
-        dx = dweight = dbias = None
-        if use_kernel(x2):
-            from ...kernels.cpu.layer_norm import layer_norm_backward
-            if need_dx:
-                dx = np.empty(ctx.shape, x2.dtype)   # allocated in x's shape so .grad gets it uncopied
-            _, dw, db = layer_norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db,
-                                            dx_out=None if dx is None else dx.reshape(n, d))
-        else:
-            dx2, dw, db = layer_norm_backward_reference(dy2, x2, mean, rstd,
-                                                        None if weight is None else weight.reshape(d))
-            if need_dx:
-                dx = dx2.reshape(ctx.shape)
-        if need_dw:
-            dweight = param_grad(dw, *ctx.affine[0])
-        if need_db:
-            dbias = param_grad(db, *ctx.affine[1])
-        return dx, dweight, dbias, None, None
+        d = x2.shape[1]
+        dx, dx2 = row_output(ctx.shape, x2) if need_dx else (None, None)
+        _, dw, db = ctx.impl.layer_norm_backward(rows(dy, d), x2, mean, rstd, flat_param(weight, d),
+                                                 need_dx, need_dw, need_db, dx_out=dx2)
+        return (dx,) + param_grads(ctx.affine, (need_dw, need_db), (dw, db)) + (None, None)

@@ -29,28 +29,32 @@ Only rstd is saved (float64); the output has the input's dtype.
 import numpy as np
 
 from ...autograd.function import Function
-from ...backends import device_of
-from ._dispatch import param_grad, use_kernel
+from ...backends import namespace_of
+from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
 
 
-def rms_norm_forward_reference(x, weight, eps):
+def rms_norm_forward_reference(x, weight, eps, out=None):
     """y, rstd for RMSNorm over the last axis of x; weight (D,) or None."""
     xf = x.astype(np.float64)
-    rstd = 1.0 / np.sqrt((xf * xf).mean(axis=-1) + eps)
+    rstd = 1.0 / namespace_of(x).sqrt((xf * xf).mean(axis=-1) + eps)
     y = xf * rstd[..., None]
     if weight is not None:
         y = y * weight
-    return y.astype(x.dtype), rstd
+    return into(out, y.astype(x.dtype)), rstd
 
 
-def rms_norm_backward_reference(dy, x, rstd, weight):
-    """dx, dweight (float64, summed over every leading axis)."""
+def rms_norm_backward_reference(dy, x, rstd, weight, need_dx=True, need_dweight=True, dx_out=None):
+    """dx, dweight (float64, summed over every leading axis; None if not needed)."""
     xhat = x.astype(np.float64) * rstd[..., None]
     dyf = dy.astype(np.float64)
     g = dyf * weight if weight is not None else dyf
     dx = rstd[..., None] * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))
-    dweight = (dyf * xhat).sum(axis=tuple(range(x.ndim - 1)))
-    return dx.astype(x.dtype), dweight
+    dweight = (dyf * xhat).sum(axis=tuple(range(x.ndim - 1))) if need_dweight else None
+    return into(dx_out, dx.astype(x.dtype)) if need_dx else None, dweight
+
+
+RMS_NORM = NORMS.kernels(("rms_norm_forward", "rms_norm_backward"), __name__,
+                         cpu="minidl.kernels.cpu.rms_norm", cuda="minidl.kernels.cuda.layer_norm")
 
 
 class RMSNormFunction(Function):
@@ -58,40 +62,20 @@ class RMSNormFunction(Function):
 
     @staticmethod
     def forward(ctx, x, weight, d, eps):
-        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's fused kernels
-            from ...kernels.cuda.layer_norm import rms_norm_function_forward
-            return rms_norm_function_forward(ctx, x, weight, d, eps)
-        n = x.size // d if d else 0
-        x2 = np.ascontiguousarray(x).reshape(n, d)
-        if use_kernel(x):
-            from ...kernels.cpu.rms_norm import rms_norm_forward
-            y = np.empty(x.shape, x.dtype)
-            _, rstd = rms_norm_forward(x2, weight, eps, out=y.reshape(n, d))
-        else:
-            y2, rstd = rms_norm_forward_reference(x2, None if weight is None else weight.reshape(d), eps)
-            y = y2.reshape(x.shape)
+        ctx.impl = RMS_NORM.select(x)
+        x2 = rows(x, d)
+        y, y2 = row_output(x.shape, x2)
+        _, rstd = ctx.impl.rms_norm_forward(x2, flat_param(weight, d), eps, out=y2)
         ctx.save_for_backward(x2, rstd, weight)
-        ctx.shape = x.shape
+        ctx.shape, ctx.affine = x.shape, affine_meta(weight)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        if getattr(ctx, "cuda_backward", None) is not None:
-            return ctx.cuda_backward(ctx, dy)
         x2, rstd, weight = ctx.saved_tensors
         need_dx, need_dw = ctx.needs_input_grad[:2]
-        n, d = x2.shape
-        dy2 = np.ascontiguousarray(dy).reshape(n, d)
-        dx = None
-        if use_kernel(x2):
-            from ...kernels.cpu.rms_norm import rms_norm_backward
-            if need_dx:
-                dx = np.empty(ctx.shape, x2.dtype)
-            _, dw = rms_norm_backward(dy2, x2, rstd, weight, need_dx, need_dw,
-                                      dx_out=None if dx is None else dx.reshape(n, d))
-        else:
-            dx2, dw = rms_norm_backward_reference(dy2, x2, rstd, None if weight is None else weight.reshape(d))
-            if need_dx:
-                dx = dx2.reshape(ctx.shape)
-        dweight = param_grad(dw, weight.shape, weight.dtype) if need_dw else None
-        return dx, dweight, None, None
+        d = x2.shape[1]
+        dx, dx2 = row_output(ctx.shape, x2) if need_dx else (None, None)
+        _, dw = ctx.impl.rms_norm_backward(rows(dy, d), x2, rstd, flat_param(weight, d), need_dx, need_dw,
+                                           dx_out=dx2)
+        return (dx,) + param_grads(ctx.affine, (need_dw,), (dw,)) + (None, None)

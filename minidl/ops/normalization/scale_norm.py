@@ -25,25 +25,39 @@ Only s is saved (float64, one per row); clamping is recognised by s == 1/eps.
 import numpy as np
 
 from ...autograd.function import Function
-from ...backends import device_of
-from ._dispatch import param_grad, use_kernel
+from ...backends import namespace_of
+from ._dispatch import NORMS, affine_meta, into, param_grads, row_output, rows
 
 
-def scale_norm_forward_reference(x, g, eps):
-    """y, inv_norm for ScaleNorm over the last axis of x; g a Python float."""
+def scale_norm_forward_reference(x, g, eps, out=None):
+    """y, inv_norm for ScaleNorm over the last axis of x; g a Python float or a (1,) array."""
+    xp = namespace_of(x)
     xf = x.astype(np.float64)
-    inv = 1.0 / np.maximum(np.sqrt((xf * xf).sum(axis=-1)), eps)
-    return (g * xf * inv[..., None]).astype(x.dtype), inv
+    inv = 1.0 / xp.maximum(xp.sqrt((xf * xf).sum(axis=-1)), eps)
+    return into(out, (g * xf * inv[..., None]).astype(x.dtype)), inv
 
 
-def scale_norm_backward_reference(dy, x, inv, g, eps):
-    """dx, dg (a float64 scalar)."""
+def scale_norm_backward_reference(dy, x, inv, g, eps, need_dx=True, need_dg=True, dx_out=None):
+    """dx, dg (a float64 scalar); None where not needed."""
+    xp = namespace_of(x)
     xf = x.astype(np.float64)
     dyf = dy.astype(np.float64)
     dot = (dyf * xf).sum(axis=-1)
-    radial = np.where(inv == 1.0 / eps, 0.0, inv * inv * dot)      # no radial term where clamped
+    radial = xp.where(inv == 1.0 / eps, 0.0, inv * inv * dot)      # no radial term where clamped
     dx = g * inv[..., None] * (dyf - xf * radial[..., None])
-    return dx.astype(x.dtype), float((dot * inv).sum())
+    return into(dx_out, dx.astype(x.dtype)) if need_dx else None, (dot * inv).sum() if need_dg else None
+
+
+SCALE_NORM = NORMS.kernels(("scale_norm_forward", "scale_norm_backward"), __name__,
+                           cpu="minidl.kernels.cpu.scale_norm", cuda="minidl.kernels.cuda.scale_norm")
+
+
+def _gain(scale):
+    """The scale as the implementations take it: a host array is read once, here (free); a device
+    array stays where it is (reading it back would wait for the device) and broadcasts there."""
+    if isinstance(scale, np.ndarray):
+        return float(scale.reshape(-1)[0])
+    return scale if hasattr(scale, "shape") else float(scale)
 
 
 class ScaleNormFunction(Function):
@@ -51,43 +65,22 @@ class ScaleNormFunction(Function):
 
     @staticmethod
     def forward(ctx, x, scale, eps):
-        if type(x) is not np.ndarray and device_of(x) == "cuda":   # the device's own kernels
-            from ...kernels.cuda.scale_norm import scale_norm_function_forward
-            return scale_norm_function_forward(ctx, x, scale, eps)
+        ctx.impl = SCALE_NORM.select(x)
         d = x.shape[-1]
-        n = x.size // d if d else 0
-        g = float(scale.reshape(-1)[0]) if isinstance(scale, np.ndarray) else float(scale)
-        x2 = np.ascontiguousarray(x).reshape(n, d)
-        if use_kernel(x):
-            from ...kernels.cpu.scale_norm import scale_norm_forward
-            y = np.empty(x.shape, x.dtype)
-            _, inv = scale_norm_forward(x2, g, eps, out=y.reshape(n, d))
-        else:
-            y2, inv = scale_norm_forward_reference(x2, g, eps)
-            y = y2.reshape(x.shape)
-        ctx.save_for_backward(x2, inv)
-        ctx.g, ctx.eps, ctx.shape = g, eps, x.shape
-        ctx.scale_meta = (scale.shape, scale.dtype) if isinstance(scale, np.ndarray) else None
+        g = _gain(scale)
+        x2 = rows(x, d)
+        y, y2 = row_output(x.shape, x2)
+        _, inv = ctx.impl.scale_norm_forward(x2, g, eps, out=y2)
+        ctx.save_for_backward(x2, inv, g)
+        ctx.eps, ctx.shape = eps, x.shape
+        ctx.affine = affine_meta(scale if hasattr(scale, "shape") else None)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        if getattr(ctx, "cuda_backward", None) is not None:
-            return ctx.cuda_backward(ctx, dy)
-        x2, inv = ctx.saved_tensors
+        x2, inv, g = ctx.saved_tensors
         need_dx, need_dg = ctx.needs_input_grad[:2]
-        n, d = x2.shape
-        dy2 = np.ascontiguousarray(dy).reshape(n, d)
-        dx = None
-        if use_kernel(x2):
-            from ...kernels.cpu.scale_norm import scale_norm_backward
-            if need_dx:
-                dx = np.empty(ctx.shape, x2.dtype)
-            _, dg = scale_norm_backward(dy2, x2, inv, ctx.g, ctx.eps, need_dx, need_dg,
-                                        dx_out=None if dx is None else dx.reshape(n, d))
-        else:
-            dx2, dg = scale_norm_backward_reference(dy2, x2, inv, ctx.g, ctx.eps)
-            if need_dx:
-                dx = dx2.reshape(ctx.shape)
-        dscale = param_grad(np.float64(dg), *ctx.scale_meta) if need_dg else None
-        return dx, dscale, None
+        dx, dx2 = row_output(ctx.shape, x2) if need_dx else (None, None)
+        _, dg = ctx.impl.scale_norm_backward(rows(dy, x2.shape[1]), x2, inv, g, ctx.eps, need_dx, need_dg,
+                                             dx_out=dx2)
+        return (dx,) + param_grads(ctx.affine, (need_dg,), (dg,)) + (None,)
