@@ -9,6 +9,7 @@ from .resnet import BasicBlock, ResNet, resnet8, resnet20
 from .vgg import VGG, vgg_small
 from .encoder import TransformerEncoderClassifier  # noqa: F401
 from .gpt import GPT  # noqa: F401
+from .char_lstm import CharLSTM  # noqa: F401
 from .transformer import TransformerBlock, deepnorm_constants  # noqa: F401
 from .vit import ViT  # noqa: F401
 

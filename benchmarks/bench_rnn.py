@@ -1,0 +1,213 @@
+"""Character-level LSTM LM training-step throughput, minidl vs PyTorch CPU, and where the time goes.
+
+    python benchmarks/bench_rnn.py                  # 2 threads, embedding 64, hidden 256, 2 layers
+    python benchmarks/bench_rnn.py --threads 1 --rounds 5 --no-profile
+
+1. One training step (forward, cross-entropy, backward, Adam) of the same model in both
+   frameworks: Embedding(vocab 96, 64) -> LSTM(64, 256, 2 layers, batch_first) -> Linear(256, 96),
+   sequence 64, batch 32, float32. PyTorch runs in a process of its own (see _peer) with the
+   same number of threads; the two are measured alternately over ``--rounds`` rounds and the
+   reported ratio is the median of the rounds' ratios (a shared machine drifts by 10-30% over
+   minutes, for both alike). tokens/s = batch * sequence / step time; target ratio >= 0.8.
+2. The accounting: the step's GEMMs timed alone as NumPy calls of the same shapes (per-step
+   hidden projections and their backward, the all-steps input projections, the weight-gradient
+   GEMMs, the head), the gate kernels alone, and what is left (framework, embedding, loss, Adam).
+3. A cProfile of minidl's steps: the functions with the most own time.
+"""
+import argparse
+import os
+import sys
+
+import _peer
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--vocab", type=int, default=96)
+    p.add_argument("--embed", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--no-profile", action="store_true")
+    _peer.add_argument(p)
+    return p.parse_args()
+
+
+args = parse_args()
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ[_var] = str(args.threads)   # before NumPy / Numba / torch start their pools
+if args.peer_json:
+    import torch  # noqa: F401  (first: its thread runtime loads with its own defaults; see _peer)
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import minidl as md  # noqa: E402
+from minidl import optim  # noqa: E402
+from minidl.kernels.cpu import rnn_gates  # noqa: E402
+from minidl.zoo.char_lstm import CharLSTM  # noqa: E402
+
+
+def median_time(fn, steps, warmup):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def minidl_step_fn():
+    md.manual_seed(0)
+    model = CharLSTM(args.vocab, args.embed, args.hidden, args.layers)
+    opt = optim.Adam(model.parameters(), lr=2e-3)
+    rng = np.random.default_rng(0)
+
+    def step():
+        x = rng.integers(0, args.vocab, (args.batch_size, args.seq))
+        y = rng.integers(0, args.vocab, (args.batch_size, args.seq))
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def torch_step_fn():
+    import torch
+    import torch.nn as tnn
+    import torch.nn.functional as TF
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    class TCharLSTM(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tnn.Embedding(args.vocab, args.embed)
+            self.lstm = tnn.LSTM(args.embed, args.hidden, args.layers, batch_first=True)
+            self.head = tnn.Linear(args.hidden, args.vocab)
+
+        def forward(self, idx, tgt):
+            y, _ = self.lstm(self.emb(idx))
+            return TF.cross_entropy(self.head(y).reshape(-1, args.vocab), tgt.reshape(-1))
+
+    model = TCharLSTM()
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    gen = torch.Generator().manual_seed(0)
+
+    def step():
+        x = torch.randint(0, args.vocab, (args.batch_size, args.seq), generator=gen)
+        y = torch.randint(0, args.vocab, (args.batch_size, args.seq), generator=gen)
+        loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def accounting():
+    """Seconds per training step of each part, timed alone at the step's shapes (float32)."""
+    B, T, E, H, L, V = args.batch_size, args.seq, args.embed, args.hidden, args.layers, args.vocab
+    g = np.random.default_rng(0)
+    f32 = lambda *s: g.standard_normal(s).astype(np.float32)  # noqa: E731
+    N = B * T
+    h, w_hh, gates, dg = f32(B, H), f32(4 * H, H), f32(B, 4 * H), f32(B, 4 * H)
+    out_g, out_h = np.empty((B, 4 * H), np.float32), np.empty((B, H), np.float32)
+    reps = 50
+
+    def per(fn):
+        return median_time(fn, reps, 5)
+    hidden_fwd = per(lambda: np.matmul(h, w_hh.T, out=out_g)) * T * L
+    hidden_bwd = per(lambda: np.matmul(dg, w_hh, out=out_h)) * T * L
+    parts = {"hidden projections h W_hh^T, per step (forward)": hidden_fwd,
+             "dh = dG W_hh, per step (backward)": hidden_bwd}
+    big = {}
+    for k in range(L):
+        I = E if k == 0 else H
+        x, w_ih, dG, hprev = f32(N, I), f32(4 * H, I), f32(N, 4 * H), f32(N, H)
+        big[k] = (per(lambda: np.matmul(x, w_ih.T)) + per(lambda: np.matmul(dG, w_ih))
+                  + per(lambda: np.matmul(dG.T, x)) + per(lambda: np.matmul(dG.T, hprev)))
+    parts["input projections, dx, dW_ih, dW_hh (one GEMM each, all steps)"] = sum(big.values())
+    y, w_o, dl = f32(N, H), f32(V, H), f32(N, V)
+    parts["head: logits, d input, d weight"] = (per(lambda: np.matmul(y, w_o.T)) + per(lambda: np.matmul(dl, w_o))
+                                                 + per(lambda: np.matmul(dl.T, y)))
+    c, cp, cc, hh, dy, dh, dc = (f32(B, H) for _ in range(7))
+    hg = f32(B, 4 * H)
+    kern_f = per(lambda: rnn_gates.lstm_step_forward(gates.copy(), hg, c, cp, cc, hh))
+    kern_b = per(lambda: rnn_gates.lstm_step_backward(gates, cc, cp, dy, dh, dc, dg))
+    copy_t = per(lambda: gates.copy())
+    parts["gate kernels (forward + backward, per step)"] = (kern_f - copy_t + kern_b) * T * L
+    gemm_flops = 2 * 4 * H * (T * L * B * H * 3 + N * (E + H) * 3) + 3 * 2 * N * H * V
+    return parts, gemm_flops
+
+
+def peer_main():
+    import torch
+    _peer.write(args.peer_json, {"version": torch.__version__,
+                                 "step_s": median_time(torch_step_fn(), args.steps, args.warmup)})
+
+
+def main():
+    if args.peer_json:
+        return peer_main()
+    tokens = args.batch_size * args.seq
+    print(f"threads={args.threads}; char-LM: embedding {args.embed}, LSTM hidden {args.hidden} x {args.layers} "
+          f"layers, vocab {args.vocab}, sequence {args.seq}, batch {args.batch_size}, Adam, float32; median of "
+          f"{args.steps} steps after {args.warmup} warm-up, {args.rounds} alternating rounds")
+    step = minidl_step_fn()
+    t_mds, t_torches, peer = [], [], None
+    for r in range(max(args.rounds, 1)):
+        if not args.no_torch:
+            peer = _peer.run(__file__)
+        t_md = median_time(step, args.steps, args.warmup)
+        t_mds.append(t_md)
+        line = f"round {r + 1}: minidl {1e3 * t_md:7.1f} ms/step"
+        if peer:
+            t_torches.append(peer["step_s"])
+            line += f", torch {1e3 * peer['step_s']:7.1f} ms/step, ratio {peer['step_s'] / t_md:.2f}"
+        print(line, flush=True)
+    t_md = float(np.median(t_mds))
+    print(f"minidl : {1e3 * t_md:8.1f} ms/step  {tokens / t_md:10,.0f} tokens/s (median of the rounds)")
+    if t_torches:
+        t_torch = float(np.median(t_torches))
+        ratio = float(np.median([t / m for t, m in zip(t_torches, t_mds)]))
+        print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s "
+              f"(torch {peer['version']}, own process)")
+        print(f"ratio minidl/torch tokens/s: {ratio:.2f}, the median of the rounds' ratios  (target >= 0.8)")
+
+    parts, flops = accounting()
+    print(f"\nwhere minidl's {1e3 * t_md:.1f} ms go (each part timed alone at the step's shapes):")
+    for name, t in parts.items():
+        print(f"  {name:66s} {1e3 * t:7.1f} ms")
+    rest = t_md - sum(parts.values())
+    print(f"  {'the rest: framework, embedding, softmax/loss, Adam, copies':66s} {1e3 * rest:7.1f} ms")
+    gemm_t = sum(t for n, t in parts.items() if "kernel" not in n)
+    print(f"  GEMMs: {flops / 1e9:.2f} GFLOP per step, {flops / gemm_t / 1e9:.1f} GFLOP/s as timed alone "
+          f"(the per-step (32 x 256) x (256 x 1024) products are too small to reach BLAS's peak)")
+
+    if not args.no_profile:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.steps):
+            step()
+        prof.disable()
+        print("\nprofile (own time):")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+
+if __name__ == "__main__":
+    main()

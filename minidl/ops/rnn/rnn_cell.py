@@ -1,0 +1,86 @@
+"""The Elman RNN layer (one direction of one layer of nn.RNN, tanh or relu) as one Function.
+
+Step t:
+
+    a   = x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh           (n, H)
+    h_t = tanh(a)       or  relu(a)
+
+Backward, dh_t = dL/dh_t (output gradient plus what step t+1 sent back):
+
+    da = dh_t * (1 - h_t^2)      (tanh' written with the output, so nothing else is kept)
+    da = dh_t * [h_t > 0]        (relu)
+    dh_{t-1} = da W_hh,  dW_hh += da^T h_{t-1},  dW_ih += da^T x_t,  db_ih = db_hh += sum da
+
+Through T steps dh is multiplied by W_hh^T diag(act') T times, so it shrinks or grows
+geometrically with W_hh's spectral radius: the vanishing/exploding gradient that gated cells
+(LSTM's additive cell state, GRU's interpolation) were designed around.
+"""
+import numpy as np
+
+from ...autograd.function import Function
+from . import _loop
+
+
+def rnn_step_forward(gates, hg, h_out, relu):
+    """Reference: h_t = act(gates + hg); gates holds the input side with both biases."""
+    a = gates + hg
+    h_out[...] = np.maximum(a, 0) if relu else np.tanh(a)
+
+
+def rnn_step_backward(h, dy, dh, dgates, relu):
+    """Reference: dgates = (dy + dh) * act'(a), act' read off the output h."""
+    d = dy + dh
+    dgates[...] = np.where(h > 0, d, 0) if relu else d * (1 - h * h)
+
+
+def _steps_impl(x):
+    if _loop.use_kernel(x):
+        from ...kernels.cpu import rnn_gates as k
+        return k.rnn_step_forward, k.rnn_step_backward
+    return rnn_step_forward, rnn_step_backward
+
+
+class RNNLayer(Function):
+    """(y (N, H), h_n (B, H)) = Elman RNN over packed x (N, I). Arguments: x, w_ih (H, I),
+    w_hh (H, H), b_ih, b_hh (H,) or None, h0 (B, H), batch_sizes, reverse, relu (bool)."""
+
+    @staticmethod
+    def forward(ctx, x, w_ih, w_hh, b_ih, b_hh, h0, batch_sizes, reverse, relu):
+        fwd, bwd = _steps_impl(x)
+        dt = x.dtype
+        N, H = x.shape[0], w_hh.shape[0]
+        plan = _loop.steps(batch_sizes, reverse)
+        x = np.ascontiguousarray(x)
+        G = _loop.projection(x, w_ih, b_ih, b_hh)
+        h = _loop.state(h0, dt)
+        Y, Hprev = np.empty((N, H), dt), np.empty((N, H), dt)
+        hg = np.empty((h.shape[0], H), dt)
+        w_hh_t = w_hh.T
+        for off, n in plan:
+            s = slice(off, off + n)
+            Hprev[s] = h[:n]
+            np.matmul(h[:n], w_hh_t, out=hg[:n])
+            fwd(G[s], hg[:n], Y[s], relu)
+            h[:n] = Y[s]
+        ctx.save_for_backward(x, w_ih, w_hh, Y, Hprev)
+        ctx.plan, ctx.bwd, ctx.relu = plan, bwd, relu
+        ctx.has_bias, ctx.batch = b_ih is not None, h.shape[0]
+        return Y, h
+
+    @staticmethod
+    def backward(ctx, dY, dhn):
+        x, w_ih, w_hh, Y, Hprev = ctx.saved_tensors
+        dt = x.dtype
+        N, H = Y.shape
+        dY = _loop.grad_or_zeros(dY, (N, H), dt)
+        dh = _loop.grad_or_zeros(dhn, (ctx.batch, H), dt)
+        dG = np.empty((N, H), dt)
+        for off, n in reversed(ctx.plan):
+            s = slice(off, off + n)
+            ctx.bwd(Y[s], dY[s], dh[:n], dG[s], ctx.relu)
+            np.matmul(dG[s], w_hh, out=dh[:n])
+        need = ctx.needs_input_grad
+        dx, dw_ih = _loop.input_grads(ctx, dG, x, w_ih)
+        dw_hh = np.matmul(dG.T, Hprev) if need[2] else None
+        db = _loop.bias_grad(ctx.has_bias and (need[3] or need[4]), dG)
+        return dx, dw_ih, dw_hh, db, _loop.copy(db), dh, None, None, None
