@@ -5,30 +5,65 @@
     (x.tanh() ** 2).sum().backward()
     x.grad
 """
-from . import autograd, backends, ops, random
-from .backends.blas_threads import shorten_blas_spin as _shorten_blas_spin
-from .backends.host_memory import keep_freed_memory as _keep_freed_memory
+import math
+
+from . import accelerator, autograd, backends, cuda, ops, random, runtime
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                        set_grad_enabled)
+from .kernels.switch import get_implementation, implementation, set_implementation
 from .ops import cat, stack, where
-from .random import get_rng_state, manual_seed, set_rng_state
+from .ops.scatter import index_add, index_fill, scatter, scatter_add
+from .random import get_rng_state, set_rng_state
 from .tensor import Tensor
 from .tensor.dtype import bool_ as bool  # noqa: A001  (md.bool, as torch.bool)
-from .tensor.dtype import float16, float32, float64, int32, int64, uint8
+from .tensor.device import device
+from .tensor.dtype import DType as dtype
+from .tensor.dtype import bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8
+from .tensor.dtype_info import finfo, get_default_dtype, iinfo, is_floating_point, set_default_dtype
+from .tensor.generator import Generator, default_generator
+from .tensor.sampling import bernoulli, multinomial, normal
+from .tensor.size import Size
+from .threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from .tensor.factories import (arange, as_tensor, empty, eye, from_numpy, full, full_like, linspace, ones,
                                ones_like, rand, rand_like, randint, randn, randn_like, randperm, tensor, zeros,
                                zeros_like)
 
 half, float, double, long = float16, float32, float64, int64  # noqa: A001
+short, int = int16, int32  # noqa: A001
 
-_keep_freed_memory()     # freed arrays stay with the process for the next step (see backends.host_memory)
-_shorten_blas_spin()     # OpenBLAS's idle workers sleep at once, leaving the cores to Numba (backends.blas_threads)
+pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
+
+runtime.tune_process()   # freed memory kept, OpenBLAS's idle workers asleep at once (see minidl.runtime)
 
 __version__ = "0.1.0"
 
 
 def is_tensor(obj):
     return isinstance(obj, Tensor)
+
+
+def manual_seed(seed):
+    """Seed the global generator (md.rand, dropout, shuffling, and the GPU's draws); returns
+    md.default_generator."""
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    """Seed the global generator from the operating system's entropy; returns the seed."""
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def compile(model=None, **options):   # noqa: A001  (PyTorch's name)
+    """Return ``model`` unchanged: minidl has no graph compiler (its speed comes from the Numba
+    kernels every op already runs). Accepts torch.compile's options (fullgraph, dynamic,
+    backend, mode...) and ignores them; ``@md.compile`` and ``@md.compile(...)`` work too."""
+    if model is None:
+        return lambda m: m
+    return model
 
 
 def _lazy(name):
@@ -42,4 +77,10 @@ def __getattr__(name):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("io"), name)
-    raise AttributeError(f"module 'minidl' has no attribute {name!r}")
+    from ._unsupported import raise_for
+    raise_for("minidl", name)   # NotImplementedError for what minidl leaves out on purpose
+
+
+from ._namespace import install as _install_namespace  # noqa: E402  (needs Tensor and the ops)
+
+_install_namespace(globals())

@@ -165,7 +165,7 @@ def test_minidl_data_names_are_minidl_utils_data_ones():
     (dict(persistent_workers=True), ValueError, "persistent_workers option needs num_workers > 0"),
     (dict(prefetch_factor=2), ValueError, "prefetch_factor option could only be specified in multiprocessing"),
     (dict(timeout=-1), ValueError, "timeout option should be non-negative"),
-    (dict(generator=42), TypeError, "generator must be None or a numpy.random.Generator, got int"),
+    (dict(generator=42), TypeError, "generator must be None, a minidl.Generator or a numpy.random.Generator, got int"),
     (dict(num_workers=1, multiprocessing_context="teleport"), ValueError, "valid start method"),
 ])
 def test_bad_loader_arguments(kwargs, error, message):

@@ -92,3 +92,8 @@ def namespace_of(array):
     if type(array) is np.ndarray:
         return np
     return get(device_of(array)).xp
+
+
+# PyTorch's library switches: md.backends.cudnn / .mps / .cuda (flags.py, cuda_flags.py)
+from . import cuda_flags as cuda  # noqa: E402  (replaced by the device module of that name once loaded)
+from .flags import cudnn, mps  # noqa: E402

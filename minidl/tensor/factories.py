@@ -4,9 +4,10 @@ import numbers
 
 import numpy as np
 
-from .. import backends, random
+from .. import backends
 from . import dtype as dtypes
 from .sizes import check_allocation
+from .generator import numpy_generator
 from .tensor import Tensor
 
 
@@ -89,27 +90,33 @@ def empty(*size, dtype=None, requires_grad=False, device="cpu"):
     return zeros(*size, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
-def randn(*size, dtype=None, requires_grad=False, device="cpu"):
-    data = random.generator().standard_normal(_sized(size, np.float64, "randn")).astype(_float(dtype))
+def randn(*size, generator=None, dtype=None, requires_grad=False, device="cpu"):
+    data = numpy_generator(generator).standard_normal(_sized(size, np.float64, "randn")).astype(_float(dtype))
     return _leaf(data, requires_grad, device)
 
 
-def rand(*size, dtype=None, requires_grad=False, device="cpu"):
-    data = random.generator().random(_sized(size, np.float64, "rand")).astype(_float(dtype))
+def rand(*size, generator=None, dtype=None, requires_grad=False, device="cpu"):
+    data = numpy_generator(generator).random(_sized(size, np.float64, "rand")).astype(_float(dtype))
     return _leaf(data, requires_grad, device)
 
 
-def randint(low, high=None, size=(), dtype=None, device="cpu"):
+def randint(low, high=None, size=(), *, generator=None, dtype=None, requires_grad=False, device="cpu"):
+    """Integers drawn uniformly from [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
     if high is None:
         low, high = 0, low
-    data = random.generator().integers(low, high, _sized((size,), np.int64, "randint"))
+    elif isinstance(high, (tuple, list)):   # randint(high, size), as PyTorch's overload
+        low, high, size = 0, low, high
+    if requires_grad:
+        raise RuntimeError("randint: only floating point tensors can require gradients")
+    data = numpy_generator(generator).integers(low, high, _sized((size,), np.int64, "randint"))
     return _leaf(data.astype(dtypes.to_dtype(dtype or dtypes.int64)), False, device)
 
 
-def randperm(n, device="cpu"):
+def randperm(n, *, generator=None, dtype=None, requires_grad=False, device="cpu"):
     _check_size((int(n),))
     check_allocation("randperm", (int(n),), np.int64)
-    return _leaf(random.generator().permutation(int(n)).astype(np.int64), False, device)
+    data = numpy_generator(generator).permutation(int(n)).astype(dtypes.to_dtype(dtype or dtypes.int64))
+    return _leaf(data, requires_grad, device)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu"):
@@ -121,6 +128,9 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu
         raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign, got start={start}, "
                            f"end={end}, step={step}")
     if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
+        if not all(-2 ** 63 <= v < 2 ** 63 for v in (start, end, step)):   # NumPy would fill an object array
+            raise RuntimeError(f"arange: value cannot be converted to type int64 without overflow, got "
+                               f"start={start}, end={end}, step={step}")
         check_allocation("arange", (max(-((start - end) // step), 0),), np.int64)   # exact for any int
     elif math.isfinite((end - start) / step):   # (NumPy refuses an infinite range itself)
         check_allocation("arange", (max(math.ceil((end - start) / step), 0),), np.float64)

@@ -9,7 +9,8 @@ A Tensor holds
 - ``_version_counter``: bumped by every in-place write, shared with the tensors that view
   the same memory (see autograd/versions.py);
 - ``_base``: for a view made by an op (reshape, a slice...), the tensor whose memory it
-  views (None otherwise);
+  views (None otherwise), and ``_view_version``, the version its history belongs to (an
+  older one when the memory was written in place since: autograd/views.py);
 - ``_hooks``: the gradient hooks of a leaf (a non-leaf's live on its node).
 
 The in-place methods (``add_``, ``+=``, ``fill_``...) are in inplace.py.
@@ -22,15 +23,17 @@ import weakref
 import numpy as np
 
 from .. import backends
-from ..autograd import api, hooks
+from ..autograd import api, hooks, views
 from ..autograd.versions import VersionCounter
 from . import dtype as dtypes
+from .device import device as device_type, of_name
 from .inplace import InplaceMethods, apply_inplace
+from .size import Size
 
 
 class Tensor(InplaceMethods):
     __slots__ = ("_data", "_node", "_out_index", "_requires_grad", "_grad", "_version_counter", "_base", "_hooks",
-                 "__weakref__")
+                 "_view_version", "__weakref__")
     __array_priority__ = 1000  # so ndarray <op> Tensor defers to Tensor's reflected operators
 
     # construction --------------------------------------------------------------
@@ -97,7 +100,7 @@ class Tensor(InplaceMethods):
 
     @property
     def shape(self):
-        return self._data.shape
+        return Size(self._data.shape)
 
     @property
     def ndim(self):
@@ -105,23 +108,23 @@ class Tensor(InplaceMethods):
 
     @property
     def dtype(self):
-        return self._data.dtype
+        return dtypes.wrap(self._data.dtype)
 
     @property
     def device(self):
-        return backends.device_of(self._data)
+        return of_name(backends.device_of(self._data))
 
     @property
     def is_leaf(self):
-        return self._node is None
+        return views.current(self)._node is None
 
     @property
     def grad_fn(self):
-        return self._node
+        return views.current(self)._node
 
     @property
     def requires_grad(self):
-        return self._requires_grad
+        return views.current(self)._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, flag):
@@ -188,7 +191,10 @@ class Tensor(InplaceMethods):
         return t
 
     def detach_(self):
-        """Cut this tensor from the graph, in place: it becomes a leaf."""
+        """Cut this tensor from the graph, in place: it becomes a leaf. (Not for a view, whose
+        history follows its base's, as in PyTorch: use detach().)"""
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self._node, self._out_index, self._requires_grad = None, 0, False
         return self
 
@@ -245,7 +251,7 @@ class Tensor(InplaceMethods):
         """Call ``hook(grad)`` with this tensor's gradient each time it is computed; a
         Tensor it returns (of the same shape and dtype) replaces the gradient. Returns a
         handle whose ``remove()`` unregisters the hook."""
-        if not self._requires_grad:
+        if not views.current(self)._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._node is None:
             if self._hooks is None:
@@ -256,7 +262,7 @@ class Tensor(InplaceMethods):
 
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in ``.grad`` during backward (leaves always do)."""
-        if not self._requires_grad:
+        if not views.current(self)._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._node is not None:
             self._node.__dict__.setdefault("_retained", {})[self._out_index] = weakref.ref(self)
@@ -271,17 +277,31 @@ class Tensor(InplaceMethods):
 
     # printing --------------------------------------------------------------------
     def __repr__(self):
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        """As PyTorch prints: 4 decimals, the dtype when it is not the default float, int64 or
+        bool, the device when not the CPU, then grad_fn or requires_grad."""
+        values = self.numpy()
+        if values.dtype.kind == "V":          # bfloat16: NumPy prints its raw bits otherwise
+            values = values.astype(np.float32)
+        body = np.array2string(values, separator=", ", prefix="tensor(", precision=4)
         extra = ""
-        if self.dtype != dtypes.float32 and self.dtype != dtypes.int64:
+        if self.dtype not in (dtypes.DEFAULT_FLOAT, dtypes.int64, dtypes.bool_):
             extra += f", dtype={self.dtype}"
         if self.device != "cpu":
             extra += f", device='{self.device}'"
         if self._node is not None:
-            extra += f", grad_fn=<{type(self._node).__name__}>"
+            extra += f", grad_fn=<{type(self._node).__name__}Backward0>"
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
+
+    def __format__(self, spec):
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); others as their repr."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ "
+                            f"(only a 0-d tensor formats as a number; this one has shape {list(self.shape)})")
+        return repr(self)
 
     __hash__ = object.__hash__
 
@@ -375,11 +395,21 @@ class Tensor(InplaceMethods):
     def flatten(self, start_dim=0, end_dim=-1): return _ops.flatten(self, start_dim, end_dim)
     def expand(self, *sizes): return _ops.expand(self, *sizes)
     def masked_fill(self, mask, value): return _ops.masked_fill(self, mask, value)
+    def index_add(self, dim, index, source, *, alpha=1): return _scatter.index_add(self, dim, index, source, alpha=alpha)
+    def index_fill(self, dim, index, value): return _scatter.index_fill(self, dim, index, value)
+    def scatter_add(self, dim, index, src): return _scatter.scatter_add(self, dim, index, src)
+
+    def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+        return _scatter.scatter(self, dim, index, src, value, reduce=reduce)
+
     def t(self): return _ops.transpose(self, 0, 1) if self.ndim == 2 else self
 
     @property
     def T(self):
         return _ops.permute(self, *reversed(range(self.ndim)))
+
+
+_DTYPE_PREFIXES = ("float", "int", "bool", "uint", "bfloat")
 
 
 def _parse_to_args(args, kwargs):
@@ -388,7 +418,7 @@ def _parse_to_args(args, kwargs):
     if kwargs:
         raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
     for a in args:
-        if isinstance(a, str) and not a.startswith(("float", "int", "bool", "uint")):
+        if isinstance(a, device_type) or isinstance(a, str) and not a.startswith(_DTYPE_PREFIXES):
             device = a
         elif isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
@@ -410,4 +440,5 @@ def _as_array(value):
 
 
 from .. import ops as _ops  # noqa: E402  (ops need Tensor defined first)
+from ..ops import scatter as _scatter  # noqa: E402
 from ..ops import selection as _selection  # noqa: E402

@@ -7,23 +7,13 @@
 - ``SubsetRandomSampler``, ``WeightedRandomSampler``.
 - ``BatchSampler``: groups another sampler's indices into lists of ``batch_size``.
 
-A ``generator`` is None or a ``numpy.random.Generator`` (minidl has no Generator class of its own).
+A ``generator`` is None, an ``md.Generator`` or a ``numpy.random.Generator``.
 """
 import numbers
 
 import numpy as np
 
-from ... import random
-
-
-def numpy_generator(generator):
-    """The NumPy Generator to draw from: ``generator``, or minidl's global one (looked up at
-    each draw, since ``md.manual_seed`` replaces it)."""
-    if generator is None:
-        return random.generator()
-    if isinstance(generator, np.random.Generator):
-        return generator
-    raise TypeError(f"generator must be None or a numpy.random.Generator, got {type(generator).__name__}")
+from ...tensor.generator import numpy_generator  # noqa: F401  (re-exported for the loader and datasets)
 
 
 def _positive_int(name, value):

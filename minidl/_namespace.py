@@ -1,0 +1,445 @@
+"""PyTorch's tensor functions at both levels: ``md.X(t, ...)`` and ``t.X(...)``.
+
+The differentiable ops live in minidl.ops (each a Function with its backward); this module
+adds the functions PyTorch offers that compose them (norm, std, einsum via matmul-free
+NumPy, split, meshgrid...) or that give no gradient (isnan, unique, nonzero...), and
+attaches every name of ``BOTH`` to the module and to Tensor where it is not there yet.
+Reductions accept ``axis=`` for ``dim=`` and tuple dims, as PyTorch's do.
+"""
+import builtins
+import functools
+import math
+
+import numpy as np
+
+from .ops import cumulative as _cum
+from .ops import elementwise_math as _em
+from .ops import rearrange as _re
+from .ops import selection as _sel
+from .ops.einsum import einsum
+from .tensor import dtype as _dtypes
+from .tensor.tensor import Tensor
+
+
+def _ops():
+    from . import ops
+    return ops
+
+
+def _axis(fn):
+    """Let ``axis=`` stand for ``dim=`` (NumPy's spelling, which PyTorch also takes)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if "axis" in kwargs:
+            if "dim" in kwargs:
+                raise TypeError(f"{fn.__name__}(): got both dim and axis")
+            kwargs["dim"] = kwargs.pop("axis")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _wrap_bool(array):
+    return Tensor._wrap(np.asarray(array), None, 0)
+
+
+# reductions ------------------------------------------------------------------------------
+def sum(input, dim=None, keepdim=False, *, dtype=None):   # noqa: A001
+    x = input if dtype is None else input.to(dtype)
+    if dtype is None and x.dtype.kind in "biu":
+        x = x.to(_dtypes.int64)
+    return _ops().sum(x, dim, keepdim)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    return _ops().mean(input if dtype is None else input.to(dtype), dim, keepdim)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    c = _correction(unbiased, correction)
+    if c in (0, 1):
+        return _ops().var(input, dim, bool(c), keepdim)
+    axes = tuple(range(input.ndim)) if dim is None else dim
+    n = math.prod(input.shape[d] for d in ((axes,) if isinstance(axes, int) else axes))
+    return _ops().var(input, dim, False, keepdim) * (n / builtins.max(n - c, 0))
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+def max(input, dim=None, keepdim=False, *, other=None):   # noqa: A001
+    if isinstance(dim, Tensor):
+        return _em.maximum(input, dim)
+    return _ops().max(input, None, keepdim) if dim is None else _sel.max_dim(input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):   # noqa: A001
+    if isinstance(dim, Tensor):
+        return _em.minimum(input, dim)
+    return _ops().min(input, None, keepdim) if dim is None else _sel.min_dim(input, dim, keepdim)
+
+
+def amax(input, dim=(), keepdim=False):
+    return _ops().max(input, None if dim == () else dim, keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return _ops().min(input, None if dim == () else dim, keepdim)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _ops().argmax(input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _ops().argmin(input, dim, keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """The p-norm (sum |x|**p)**(1/p) over ``dim`` (all elements by default); "fro" is p=2,
+    inf/-inf the largest/smallest |x|. Differentiable through abs, pow and sum."""
+    x = input if dtype is None else input.to(dtype)
+    if p in ("fro", 2, 2.0):
+        return (x * x).sum(dim=dim, keepdim=keepdim).sqrt()
+    if p in (math.inf, "inf"):
+        return x.abs().amax(dim=dim, keepdim=keepdim)
+    if p == -math.inf:
+        return x.abs().amin(dim=dim, keepdim=keepdim)
+    if p == 0:
+        return (x != 0).to(x.dtype).sum(dim=dim, keepdim=keepdim)
+    if p == 1:
+        return x.abs().sum(dim=dim, keepdim=keepdim)
+    if isinstance(p, str):
+        raise RuntimeError(f"norm: unsupported norm type {p!r}; expected a number or 'fro'")
+    return (x.abs() ** p).sum(dim=dim, keepdim=keepdim) ** (1.0 / p)
+
+
+def any(input, dim=None, keepdim=False):   # noqa: A001
+    return _wrap_bool(np.any(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim))
+
+
+def all(input, dim=None, keepdim=False):   # noqa: A001
+    return _wrap_bool(np.all(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim))
+
+
+def _np_axis(dim, x):
+    if dim is None:
+        return None
+    from .ops._broadcast import normalize_dims
+    return normalize_dims(dim, x.ndim, "reduction") or None
+
+
+# matrix products and shapes --------------------------------------------------------------------
+def _ndim(t, n, op):
+    if t.ndim != n:
+        raise RuntimeError(f"{op}: expected a {n}-D tensor, got {t.ndim}-D of shape {list(t.shape)}")
+
+
+def mm(input, mat2):
+    _ndim(input, 2, "mm")
+    _ndim(mat2, 2, "mm")
+    return _ops().matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    _ndim(input, 3, "bmm")
+    _ndim(mat2, 3, "bmm")
+    return _ops().matmul(input, mat2)
+
+
+def outer(input, vec2):
+    _ndim(input, 1, "outer")
+    _ndim(vec2, 1, "outer")
+    return input.reshape(-1, 1) * vec2.reshape(1, -1)
+
+
+def view_as(input, other):
+    return input.reshape(*other.shape)
+
+
+reshape_as = view_as
+
+
+def expand_as(input, other):
+    return input.expand(*other.shape)
+
+
+def unflatten(input, dim, sizes):
+    from .ops._broadcast import normalize_dim
+    d = normalize_dim(dim, input.ndim, "unflatten")
+    return input.reshape(*input.shape[:d], *sizes, *input.shape[d + 1:])
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    from .ops._broadcast import normalize_dim
+    d = normalize_dim(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections <= 0 and n:
+            raise RuntimeError(f"split expects split_size be positive, got {split_size_or_sections}")
+        step = builtins.max(split_size_or_sections, 1)
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                               f"dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(tensor[(slice(None),) * d + (slice(start, start + s),)])
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    from .ops._broadcast import normalize_dim
+    n = input.shape[normalize_dim(dim, input.ndim, "chunk")]
+    return split(input, builtins.max(-(-n // chunks), 1), dim)
+
+
+def unbind(input, dim=0):
+    from .ops._broadcast import normalize_dim
+    d = normalize_dim(dim, input.ndim, "unbind")
+    return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
+
+
+def swapaxes(input, axis0, axis1):
+    return input.transpose(axis0, axis1)
+
+
+def meshgrid(*tensors, indexing="ij"):
+    ts = list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else list(tensors)
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = [t.numel() for t in ts]
+    out = [t.reshape(*[-1 if i == k else 1 for i in range(len(ts))]).expand(*shape) for k, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) >= 2:   # the grids of (y, x, ...) in "ij", handed back as (x, y, ...)
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def cdist(x1, x2, p=2.0):
+    """Pairwise p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M)."""
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 2:   # the gradient of a zero distance is 0, as PyTorch's
+        sq = (diff * diff).sum(-1)
+        safe = _ops().where(sq > 0, sq, _ops().add(sq, 1.0))
+        return _ops().where(sq > 0, safe.sqrt(), sq * 0)
+    return norm(diff, p, dim=-1)
+
+
+# comparisons and tests ----------------------------------------------------------------------
+def _cmp(name):
+    def fn(input, other):
+        return _ops().compare(name, input, other)
+    return fn
+
+
+eq, ne, lt, le, gt, ge = (_cmp(n) for n in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
+logical_and, logical_or, logical_xor = (_cmp(n) for n in ("logical_and", "logical_or", "logical_xor"))
+
+
+def logical_not(input):
+    return _wrap_bool(np.logical_not(input.numpy()))
+
+
+def isnan(input):
+    return _wrap_bool(np.isnan(input.numpy()))
+
+
+def isinf(input):
+    return _wrap_bool(np.isinf(input.numpy()))
+
+
+def isfinite(input):
+    return _wrap_bool(np.isfinite(input.numpy()))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return _wrap_bool(np.isclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(np.allclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(input, other):
+    return input.shape == other.shape and builtins.bool(np.array_equal(input.numpy(), other.numpy()))
+
+
+def _values(x):
+    return x.numpy() if isinstance(x, Tensor) else x
+
+
+def nonzero(input, *, as_tuple=False):
+    idx = np.nonzero(input.numpy()) if input.ndim else np.nonzero(input.numpy().reshape(1))
+    if as_tuple:
+        return tuple(Tensor._wrap(i.astype(np.int64), None, 0) for i in idx)
+    return Tensor._wrap(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64), None, 0)
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    out = np.unique(input.numpy(), return_inverse=True, return_counts=True, axis=dim)
+    values, inverse, counts = out
+    res = [Tensor._wrap(values, None, 0)]
+    if return_inverse:
+        shape = input.shape if dim is None else (input.shape[dim],)
+        res.append(Tensor._wrap(inverse.reshape(shape).astype(np.int64), None, 0))
+    if return_counts:
+        res.append(Tensor._wrap(counts.astype(np.int64), None, 0))
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def numel(input):
+    return input.numel()
+
+
+def clip(input, min=None, max=None):   # noqa: A002
+    return _ops().clamp(input, min, max)
+
+
+def square(input):
+    return _ops().pow(input, 2)
+
+
+def rsqrt(input):
+    return _ops().pow(_floating(input), -0.5)
+
+
+def _floating(x):
+    from .ops.unary import _floating as f
+    return f(x)
+
+
+def softmax(input, dim, dtype=None):
+    return _ops().softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def log_softmax(input, dim, dtype=None):
+    return _ops().log_softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+    from .tensor import factories
+    return factories.zeros_like(input, dtype=dtype, requires_grad=requires_grad)
+
+
+# new_* and properties ------------------------------------------------------------------------
+def _new(fill):
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        from .tensor import factories
+        shape = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        return factories.full(tuple(shape), fill, dtype=dtype or self.dtype, requires_grad=requires_grad,
+                              device=device or self.device)
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    from .tensor import factories
+    return factories.full(tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad,
+                          device=device or self.device)
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    from .tensor import factories
+    return factories.tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad,
+                            device=device or self.device)
+
+
+def _type(self, dtype=None, non_blocking=False):
+    """No dtype: the legacy type name ("minidl.FloatTensor"); a dtype: the tensor in it."""
+    if dtype is None:
+        names = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+        return f"minidl.{names.get(self.dtype.name, self.dtype.name)}Tensor"
+    if isinstance(dtype, str) and dtype.endswith("Tensor"):
+        legacy = {"Float": "float32", "Double": "float64", "Half": "float16", "Long": "int64", "Int": "int32",
+                  "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool", "BFloat16": "bfloat16"}
+        dtype = legacy[dtype.rsplit(".", 1)[-1][:-len("Tensor")]]
+    return self.to(dtype)
+
+
+_PROPERTIES = {
+    "mT": property(lambda self: self.transpose(-2, -1)),
+    "is_cuda": property(lambda self: self.device.type == "cuda"),
+    "is_cpu": property(lambda self: self.device.type == "cpu"),
+    "itemsize": property(lambda self: self.dtype.itemsize),
+    "nbytes": property(lambda self: self.numel() * self.dtype.itemsize),
+}
+
+_METHODS_ONLY = {
+    "new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0), "new_full": _new_full,
+    "new_tensor": _new_tensor, "type": _type, "element_size": lambda self: self.dtype.itemsize,
+    "is_floating_point": lambda self: self.dtype.is_floating_point, "is_contiguous": lambda self, **_: True,
+    "nelement": lambda self: self.numel(),
+}
+
+
+def _random_methods():
+    from .tensor import sampling
+    return {"bernoulli": sampling.bernoulli, "multinomial": sampling.multinomial}
+
+
+BOTH = {
+    **{n: getattr(_em, n) for n in ("sin", "cos", "tan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "trunc",
+                                    "round", "maximum", "minimum")},
+    **{n: getattr(_cum, n) for n in ("prod", "cumsum", "cumprod", "logsumexp")},
+    **{n: getattr(_re, n) for n in ("flip", "roll", "tril", "triu", "diag", "gather", "index_select",
+                                    "masked_select", "repeat_interleave", "tile")},
+    "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min, "amax": amax, "amin": amin,
+    "argmax": argmax, "argmin": argmin, "norm": norm, "any": any, "all": all,
+    "mm": mm, "bmm": bmm, "outer": outer, "einsum": einsum, "view_as": view_as, "reshape_as": reshape_as,
+    "expand_as": expand_as, "unflatten": unflatten, "split": split, "chunk": chunk, "unbind": unbind,
+    "swapaxes": swapaxes, "cdist": cdist, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor, "logical_not": logical_not,
+    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "isclose": isclose, "allclose": allclose, "equal": equal,
+    "nonzero": nonzero, "unique": unique, "numel": numel, "clip": clip, "clamp": clip, "square": square,
+    "rsqrt": rsqrt, "softmax": softmax, "log_softmax": log_softmax,
+}
+
+# module level only (a tensor method of these names would mean something else or nothing)
+MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like}
+
+# at module level from the Tensor method of the same name
+FROM_METHODS = ("sqrt", "exp", "log", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "matmul", "transpose",
+                "permute", "reshape", "flatten", "squeeze", "unsqueeze", "sort", "argsort", "topk", "kthvalue",
+                "median", "mode", "masked_fill", "add", "sub", "mul", "div", "t", "detach", "clone", "repeat")
+
+def _module_from_method(name):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"md.{name}(t, ...) is t.{name}(...)."
+    return fn
+
+
+def install(module_globals):
+    """Attach the functions to minidl's namespace and to Tensor. A method Tensor already
+    defines stays (only taught ``axis=``); the module-level function is the fuller one here."""
+    for name, fn in BOTH.items():
+        module_globals.setdefault(name, _axis(fn))
+        setattr(Tensor, name, _axis(Tensor.__dict__[name]) if name in Tensor.__dict__ else _axis(fn))
+    if "repeat" not in Tensor.__dict__:
+        Tensor.repeat = _re.repeat
+    for name, fn in {**MODULE_ONLY, **_random_methods()}.items():
+        module_globals.setdefault(name, fn)
+    for name, fn in {**_random_methods(), **_METHODS_ONLY}.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, fn)
+    for name in FROM_METHODS:
+        module_globals.setdefault(name, _module_from_method(name))
+    for name, prop in _PROPERTIES.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, prop)

@@ -1,0 +1,128 @@
+"""Products and running reductions along a dim: prod, cumsum, cumprod, logsumexp."""
+import numpy as np
+
+from ..autograd.function import Function
+from ._broadcast import normalize_dim, normalize_dims
+from .unary import _floating
+
+
+def _exclusive_products(x, axis):
+    """prod_{k != i} x_k along ``axis`` for every i, without dividing (exact with zeros):
+    the product of everything before i times everything after it."""
+    ones = np.ones_like(np.take(x, [0], axis=axis))
+    before = np.cumprod(np.concatenate([ones, np.delete(x, -1, axis=axis)], axis=axis), axis=axis)
+    rev = np.flip(x, axis)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.delete(rev, -1, axis=axis)], axis=axis), axis=axis), axis)
+    return before * after
+
+
+class Prod(Function):
+    """y = prod_i x_i along ``axis`` (None: all);  dy/dx_i = prod_{k != i} x_k."""
+
+    @staticmethod
+    def forward(ctx, x, axis, keepdim):
+        ctx.save_for_backward(x)
+        ctx.axis, ctx.keepdim = axis, keepdim
+        return np.prod(x, axis=axis, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if ctx.axis is None:
+            flat = x.reshape(-1)
+            others = _exclusive_products(flat, 0).reshape(x.shape) if flat.size else x
+            return g * others, None, None
+        gk = g if ctx.keepdim else np.expand_dims(g, ctx.axis)
+        others = _exclusive_products(x, ctx.axis) if x.shape[ctx.axis] else x
+        return gk * others, None, None
+
+
+class Cumsum(Function):
+    """y_i = sum_{j <= i} x_j;  dL/dx_j = sum_{i >= j} g_i (a reversed cumulative sum)."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = axis
+        return np.cumsum(x, axis=axis, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.flip(np.cumsum(np.flip(g, ctx.axis), axis=ctx.axis), ctx.axis), None
+
+
+class Cumprod(Function):
+    """y_i = prod_{j <= i} x_j;  dL/dx_j = sum_{i >= j} g_i prod_{k <= i, k != j} x_k.
+
+    Without zeros that is (reversed cumsum of g * y)_j / x_j; with a zero along the dim the
+    sum is formed term by term (quadratic in the dim's length, exact)."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        y = np.cumprod(x, axis=axis, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+        ctx.save_for_backward(x, y)
+        ctx.axis = axis
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        axis = ctx.axis
+        if (x != 0).all():
+            return np.flip(np.cumsum(np.flip(g * y, axis), axis=axis), axis) / x, None
+        xm, gm = np.moveaxis(x, axis, 0), np.moveaxis(g, axis, 0)
+        dx = np.zeros_like(xm)
+        for j in range(xm.shape[0]):
+            without = xm.copy()
+            without[j] = 1
+            dx[j] = (gm[j:] * np.cumprod(without, axis=0)[j:]).sum(axis=0)
+        return np.moveaxis(dx, 0, axis), None
+
+
+class LogSumExp(Function):
+    """y = ln sum_i e**x_i along ``axes`` (shifted by the max, so nothing overflows);
+    dy/dx_i = e**(x_i - y), the softmax."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        m = np.max(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+        m = np.where(np.isfinite(m), m, 0)
+        y = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+        ctx.save_for_backward(x, y)
+        return y if keepdim else np.squeeze(y, axis=axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        gk = g.reshape(y.shape)
+        return gk * np.exp(x - y), None, None
+
+
+def _dtype_arg(x, dtype):
+    return x if dtype is None else x.to(dtype)
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    x = _dtype_arg(x, dtype)
+    axis = None if dim is None else normalize_dim(dim, x.ndim, "prod")
+    if axis is not None and x.ndim == 0:
+        axis = None
+    return Prod.apply(x, axis, keepdim)
+
+
+def cumsum(x, dim, *, dtype=None):
+    x = _dtype_arg(x, dtype)
+    if x.ndim == 0:
+        return Cumsum.apply(x.reshape(1), 0).reshape(())
+    return Cumsum.apply(x, normalize_dim(dim, x.ndim, "cumsum"))
+
+
+def cumprod(x, dim, *, dtype=None):
+    x = _dtype_arg(x, dtype)
+    if x.ndim == 0:
+        return Cumprod.apply(x.reshape(1), 0).reshape(())
+    return Cumprod.apply(x, normalize_dim(dim, x.ndim, "cumprod"))
+
+
+def logsumexp(x, dim, keepdim=False):
+    x = _floating(x)
+    return LogSumExp.apply(x, normalize_dims(dim, x.ndim, "logsumexp"), keepdim)

@@ -1,0 +1,68 @@
+"""md.einsum: Einstein summation over explicit subscripts ("ij,jk->ik").
+
+Forward is np.einsum. dL/d(operand k) is the einsum of g with every other operand into
+operand k's subscripts: each element of operand k is multiplied by the same products as in
+the forward, and summed over the same other indices. An index that only operand k has (summed
+away in the forward) gets g broadcast along it; a repeated index within one operand (a
+diagonal, "ii->i") is refused for gradients.
+"""
+import numpy as np
+
+from ..autograd.function import Function
+
+
+def _parse(equation, n):
+    eq = equation.replace(" ", "")
+    if "..." in eq:
+        raise NotImplementedError("einsum: '...' (ellipsis) subscripts are not implemented in minidl; "
+                                  "write every index out")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs = eq
+        letters = lhs.replace(",", "")
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = lhs.split(",")
+    if len(ins) != n:
+        raise RuntimeError(f"einsum(): {len(ins)} operands in the equation but {n} were given")
+    return ins, out
+
+
+class Einsum(Function):
+    """See the module docstring."""
+
+    @staticmethod
+    def forward(ctx, ins, out, *operands):
+        ctx.save_for_backward(*operands)
+        ctx.subs = (ins, out)
+        return np.asarray(np.einsum(",".join(ins) + "->" + out, *operands))
+
+    @staticmethod
+    def backward(ctx, g):
+        ins, out = ctx.subs
+        ops = ctx.saved_tensors
+        grads = [None, None]
+        for k, sub in enumerate(ins):
+            if not ctx.needs_input_grad[k + 2]:
+                grads.append(None)
+                continue
+            if len(set(sub)) != len(sub):
+                raise NotImplementedError(f"einsum: no gradient for the repeated index in {sub!r}")
+            others = [s for i, s in enumerate(ins) if i != k]
+            seen = set(out).union(*others)
+            kept = "".join(c for c in sub if c in seen)
+            part = np.einsum(",".join([out] + others) + "->" + kept, g, *[o for i, o in enumerate(ops) if i != k])
+            shape = [ops[k].shape[i] if c in seen else 1 for i, c in enumerate(sub)]
+            grads.append(np.broadcast_to(part.reshape(shape), ops[k].shape).astype(ops[k].dtype))
+        return tuple(grads)
+
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    ins, out = _parse(equation, len(operands))
+    for sub, t in zip(ins, operands):
+        if len(sub) != t.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(sub)}) does not match "
+                               f"the number of dimensions ({t.ndim}) for operand {ins.index(sub)}")
+    return Einsum.apply(ins, out, *operands)

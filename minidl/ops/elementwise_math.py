@@ -1,0 +1,181 @@
+"""More elementwise functions: trigonometry, log1p/expm1, erf, the rounding family, and
+maximum/minimum of two tensors. Each backward is dL/dx = g * f'(x)."""
+import math
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ._broadcast import unbroadcast
+from .unary import _floating
+
+
+class Sin(Function):
+    """y = sin x;  dy/dx = cos x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return namespace_of(x).sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * namespace_of(x).cos(x)
+
+
+class Cos(Function):
+    """y = cos x;  dy/dx = -sin x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return namespace_of(x).cos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return -g * namespace_of(x).sin(x)
+
+
+class Tan(Function):
+    """y = tan x;  dy/dx = 1 + y**2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = namespace_of(x).tan(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 + y * y)
+
+
+class Log1p(Function):
+    """y = ln(1 + x), accurate for small x;  dy/dx = 1 / (1 + x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return namespace_of(x).log1p(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / (1 + x)
+
+
+class Expm1(Function):
+    """y = e**x - 1, accurate for small x;  dy/dx = e**x = y + 1."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = namespace_of(x).expm1(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (y + 1)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+class Erf(Function):
+    """y = erf x = 2/sqrt(pi) int_0^x e**(-t**2) dt;  dy/dx = 2/sqrt(pi) e**(-x**2).
+
+    NumPy has no erf; Python's math.erf is applied per element (exact, not fast)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _erf(np.asarray(x)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (2 / math.sqrt(math.pi)) * np.exp(-x * x)
+
+
+class Piecewise(Function):
+    """y = f(x) for a step function f (sign, floor, ceil, round, trunc);  dy/dx = 0 (almost
+    everywhere, and taken as 0 at the steps, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x, fn):
+        return fn(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0, None
+
+
+class Extremum(Function):
+    """y = max(a, b) (or min) elementwise, broadcast;  dy/da = 1 where a wins, 0 where b
+    wins, 1/2 at a tie (and dy/db likewise), as PyTorch splits the gradient."""
+
+    @staticmethod
+    def forward(ctx, a, b, take_max):
+        xp = namespace_of(a)
+        wins = (a > b) if take_max else (a < b)
+        ctx.save_for_backward(wins, a == b)
+        ctx.shapes = (np.shape(a), np.shape(b))
+        return xp.maximum(a, b) if take_max else xp.minimum(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        wins, tie = ctx.saved_tensors
+        share = wins + 0.5 * tie
+        ga = g * share.astype(g.dtype)
+        gb = g * (1.0 - share).astype(g.dtype)
+        return unbroadcast(ga, ctx.shapes[0]), unbroadcast(gb, ctx.shapes[1]), None
+
+
+def _unary(cls):
+    return lambda x: cls.apply(_floating(x))
+
+
+sin, cos, tan, log1p, expm1, erf = (_unary(c) for c in (Sin, Cos, Tan, Log1p, Expm1, Erf))
+
+
+def sign(x):
+    return Piecewise.apply(x, np.sign)
+
+
+def floor(x):
+    return Piecewise.apply(x, np.floor)
+
+
+def ceil(x):
+    return Piecewise.apply(x, np.ceil)
+
+
+def trunc(x):
+    return Piecewise.apply(x, np.trunc)
+
+
+def round(x, decimals=0):   # noqa: A001  (PyTorch's name)
+    """Half to even, as PyTorch (and NumPy) round."""
+    return Piecewise.apply(x, lambda a: np.round(a, decimals))
+
+
+def _pair(a, b, op):
+    from ..tensor import Tensor
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(f"{op}(): expected two Tensors, got {type(a).__name__} and {type(b).__name__}")
+    if a.dtype != b.dtype:
+        from ..tensor.dtype import DtypeMismatchError
+        raise DtypeMismatchError(f"{op}: expected both tensors in one dtype, got {a.dtype} and {b.dtype}")
+    return a, b
+
+
+def maximum(a, b):
+    return Extremum.apply(*_pair(a, b, "maximum"), True)
+
+
+def minimum(a, b):
+    return Extremum.apply(*_pair(a, b, "minimum"), False)
