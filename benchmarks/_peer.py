@@ -3,7 +3,7 @@
 Each framework is timed in its own process, at its own defaults, as its users run it. In one
 process they would share a thread runtime: PyTorch brings a libgomp and Numba's pool uses one
 too, a process holds only one, and whichever loads first fixes the settings (such as the spin
-count minidl chooses, see minidl.kernels.cpu.thread_pool) for both.
+count minidl chooses, see minidl.runtime.thread_pool) for both.
 
 A script calls ``run(__file__)`` in its main process; that starts the same script again with
 the same arguments plus ``--peer-json FILE``, and the child, seeing the flag, runs only its

@@ -3,7 +3,7 @@
     python benchmarks/bench_cnn.py                 # all cores
     python benchmarks/bench_cnn.py --threads 1 --steps 10
 
-Cases (issue 4): ResNet-8 with BatchNorm, batch 64 of 3x32x32 random images, and LeNet-5
+Cases: ResNet-8 with BatchNorm, batch 64 of 3x32x32 random images, and LeNet-5
 on 1x28x28. A training step is forward, cross-entropy, backward and an SGD (momentum)
 update. Each framework gets the same thread count (BLAS, Numba, torch intra-op), a few
 warm-up steps (Numba compiles, caches fill), then the median over --steps timed steps.

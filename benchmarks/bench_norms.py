@@ -22,10 +22,10 @@ backward: read dy and x, write dx; plus the small parameter and statistics array
 the copy bandwidth (bytes read + written by np.copyto of a 50 MB array) measured in the same
 run, next to that norm's runs; "floor%" is floor / measured time for the Numba path. Prints
 one table and saves ``bench_norms.png`` (bar chart), ``bench_norms.txt`` (the table) and
-``bench_norms.json`` under ``--out`` (default runs/bench; the run quoted in the README is in
+``bench_norms.json`` under ``--out`` (default runs/bench; the run quoted in docs/results.md is in
 benchmarks/out). ``--quick``: 3 runs after 1 in one round, 1 for the reference.
 
-Targets (issue 3): fwd+bwd faster than PyTorch for every norm; minidl/PyTorch <= 0.8 for
+Targets: fwd+bwd faster than PyTorch for every norm; minidl/PyTorch <= 0.8 for
 LayerNorm and GroupNorm, <= 0.5 for RMSNorm, BatchNorm2d and InstanceNorm2d; >= 50% of the floor.
 """
 import argparse

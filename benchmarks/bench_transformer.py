@@ -1,6 +1,6 @@
 """GPT training-step throughput, minidl vs PyTorch CPU, plus attention and a profile.
 
-    python benchmarks/bench_transformer.py                 # 2 threads, the issue's config
+    python benchmarks/bench_transformer.py                 # 2 threads, the benchmark config
     python benchmarks/bench_transformer.py --threads 1 --steps 20 --no-profile
     python benchmarks/bench_transformer.py --quick         # a short run
 
@@ -9,7 +9,7 @@
    batch 32; pre-LN, learned positions, tanh-GELU MLP, causal attention), with the same number of
    threads (BLAS, Numba and torch; PyTorch in a process of its own, see _peer). Median over
    ``--steps`` after ``--warmup`` steps; tokens/s = batch * context / step time; the ratio
-   minidl/PyTorch is the issue's target (>= 0.7). The two are measured alternately in
+   minidl/PyTorch has a target of >= 0.7. The two are measured alternately in
    ``--rounds`` rounds (PyTorch's process, then minidl), and the reported ratio is the median of
    the rounds' ratios, each from two measurements taken back to back: a shared machine's speed
    drifts by 10-30% over minutes, for both frameworks alike.

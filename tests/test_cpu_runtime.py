@@ -1,4 +1,4 @@
-"""The CPU kernels' runtime pieces: the vectorisable float32 exp and the thread-pool start."""
+"""The CPU kernels' runtime pieces: the vectorisable float32 exp and the process tuning (minidl.runtime)."""
 import os
 import subprocess
 import sys
@@ -71,7 +71,7 @@ def test_importing_minidl_keeps_freed_arrays_in_the_process_unless_told_not_to()
 def test_importing_minidl_shortens_openblas_spin_and_keeps_blas_threaded():
     pytest.importorskip("threadpoolctl")
     code = ("import ctypes, numpy as np, minidl\n"
-            "from minidl.backends import blas_threads\n"
+            "from minidl.runtime import blas_threads\n"
             "from threadpoolctl import threadpool_info\n"
             "a = np.ones((256, 256), np.float32); a @ a\n"
             "timeouts = [ctypes.CDLL(p).openblas_thread_timeout() for p in blas_threads._loaded_openblas()]\n"
@@ -85,3 +85,10 @@ def test_importing_minidl_shortens_openblas_spin_and_keeps_blas_threaded():
     assert "0" not in threads                               # its pool still exists
     user = _run(code, OPENBLAS_THREAD_TIMEOUT="20")
     assert user.startswith("False [20]")                    # the user's own setting stands
+
+
+def test_process_tuning_has_one_entry_point_that_honours_the_opt_outs():
+    code = ("import minidl\n"
+            "print(sorted(minidl.runtime.tune_process().items()))")
+    assert _run(code, MINIDL_KEEP_FREED_MEMORY="0", MINIDL_BLAS_SPIN="default").strip() == \
+        "[('keep_freed_memory', False), ('short_blas_spin', False)]"

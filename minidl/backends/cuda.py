@@ -46,6 +46,9 @@ from ..kernels.cuda._common import SIMULATOR
 from . import Backend
 from . import cuda_transfers as _tx
 from .cuda_transfers import transfer_log  # noqa: F401  (public: minidl.backends.cuda.transfer_log)
+from .cuda_flags import (cudnn_sdp_enabled, enable_cudnn_sdp, enable_flash_sdp, enable_math_sdp,  # noqa: F401
+                         enable_mem_efficient_sdp, flash_sdp_enabled, is_built, math_sdp_enabled, matmul,
+                         mem_efficient_sdp_enabled)   # md.backends.cuda's flags (see cuda_flags.py)
 
 
 def _contiguous_strides(shape):

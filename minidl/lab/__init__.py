@@ -13,7 +13,7 @@ import os
 
 from ._common import LabResult, Table, progress_bars
 
-# name -> (module, one-line description); the order is the numbering
+# name -> (module, one-line description), in the order the lab presents them
 EXPERIMENTS = {
     "padding": ("padding", "BatchNorm vs masked BatchNorm vs LayerNorm on padded sequences"),
     "batch-size": ("batch_size", "BatchNorm vs GroupNorm vs LayerNorm in a ResNet across batch sizes"),

@@ -8,7 +8,7 @@ Figure 1). GroupNorm and LayerNorm compute per-sample statistics and do not care
 Protocol, the GN paper's, trained to convergence: the same number of epochs at every batch
 size, SGD (momentum 0.9, weight decay 1e-4) with the learning rate scaled linearly with the
 batch (0.1 * b / 64) and decayed to 0 by a cosine over the run, test accuracy in eval mode on
-the 360 test images. The model is ResNet-8 (as the issue asks) at width 16, so that GroupNorm
+the 360 test images. The model is ResNet-8 at width 16, so that GroupNorm
 has 2 channels per group (8 groups). For BatchNorm the test accuracy is also measured with
 batch statistics (train mode, test batches of the training batch size): the difference from
 eval mode is the running-vs-batch statistics mismatch that Wu & He blame. Batch 1 is tried

@@ -1,7 +1,7 @@
 """Inner loops of the channel norms (BatchNorm, InstanceNorm, GroupNorm) over one row of a 2-D array.
 
 The parallel kernels loop (prange) over rows, channels or chunks and call these for each
-contiguous run of data. As in ``_parallel``, a helper takes ``(array, i)`` rather than a row
+contiguous run of data. As in ``_row_norm``, a helper takes ``(array, i)`` rather than a row
 view: slicing inside prange costs an atomic reference-count update per view, shared between
 threads.
 
@@ -18,50 +18,19 @@ Callers pass float64 scalars; each helper converts them once per row.
 
 The plain (unmasked) row helpers of the forward and backward passes, and the column helpers,
 are inlined into their kernels by Numba (inline="always"); an inlined function takes its
-caller's fastmath flags, so the kernels that call them carry FASTMATH too (their reductions
-need "reassoc" to vectorise). A call per row into a separately compiled loop cost 2-9%
-(GroupNorm/InstanceNorm/BatchNorm2d on 32x64x32x32 and the (N, C) apply pass, in-process A/B).
+caller's fastmath flags, so the kernels that call them carry REASSOC_CONTRACT too (their
+reductions need "reassoc" to vectorise). A call per row into a separately compiled loop costs
+its call overhead and the loop's hoisted setup on every row (docs/performance.md).
 """
-from contextlib import contextmanager
-
-import numba
 import numpy as np
 from numba import njit
 
-# reassociation lets LLVM vectorise the reductions; no nnan/ninf, so NaNs still propagate
-FASTMATH = {"reassoc", "contract"}
-
-# Below this many elements a kernel runs on one thread: starting a parallel region costs tens
-# of microseconds when the machine is idle, and milliseconds (a scheduler time slice) when
-# another process holds the other core, which dwarfs the work on a small input.
-PARALLEL_MIN_ELEMENTS = 1 << 16
-
-
-@contextmanager
-def threads_for(n_elements):
-    """Run the kernels inside on one thread when the input is small (see PARALLEL_MIN_ELEMENTS)."""
-    if n_elements >= PARALLEL_MIN_ELEMENTS:
-        yield
-        return
-    previous = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
-
+from ._numerics import REASSOC_CONTRACT, split
 
 _BLOCK = 256
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
-def split(x, mu):
-    """(hi, lo) in x's dtype with hi + lo ~ mu to twice the dtype's precision."""
-    hi = x.dtype.type(mu)
-    return hi, x.dtype.type(mu - hi)
-
-
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_sum(x, i, shift):
     """sum (x[i] - shift) for a shift in x's dtype (the caller adds n * shift back in float64).
 
@@ -72,7 +41,7 @@ def row_sum(x, i, shift):
     standard deviation.
 
     The blocks have a constant trip count on purpose: with ``range(j0, min(n, j0 + B))`` LLVM
-    vectorised the index arithmetic instead of the loads (measured 8x slower)."""
+    vectorised the index arithmetic instead of the loads (several times slower)."""
     n = x.shape[1]
     nb = n // _BLOCK
     total = np.float64(0.0)
@@ -90,10 +59,10 @@ def row_sum(x, i, shift):
     return total
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def row_shifted_moments(x, i, shift):
     """(sum d, sum d^2) with d = x[i] - shift, shift in x's dtype, blocked as row_sum: the one
-    pass of a shifted-data variance (see _parallel.mean_var_from_sums)."""
+    pass of a shifted-data variance (see _numerics.mean_var_from_sums)."""
     n = x.shape[1]
     nb = n // _BLOCK
     t1 = np.float64(0.0)
@@ -118,7 +87,7 @@ def row_shifted_moments(x, i, shift):
     return t1, t2
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def rows_shifted_moments(x, first, step, count, shift):
     """row_shifted_moments summed over the rows first, first + step, ... (count rows): the one
     pass of a shifted-data variance over a group of rows (GroupNorm's group, BatchNorm's channel)."""
@@ -131,7 +100,7 @@ def rows_shifted_moments(x, first, step, count, shift):
     return s1, s2
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_sq_dev_sum(x, i, mu):
     """sum (x[i] - mu)^2: the second pass of a two-pass variance."""
     hi, lo = split(x, mu)
@@ -154,7 +123,7 @@ def row_sq_dev_sum(x, i, mu):
     return total
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def row_normalize(out, oi, x, i, mu, a, b):
     """out[oi] = (x[i] - mu) * a + b (out: the output itself, oi = i, or an L1 scratch row to
     be streamed, see _stream)."""
@@ -165,7 +134,7 @@ def row_normalize(out, oi, x, i, mu, a, b):
         out[oi, j] = ((x[i, j] - hi) - lo) * a_ + b_
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def row_sums_dy_dyxc(dy, x, i, mu):
     """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum."""
     hi, lo = split(x, mu)
@@ -193,7 +162,7 @@ def row_sums_dy_dyxc(dy, x, i, mu):
     return t1, t2
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def row_affine2(out, oi, dy, x, i, p, mu, q, o):
     """out[oi] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form (out, oi
     as in row_normalize)."""
@@ -216,7 +185,7 @@ def row_count(mask, n):
     return c
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_sum_masked(x, i, mask, n):
     s = np.float64(0.0)
     for j in range(x.shape[1]):
@@ -225,7 +194,7 @@ def row_sum_masked(x, i, mask, n):
     return s
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_sq_dev_sum_masked(x, i, mask, n, mu):
     s = np.float64(0.0)
     for j in range(x.shape[1]):
@@ -235,14 +204,14 @@ def row_sq_dev_sum_masked(x, i, mask, n, mu):
     return s
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_normalize_masked(y, x, i, mask, n, mu, a, b):
     """As row_normalize where mask, 0 elsewhere (padding stays zero)."""
     for j in range(x.shape[1]):
         y[i, j] = (x[i, j] - mu) * a + b if mask[n, j] else 0.0
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_sums_dy_dyxc_masked(dy, x, i, mask, n, mu):
     s1 = np.float64(0.0)
     s2 = np.float64(0.0)
@@ -254,7 +223,7 @@ def row_sums_dy_dyxc_masked(dy, x, i, mask, n, mu):
     return s1, s2
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
     for j in range(x.shape[1]):
         out[i, j] = p * dy[i, j] + q * (x[i, j] - mu) + o if mask[n, j] else 0.0
@@ -262,16 +231,15 @@ def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
 
 # column variants: row n of an (N, C) matrix against per-channel vectors of length C
 # (BatchNorm1d on (N, C)). The accumulators (acc*) are in x's dtype, flushed into float64 every
-# FLUSH_ROWS rows by the caller (see _parallel.flush); the vectors of the elementwise passes
+# FLUSH_ROWS rows by the caller (see _numerics.flush); the vectors of the elementwise passes
 # (shift, hi, a, b, p, q, o) are in x's dtype too, prepared by the caller. These take only the
 # hi part of the split mean: x - hi is the exact part of x - mu, and the caller folds lo into
 # its per-channel constants (lo * a into b, q * lo into o, lo * sum(dy) out of sum(dy (x - hi))),
 # one load and one subtraction fewer per element than (x - hi) - lo.
 # Outputs go to row oi of ``out``, so a kernel can write into an L1 scratch row and stream it
 # (see _stream). They are inlined into the calling kernel by Numba (inline="always"), where they
-# take its fastmath flags (they need none: no reductions across j): a call per row to a separately
-# compiled loop made the (N, C) apply pass 9% slower (8192 x 768 float32, 2 threads).
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+# take its fastmath flags (they need none: no reductions across j), rather than called once per row.
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_add_dev_sq(acc1, acc2, x, n, shift):
     for j in range(acc1.shape[0]):
         d = x[n, j] - shift[j]
@@ -279,13 +247,13 @@ def cols_add_dev_sq(acc1, acc2, x, n, shift):
         acc2[j] += d * d
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_normalize(out, oi, x, n, hi, a, b):
     for j in range(hi.shape[0]):
         out[oi, j] = (x[n, j] - hi[j]) * a[j] + b[j]
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_add_dy_dyxc(acc1, acc2, dy, x, n, hi):
     for j in range(acc1.shape[0]):
         d = dy[n, j]
@@ -293,7 +261,7 @@ def cols_add_dy_dyxc(acc1, acc2, dy, x, n, hi):
         acc2[j] += d * (x[n, j] - hi[j])
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH, inline="always")
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_affine2(out, oi, dy, x, n, p, hi, q, o):
     for j in range(hi.shape[0]):
         out[oi, j] = p[j] * dy[n, j] + q[j] * (x[n, j] - hi[j]) + o[j]

@@ -20,7 +20,7 @@ after its last one, before the kernel returns and anyone reads the output.
 64-byte line). A norm kernel reads a row from memory, then computes on it in L1 for a while:
 the hardware prefetcher, which follows a stream only within a 4 KB page, has stopped by the
 time the next row is wanted, so each row began with a wait for memory. Prefetching row i + 2
-while row i is processed: LayerNorm forward on 8192 x 768 float32, 2 threads, 3.6 -> 3.0 ms.
+while row i is processed hides that wait (docs/performance.md).
 
 Off x86 (and with NUMBA_DISABLE_JIT=1) these are plain equivalents (the prefetch a no-op).
 """
@@ -29,10 +29,8 @@ import platform
 import numba
 from numba import njit, types
 
-# Outputs at least this big are streamed. On the 2-core test machine (48 MB L3, shared, and
-# barely faster than memory for one core) 8 MB outputs already gain: forward+backward of
-# GroupNorm, InstanceNorm and BatchNorm2d on 32x64x32x32 and LayerNorm on 2048x1024 8-11%
-# faster streamed (in-process A/B); 4 MB is past both L2s together.
+# Outputs at least this big are streamed: past both L2s together, where a shared L3 that is
+# barely faster than memory for one core keeps little for the next op (docs/performance.md).
 STREAM_MIN_BYTES = 4 << 20
 STREAM_ROW_MIN_BYTES = 256    # rows shorter than this are not worth a scratch row and a fence
 PREFETCH_AHEAD = 2            # rows: prefetch row i + 2 while working on row i (1, 2, 4 measured alike)

@@ -8,8 +8,8 @@ fused ((N, C, S) input with channels of moderate size, such as BatchNorm2d on CN
 activations): one parallel task per channel does everything for its channel: the
 statistics (one pass of shifted sums, see _channel_stats), then the output; in backward the
 two sums, then dx. The task's data (see _FUSED_BYTES) mostly stays in cache between its
-passes, and one parallel region replaces three. (The statistics were two-pass, the second
-from cache: one pass made the BatchNorm2d forward on 32x64x32x32 18% faster.)
+passes, and one parallel region replaces three. The statistics take one pass of shifted sums:
+a second pass, even from cache, costs measurably more (docs/performance.md).
 
 chunked (everything else), in two layouts, with no transposes or copies:
 
@@ -22,10 +22,10 @@ chunked (everything else), in two layouts, with no transposes or copies:
 - (N, C) (BatchNorm1d on 2-D input): rows are samples; a task (one per thread) owns a chunk
   of rows and accumulates per-channel vectors (vectorised across channels) of the shifted
   sums in one pass over memory (shift: the mean of its first HEAD_ROWS rows), then the same
-  merge. One pass instead of two (the second from cache) over chunks that fit in L2, and 2
-  partials to merge instead of ~100: 8192 x 768 float32 statistics 2.2 -> 1.6 ms. (A task per
-  block of columns, to fuse the passes as above, was measured 20x slower: rows C*4 bytes
-  apart defeat the prefetcher and alias in the caches.)
+  merge. One pass instead of two (the second from cache) over chunks that fit in L2, and a
+  partial per thread to merge instead of one per block. (A task per block of columns, to fuse
+  the passes as above, would read rows C*4 bytes apart, which defeats the prefetcher and
+  aliases in the caches.)
 
 chunked forward = stats + one parallel pass writing y = (x - mean) * (rstd * gamma) + beta;
 chunked backward = one parallel pass for per-chunk sums of dy and dy * (x - mean) (these give
@@ -44,12 +44,13 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import FLUSH_ROWS, chunk_bounds, flush, mean_var_from_sums, num_chunks, row_head_mean
-from ._rows import (FASTMATH, cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize,
+from ._numerics import FLUSH_ROWS, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, row_head_mean
+from ._rows import (cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize,
                     row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
                     row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, rows_shifted_moments,
-                    row_sums_dy_dyxc_masked, threads_for)
+                    row_sums_dy_dyxc_masked)
 from ._stream import should_stream, store_fence, stream_row
+from ._threads import chunk_bounds, num_chunks, threads_for
 
 _ROW_CHUNK = 16384   # elements of one channel a stats task reads twice (64 KB in float32: stays in L2)
 HEAD_ROWS = 16       # rows whose mean is the shift of an (N, C) chunk's one-pass statistics
@@ -58,7 +59,7 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
     mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta
@@ -82,11 +83,11 @@ def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stre
             store_fence()
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def _channel_stats(x, mask, C, c, eps):
     """(mean, rstd) of channel c over its N rows of x (N*C, S), only where mask. Unmasked: one
     pass of shifted sums (the shift: the mean of the channel's first values, see
-    _parallel.mean_var_from_sums), and a second pass around the mean only when the shift lay far from it
+    _numerics.mean_var_from_sums), and a second pass around the mean only when the shift lay far from it
     (REDO_RATIO, as the (N, C) statistics); masked: two-pass."""
     N = x.shape[0] // C
     s1 = np.float64(0.0)
@@ -113,7 +114,7 @@ def _channel_stats(x, mask, C, c, eps):
     return mu, 1.0 / np.sqrt((s2 / count if count > 0 else 0.0) + eps)
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx, stream):
     """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o."""
     N = x.shape[0] // C
@@ -179,7 +180,7 @@ def _chunk_stats_cols(x, cnt, pmean, pm2):
     chunk's first HEAD_ROWS rows (read twice, from cache): a value near the mean, so that
     M2 = sum d^2 - (sum d)^2 / n loses only a factor 1 + ((mean - shift) / std)^2 of precision
     to cancellation (about 1 + 1 / HEAD_ROWS), even for a large mean (the shifted-data
-    algorithm, as _parallel.mean_var_from_sums for rows); a chunk where that factor exceeds REDO_RATIO
+    algorithm, as _numerics.mean_var_from_sums for rows); a chunk where that factor exceeds REDO_RATIO
     for some channel takes a second pass around its mean. Sums run in x's dtype over FLUSH_ROWS rows, then
     in float64 (pmean and pm2 collect the float64 sums)."""
     N, C = x.shape
@@ -227,7 +228,7 @@ def _chunk_stats_cols(x, cnt, pmean, pm2):
         cnt[k] = m
 
 
-@njit(error_model="numpy", cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def _merge(cnt, pmean, pm2, mean, m2):
     """Chan et al.: mean = sum n_k mean_k / n, M2 = sum M2_k + n_k (mean_k - mean)^2."""
     nch, C = pmean.shape
@@ -248,7 +249,7 @@ def _merge(cnt, pmean, pm2, mean, m2):
 
 
 # y = (x - mean) * scale + shift ------------------------------------------------------------------
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _apply_rows(x, C, mean, scale, shift, y):
     for i in prange(x.shape[0]):
         c = i % C
@@ -275,7 +276,7 @@ def _apply_cols(x, hi, scale, shift, y, nchunks, stream):
 
 
 # backward ------------------------------------------------------------------------------------------
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _chunk_grad_sums_rows(dy, x, C, B, mean, psdy, psdyx):
     """Per (chunk, channel): sum dy and sum dy * (x - mean_c)."""
     N = x.shape[0] // C
@@ -313,7 +314,7 @@ def _chunk_grad_sums_cols(dy, x, hi, psdy, psdyx):
                 flush(psdyx, k, a2)
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _dx_rows(dy, x, C, p, mean, q, o, dx):
     for i in prange(x.shape[0]):
         c = i % C
@@ -338,10 +339,6 @@ def _dx_cols(dy, x, p, hi, q, o, dx, nchunks, stream):
 
 
 # array-level entry points (the same signatures as the NumPy reference) -------------------------------
-def _compute_dtype(x):
-    return np.float32 if x.dtype == np.float16 else x.dtype
-
-
 def _view(a, dtype, mask):
     """(layout, 2-D contiguous view): "cols" for (N, C) without mask, else "rows" (N*C, S)."""
     a = np.ascontiguousarray(a, dtype=dtype)
@@ -388,7 +385,7 @@ def batch_norm_stats(x):
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # the mean and variance of no values
         return np.full(c, np.nan), np.full(c, np.nan), 0.0
-    layout, v = _view(x, _compute_dtype(x), None)
+    layout, v = _view(x, compute_dtype(x.dtype), None)
     with threads_for(v.size):
         if layout == "cols":
             nch = num_chunks(n)
@@ -409,7 +406,7 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
     c = x.shape[1]
-    layout, v = _view(x, _compute_dtype(x), mask)
+    layout, v = _view(x, compute_dtype(x.dtype), mask)
     y = np.empty(x.shape, v.dtype)       # the final shape: a view would make autograd copy it
     yv = y.reshape(v.shape)
     mean = np.ascontiguousarray(mean, dtype=np.float64)
@@ -435,7 +432,7 @@ def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
     c = x.shape[1]
     if x.size == 0:
         return np.empty(x.shape, x.dtype), np.full(c, np.nan), np.full(c, np.nan)
-    layout, v = _view(x, _compute_dtype(x), mask)
+    layout, v = _view(x, compute_dtype(x.dtype), mask)
     with threads_for(v.size):
         fused = _fused(layout, v, c, mask)
     if not fused:
@@ -459,7 +456,7 @@ def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None
     c = x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
-    dt = _compute_dtype(x)
+    dt = compute_dtype(x.dtype)
     layout, xv = _view(x, dt, mask)
     _, dyv = _view(dy, dt, mask)
     m = _mask(mask)

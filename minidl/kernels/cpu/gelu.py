@@ -15,25 +15,23 @@ The tanh approximation, y = x (1 + t) / 2 with t = tanh(sqrt(2/pi) (x + 0.044715
 its own pair of kernels (``gelu_tanh_forward`` / ``gelu_tanh_backward``); backward recomputes t
 from x instead of saving it.
 
-Arrays must be C-contiguous. Parallel when the layer kernels are (``_layer_threads``: when
-OpenBLAS's workers have been told to sleep at once), else serial. Alternating GPT training
-steps (benchmark config, 2 cores) with serial and parallel tanh kernels in one process: 140.8
-vs 136.3 and 149.4 vs 147.1 ms per step (before the BLAS spin was shortened, parallel lost).
-Float32 kernels use the vectorisable ``exp32``, which made them 5-7x faster than with libm's
-exp, and compile with ``fastmath={"contract"}`` (multiply-adds fused), another 1.7-2x.
+Arrays must be C-contiguous. Parallel when the layer kernels may be (``minidl.runtime.layer_threads``:
+when OpenBLAS's workers have been told to sleep at once) and the input is large enough
+(``_threads.layer_parallel``), else serial. Float32 kernels use the vectorisable ``exp32``
+instead of libm's scalar exp, and compile with ``fastmath={"contract"}`` (multiply-adds fused):
+both let the loops run in SIMD lanes (measurements: docs/performance.md).
 """
 import math
 
 import numpy as np
 from numba import njit, prange
 
-from . import _layer_threads
 from ._fastexp import exp32
+from ._numerics import CONTRACT
+from ._threads import layer_parallel
 
-PARALLEL_MIN_ELEMENTS = 1 << 15
-# a*b+c as one fused multiply-add. The flag must sit on the loop kernels: helpers inlined by
-# Numba (inline="always") are compiled under their caller's flags, not their own.
-_CONTRACT = {"contract"}
+# a*b+c as one fused multiply-add (CONTRACT). The flag must sit on the loop kernels: helpers
+# inlined by Numba (inline="always") are compiled under their caller's flags, not their own.
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -85,49 +83,49 @@ def _dgelu32(v):
             + v * np.float32(_INV_SQRT_2PI) * exp32(np.float32(-0.5) * v * v))
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _fwd_serial(x, out):
     for i in range(x.size):
         out[i] = _gelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _fwd_parallel(x, out):
     for i in prange(x.size):
         out[i] = _gelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _bwd_serial(x, g, out):
     for i in range(x.size):
         out[i] = g[i] * _dgelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _bwd_parallel(x, g, out):
     for i in prange(x.size):
         out[i] = g[i] * _dgelu(np.float64(x[i]))
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _fwd32_serial(x, out):
     for i in range(x.size):
         out[i] = _gelu32(x[i])
 
 
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _fwd32_parallel(x, out):
     for i in prange(x.size):
         out[i] = _gelu32(x[i])
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _bwd32_serial(x, g, out):
     for i in range(x.size):
         out[i] = g[i] * _dgelu32(x[i])
 
 
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _bwd32_parallel(x, g, out):
     for i in prange(x.size):
         out[i] = g[i] * _dgelu32(x[i])
@@ -135,7 +133,7 @@ def _bwd32_parallel(x, g, out):
 
 def gelu_forward(x):
     out = np.empty_like(x)
-    small = not _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+    small = not layer_parallel(x.size)
     if x.dtype == np.float32:
         fn = _fwd32_serial if small else _fwd32_parallel
     else:
@@ -146,7 +144,7 @@ def gelu_forward(x):
 
 def gelu_backward(x, g):
     out = np.empty_like(g)
-    small = not _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+    small = not layer_parallel(x.size)
     if x.dtype == np.float32 and g.dtype == np.float32:
         fn = _bwd32_serial if small else _bwd32_parallel
     else:
@@ -171,14 +169,14 @@ def _half_one_plus_tanh32(v):
     return _ONE32 / (_ONE32 + exp32(-_C32 * (v + _A32 * v * v * v)))
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_fwd32(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh32(v)
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_bwd32(x, g, out):
     for i in prange(x.size):
         v = x[i]
@@ -186,14 +184,14 @@ def _tanh_bwd32(x, g, out):
         out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_fwd(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh(v)
 
 
-@njit(error_model="numpy", cache=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_bwd(x, g, out):
     for i in prange(x.size):
         v = x[i]
@@ -201,14 +199,14 @@ def _tanh_bwd(x, g, out):
         out[i] = g[i] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
 
 
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _tanh_fwd32_parallel(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = v * _half_one_plus_tanh32(v)
 
 
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=_CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _tanh_bwd32_parallel(x, g, out):
     for i in prange(x.size):
         v = x[i]
@@ -219,7 +217,7 @@ def _tanh_bwd32_parallel(x, g, out):
 def gelu_tanh_forward(x):
     out = np.empty_like(x)
     if x.dtype == np.float32:
-        parallel = _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+        parallel = layer_parallel(x.size)
         fn = _tanh_fwd32_parallel if parallel else _tanh_fwd32
     else:
         fn = _tanh_fwd
@@ -230,7 +228,7 @@ def gelu_tanh_forward(x):
 def gelu_tanh_backward(x, g):
     out = np.empty_like(g)
     if x.dtype == np.float32 and g.dtype == np.float32:
-        parallel = _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+        parallel = layer_parallel(x.size)
         fn = _tanh_bwd32_parallel if parallel else _tanh_bwd32
     else:
         fn = _tanh_bwd

@@ -7,7 +7,7 @@ G = C (K = 1), so both norms run the very same kernel pair.
 
 forward: one parallel pass over rows; each row (a few KB) is read once from memory for the
 sums of d = x - shift and d^2, with the shift the mean of the row's first values (see
-_parallel.mean_var_from_sums: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
+_numerics.mean_var_from_sums: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
 1e3 + 1e-2 * randn), then again from cache to be written normalized. Arithmetic runs in the
 data's dtype with the precautions described in _rows (float64 across blocks, split means).
 
@@ -26,12 +26,13 @@ float16 inputs run in float32 and come back as float16.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import chunk_bounds, mean_var_from_sums, num_chunks, row_head_mean
-from ._rows import FASTMATH, row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments, threads_for
+from ._numerics import REASSOC_CONTRACT, compute_dtype, mean_var_from_sums, row_head_mean
+from ._rows import row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments
 from ._stream import should_stream, store_fence, stream_row
+from ._threads import chunk_bounds, num_chunks, threads_for
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
     """x, y: (N*C, S) channel rows; group r is the K consecutive channel rows r*K ... r*K+K-1.
     mean, rstd: (N*G,). The groups are split into nchunks chunks (one per thread). With
@@ -61,7 +62,7 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
             store_fence()
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=FASTMATH)
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
 def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
     """dx = rstd * (gamma_c dy - mean(dxhat) - xhat * mean(dxhat xhat)) per group row; sdy and
     sdyx (N*C,) receive sum(dy) and sum(dy * xhat) per (sample, channel) row. Chunks and
@@ -97,10 +98,6 @@ def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
             store_fence()
 
 
-def _compute_dtype(x):
-    return np.float32 if x.dtype == np.float16 else x.dtype
-
-
 def _affine(v, c, fill):
     return np.full(c, fill) if v is None else np.ascontiguousarray(v, dtype=np.float64)
 
@@ -110,7 +107,7 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # no samples, or groups of no values: the statistics of no values are NaN
         return np.empty(x.shape, x.dtype), np.full((n, num_groups), np.nan), np.full((n, num_groups), np.nan)
-    xc = np.ascontiguousarray(x, dtype=_compute_dtype(x)).reshape(n * c, -1)
+    xc = np.ascontiguousarray(x, dtype=compute_dtype(x.dtype)).reshape(n * c, -1)
     y_full = np.empty(x.shape, xc.dtype)      # the final shape: a view would make autograd copy it
     y = y_full.reshape(xc.shape)
     mean = np.empty(n * num_groups)
@@ -127,7 +124,7 @@ def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, nee
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
-    dt = _compute_dtype(x)
+    dt = compute_dtype(x.dtype)
     xc = np.ascontiguousarray(x, dtype=dt).reshape(n * c, -1)
     dyc = np.ascontiguousarray(dy, dtype=dt).reshape(n * c, -1)
     dx_full = np.empty(x.shape, dt)

@@ -19,21 +19,14 @@ a view costs an atomic reference-count update on the shared parent, and offset i
 LLVM from vectorising), so each run of Cg values is a SIMD copy. With one group and no
 column dilation (the common case) the runs are kw*C long (see ``_im2col_images_dense``).
 Work is split by image n,
-so no two pieces write the same element and the scatter needs no atomics. The serial core
-runs by default (see ``_layer_threads`` for why); with parallel kernels switched on, big
-problems run chunks of images in parallel (prange).
+so no two pieces write the same element and the scatter needs no atomics. Big problems run
+chunks of images in parallel (prange) where the process allows the layer kernels to
+(``minidl.runtime.layer_threads``), small ones the serial core.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
-from . import _layer_threads
-
-PARALLEL_MIN_ELEMENTS = 1 << 16   # below this many cols elements, run serially
-
-
-def _chunks(n_items):
-    return max(1, min(n_items, 4 * numba.get_num_threads()))
+from ._threads import layer_parallel, plane_chunks
 
 
 @njit(error_model="numpy", cache=True)
@@ -105,13 +98,13 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
     if x.size == 0 or cols.size == 0:   # no image or no channel: only padding (or nothing) to copy
         cols[...] = 0
         return cols
-    if N == 1 or not _layer_threads.use_parallel(cols.size, PARALLEL_MIN_ELEMENTS):
+    if N == 1 or not layer_parallel(cols.size):
         if groups == 1 and dw == 1:
             _im2col_images_dense(x, cols, 0, N, kh, kw, sh, sw, ph, pw, dh)
         else:
             _im2col_images(x, cols, 0, N, groups, kh, kw, sh, sw, ph, pw, dh, dw)
     else:
-        _im2col_parallel(x, cols, _chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
+        _im2col_parallel(x, cols, plane_chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
     return cols
 
 
@@ -184,11 +177,11 @@ def col2im(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None)
     if cols.size == 0 or dx.size == 0:  # nothing to scatter (or nowhere to)
         dx[...] = 0
         return dx
-    if N == 1 or not _layer_threads.use_parallel(cols.size, PARALLEL_MIN_ELEMENTS):
+    if N == 1 or not layer_parallel(cols.size):
         if groups == 1 and dw == 1:
             _col2im_images_dense(cols, dx, 0, N, kh, kw, sh, sw, ph, pw, dh)
         else:
             _col2im_images(cols, dx, 0, N, groups, kh, kw, sh, sw, ph, pw, dh, dw)
     else:
-        _col2im_parallel(cols, dx, _chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
+        _col2im_parallel(cols, dx, plane_chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
     return dx

@@ -1,16 +1,16 @@
 """Fused Numba kernels for LayerNorm over the rows of an (N, D) array.
 
 Forward, one parallel pass over rows (one chunk of rows per thread): each row's mean and
-biased variance by the shifted-data method of _parallel.mean_var_from_sums (the mean of the
+biased variance by the shifted-data method of _numerics.mean_var_from_sums (the mean of the
 row's first HEAD values as the shift, then the sums of d = x - shift and d^2: exact for data
 with a large mean, where E[x^2] - E[x]^2 would cancel); then y = (x - mean) * rstd * w + b.
 mean and rstd are saved (float64, N values each).
 
 Backward, one parallel pass over row chunks: per row, the two sums sum(g) and sum(g * xhat)
 (g = dy * w), and the chunk's dgamma and dbeta partials dy * xhat and dy (float64 in the end,
-see _parallel.flush); then dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). xhat is
+see _numerics.flush); then dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). xhat is
 recomputed from x, mean and rstd rather than stored: recomputing is cheaper than writing and
-re-reading N*D values. Written out with xc = x - m_hi (m = m_hi + m_lo, see _parallel.split)
+re-reading N*D values. Written out with xc = x - m_hi (m = m_hi + m_lo, see _numerics.split)
 and k2 = rstd * c2 (c2 = rstd * mean(g * xhat)):
 
     dx = g * rstd - (c0 - m_lo * k2) - xc * k2,    c0 = rstd * mean(g)
@@ -21,14 +21,12 @@ Both passes are software-pipelined: a row must be read whole for its sums before
 of it can be written, so the loop that reads row i for its sums also writes the output of
 row i - 1 (already in L1). A row's own two loops (the sums from memory, then the output from
 cache) ran one after the other, the core stalled on memory in the first and left memory idle
-in the second; the fused loop issues loads from memory throughout, as a plain copy does
-(8192 x 768 float32, 2 threads, in-process A/B: backward 4.9 -> 4.2 ms; forward,
-with the prefetch below, 2.9 -> 2.55 ms).
+in the second; the fused loop issues loads from memory throughout, as a plain copy does.
 
 Outputs bigger than the cache are written with streaming stores (see _stream): the row is
 computed into an L1 scratch row and streamed out, saving the read-for-ownership traffic. The
-forward prefetches the row two ahead (see _stream.prefetch_row); in the backward, which reads
-two arrays, the same hints measured slower (4.2 vs 4.7 ms).
+forward prefetches the row two ahead (see _stream.prefetch_row); the backward, which reads two
+arrays, does not: there the hints compete with the hardware prefetcher and lose.
 
 Arithmetic is in the input's dtype (float32 or float64) with float64 per-row scalars; the
 wrappers take C-contiguous (N, D) arrays; float16 is converted to float32 here and the
@@ -38,20 +36,21 @@ minidl/ops/normalization/layer_norm.py.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import (_REDUCE, FLUSH_ROWS, chunk_bounds, empty_rows_backward, empty_rows_forward, flush, launch,
-                        mean_var_from_sums, num_chunks, row_head_mean, row_shifted_sums, split, sum_partials)
-from ._stream import PREFETCH_AHEAD, prefetch_row, should_stream, store_fence, stream_row
+from ._numerics import (CONTRACT, FLUSH_ROWS, REASSOC_CONTRACT, flush, mean_var_from_sums, row_head_mean, split,
+                        sum_partials)
+from ._row_norm import empty_rows_backward, ones, param, row_shifted_sums, rows_backward, rows_forward, zeros
+from ._stream import PREFETCH_AHEAD, prefetch_row, store_fence, stream_row
+from ._threads import chunk_bounds
 
 # Reductions may regroup into SIMD lanes, a * b + c may fuse; no nnan/ninf. The pipelined loops
 # are inlined into the kernels by Numba (inline="always"), so the kernels carry the same flags
-# (an inlined function takes its caller's): a call per row to a separately compiled loop cost
-# 6-7% (8192 x 768, 2 threads, in-process A/B: forward 2.46 -> 2.32 ms, backward 4.08 -> 3.80 ms).
-_FUSED = _REDUCE | {"contract"}
+# (an inlined function takes its caller's), rather than called once per row.
+_FUSED = REASSOC_CONTRACT
 
 
-@njit(error_model="numpy", cache=True, fastmath={"contract"})
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _normalize_row(x, i, w, b, m_hi, m_lo, rc, out, oi):
-    """out[oi] = (x[i] - m) * rstd * w + b, with m = m_hi + m_lo (see _parallel.split)."""
+    """out[oi] = (x[i] - m) * rstd * w + b, with m = m_hi + m_lo (see _numerics.split)."""
     for j in range(x.shape[1]):
         out[oi, j] = ((x[i, j] - m_hi) - m_lo) * (rc * w[j]) + b[j]
 
@@ -170,59 +169,13 @@ def _backward(dy, x, mean, rstd, w, dx, dw_part, db_part, need_dx, stream):
             store_fence()
 
 
-_ONES = {}
-
-
-def _ones(d, dtype):
-    """A cached ones(d): the weight of a norm without affine, so that one compiled kernel
-    serves both cases. (Private and never written; not flagged read-only, since Numba would
-    compile a second specialization for read-only arrays.)"""
-    return _constant(1, d, dtype)
-
-
-def _zeros(d, dtype):
-    return _constant(0, d, dtype)
-
-
-def _constant(value, d, dtype):
-    key = (value, d, np.dtype(dtype))
-    a = _ONES.get(key)
-    if a is None:
-        a = _ONES[key] = np.full(d, value, dtype)
-    return a
-
-
-def compute_dtype(dtype):
-    """float16 is computed in float32; float32 and float64 as they are."""
-    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
-
-
-def _param(p, d, dtype, default):
-    if p is None:
-        return default(d, dtype)
-    return np.ascontiguousarray(p.reshape(d), dtype=dtype)
-
-
 def layer_norm_forward(x, weight, bias, eps, out=None, stream=None):
     """y, mean, rstd for the rows of x (N, D); weight/bias (D,) or None; ``out`` a C-contiguous
     (N, D) array of x's dtype to write y into (allocated if None); ``stream`` forces streaming
     stores on or off (default: on for outputs of STREAM_MIN_BYTES or more)."""
-    n, d = x.shape
-    ct = compute_dtype(x.dtype)
-    if out is None:
-        out = np.empty((n, d), x.dtype)
-    if x.size == 0:
-        return empty_rows_forward(out, 2)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    yc = out if out.dtype == ct else np.empty((n, d), ct)
-    mean = np.empty(n, np.float64)
-    rstd = np.empty(n, np.float64)
-    stream = should_stream(yc) if stream is None else bool(stream)
-    launch(_forward, n * d, xc, _param(weight, d, ct, _ones), _param(bias, d, ct, _zeros), float(eps),
-           yc, mean, rstd, num_chunks(n, n * d), stream)
-    if yc is not out:
-        out[...] = yc
-    return out, mean, rstd
+    d = x.shape[1]
+    return rows_forward(_forward, x, out, stream, 2,
+                        lambda ct: (param(weight, d, ct, ones), param(bias, d, ct, zeros), float(eps)))
 
 
 def layer_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True, dx_out=None,
@@ -232,21 +185,10 @@ def layer_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight=Tr
     n, d = x.shape
     if x.size == 0:
         return empty_rows_backward(x, dx_out, need_dx, need_dweight, need_dbias)
-    ct = compute_dtype(x.dtype)
-    dyc = np.ascontiguousarray(dy, dtype=ct)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    w = _param(weight, d, ct, _ones)
-    dx = None
-    if need_dx:
-        dx = dx_out if dx_out is not None else np.empty((n, d), x.dtype)
-    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
     # one chunk of rows per thread, each with its (D,) partial dgamma, dbeta (always summed, see _sums_dx_prev)
-    dw_part = np.zeros((num_chunks(n, n * d), d))
-    db_part = np.zeros_like(dw_part)
-    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
-    launch(_backward, n * d, dyc, xc, mean, rstd, w, dxc, dw_part, db_part, need_dx, stream)
-    if need_dx and dxc is not dx:
-        dx[...] = dxc
+    dx, (dw_part, db_part) = rows_backward(
+        _backward, dy, x, need_dx, dx_out, stream, lambda ct: (mean, rstd, param(weight, d, ct, ones)),
+        lambda nchunks: (np.zeros((nchunks, d)), np.zeros((nchunks, d))))
     dweight = dbias = None
     if need_dweight:
         dweight = np.empty(d)

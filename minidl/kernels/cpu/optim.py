@@ -2,8 +2,8 @@
 
 The generic path (minidl/optim/adam.py, sgd.py) is 5 to 12 NumPy calls per parameter, each a
 pass over a whole array plus a few microseconds of call overhead; a GPT step has about 50
-parameters, so AdamW cost ~4 ms of it. Here one loop reads w, g and the state once and writes
-them once. The per-element arithmetic is ``minidl/kernels/optim_math.py``, shared with the cuda
+parameters, so the calls add up to a visible share of a step (docs/performance.md). Here one loop
+reads w, g and the state once and writes them once. The per-element arithmetic is ``minidl/kernels/optim_math.py``, shared with the cuda
 kernels. Serial: the largest parameter of the zoo's models has 65k elements, a fraction of a
 millisecond, less than waking the thread pool would cost.
 """

@@ -3,24 +3,17 @@
 Work is split by (n, c) image planes, so the backward scatters (several windows may share an
 input element) never race. Window geometry is PyTorch's: the window of output (oh, ow)
 starts at (oh*sh - ph, ow*sw - pw); padding is -inf for max pooling and zero for average
-pooling. The serial per-plane core runs by default (see ``_layer_threads``); with parallel kernels
-switched on, big problems run chunks of planes in parallel (prange). References: ``minidl.ops.pooling``.
+pooling. Big problems run chunks of planes in parallel (prange) where the process allows the
+layer kernels to (``minidl.runtime.layer_threads``), small ones the serial per-plane core. References: ``minidl.ops.pooling``.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
-from . import _layer_threads
-
-PARALLEL_MIN_ELEMENTS = 1 << 16   # below this much input, run serially
-
-
-def _chunks(n_items):
-    return max(1, min(n_items, 4 * numba.get_num_threads()))
+from ._threads import layer_parallel, plane_chunks
 
 
 def _serial(x):
-    return not _layer_threads.use_parallel(x.size, PARALLEL_MIN_ELEMENTS)
+    return not layer_parallel(x.size)
 
 
 @njit(error_model="numpy", cache=True)
@@ -77,7 +70,7 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     if _serial(x):
         _max_fwd_planes(x, out, idx, 0, N * C, kh, kw, sh, sw, ph, pw, dh, dw)
     else:
-        _max_fwd_parallel(x, out, idx, _chunks(N * C), kh, kw, sh, sw, ph, pw, dh, dw)
+        _max_fwd_parallel(x, out, idx, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, dh, dw)
     return out, idx
 
 
@@ -111,7 +104,7 @@ def max_pool2d_backward(g, idx, H, W):
     if _serial(dx):
         _max_bwd_planes(g, idx, dx, 0, N * C)
     else:
-        _max_bwd_parallel(g, idx, dx, _chunks(N * C))
+        _max_bwd_parallel(g, idx, dx, plane_chunks(N * C))
     return dx.reshape(N, C, H, W)
 
 
@@ -161,7 +154,7 @@ def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, div
     if _serial(x):
         _avg_fwd_planes(x, out, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     else:
-        _avg_fwd_parallel(x, out, _chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+        _avg_fwd_parallel(x, out, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     return out
 
 
@@ -203,5 +196,5 @@ def avg_pool2d_backward(g, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divi
     if _serial(dx):
         _avg_bwd_planes(g, dx, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     else:
-        _avg_bwd_parallel(g, dx, _chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+        _avg_bwd_parallel(g, dx, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     return dx

@@ -5,7 +5,7 @@ row stays in L1), then y = x * rstd * w. Only rstd is saved (float64, N values).
 
 Backward, one parallel pass over row chunks: per row, sum(g * x) with g = dy * w, then one
 loop writing dx = rstd * (g - xhat * mean(g * xhat)) and adding dy * xhat into the chunk's
-dgamma partial (float64, see _parallel.flush), added up at the end.
+dgamma partial (float64, see _numerics.flush), added up at the end.
 
 Large outputs are streamed as in layer_norm.py. The math and its derivation:
 minidl/ops/normalization/rms_norm.py.
@@ -13,10 +13,10 @@ minidl/ops/normalization/rms_norm.py.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import (FLUSH_ROWS, chunk_bounds, empty_rows_backward, empty_rows_forward, flush, launch,
-                        num_chunks, row_dy_w_x_dot, row_sq_sum, sum_partials)
-from ._stream import should_stream, store_fence, stream_row
-from .layer_norm import _ones, _param, compute_dtype
+from ._numerics import FLUSH_ROWS, flush, sum_partials
+from ._row_norm import empty_rows_backward, ones, param, row_dy_w_x_dot, row_sq_sum, rows_backward, rows_forward
+from ._stream import store_fence, stream_row
+from ._threads import chunk_bounds
 
 
 @njit(error_model="numpy", cache=True, fastmath=False)
@@ -88,20 +88,8 @@ def _backward(dy, x, rstd, w, dx, dw_part, need_dx, need_dw, stream):
 def rms_norm_forward(x, weight, eps, out=None, stream=None):
     """y, rstd for the rows of x (N, D); weight (D,) or None; ``out``/``stream`` as in
     layer_norm_forward."""
-    n, d = x.shape
-    ct = compute_dtype(x.dtype)
-    if out is None:
-        out = np.empty((n, d), x.dtype)
-    if x.size == 0:
-        return empty_rows_forward(out, 1)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    yc = out if out.dtype == ct else np.empty((n, d), ct)
-    rstd = np.empty(n, np.float64)
-    stream = should_stream(yc) if stream is None else bool(stream)
-    launch(_forward, n * d, xc, _param(weight, d, ct, _ones), float(eps), yc, rstd, num_chunks(n, n * d), stream)
-    if yc is not out:
-        out[...] = yc
-    return out, rstd
+    d = x.shape[1]
+    return rows_forward(_forward, x, out, stream, 1, lambda ct: (param(weight, d, ct, ones), float(eps)))
 
 
 def rms_norm_backward(dy, x, rstd, weight, need_dx=True, need_dweight=True, dx_out=None, stream=None):
@@ -109,18 +97,9 @@ def rms_norm_backward(dy, x, rstd, weight, need_dx=True, need_dweight=True, dx_o
     n, d = x.shape
     if x.size == 0:
         return empty_rows_backward(x, dx_out, need_dx, need_dweight)
-    ct = compute_dtype(x.dtype)
-    dyc = np.ascontiguousarray(dy, dtype=ct)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    dx = None
-    if need_dx:
-        dx = dx_out if dx_out is not None else np.empty((n, d), x.dtype)
-    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
-    dw_part = np.zeros((num_chunks(n, n * d), d if need_dweight else 0))
-    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
-    launch(_backward, n * d, dyc, xc, rstd, _param(weight, d, ct, _ones), dxc, dw_part, need_dx, need_dweight, stream)
-    if need_dx and dxc is not dx:
-        dx[...] = dxc
+    dx, (dw_part,) = rows_backward(
+        _backward, dy, x, need_dx, dx_out, stream, lambda ct: (rstd, param(weight, d, ct, ones)),
+        lambda nchunks: (np.zeros((nchunks, d if need_dweight else 0)),), (need_dweight,))
     dweight = None
     if need_dweight:
         dweight = np.empty(d)

@@ -13,9 +13,9 @@ minidl/ops/normalization/scale_norm.py.
 import numpy as np
 from numba import njit, prange
 
-from ._parallel import chunk_bounds, empty_rows_backward, empty_rows_forward, launch, num_chunks, row_dot, row_sq_sum
-from ._stream import should_stream, store_fence, stream_row
-from .layer_norm import compute_dtype
+from ._row_norm import empty_rows_backward, row_dot, row_sq_sum, rows_backward, rows_forward
+from ._stream import store_fence, stream_row
+from ._threads import chunk_bounds
 
 
 @njit(error_model="numpy", cache=True, fastmath=False)
@@ -79,37 +79,13 @@ def _backward(dy, x, inv, g, eps, dx, dg_part, need_dx, need_dg, stream):
 
 def scale_norm_forward(x, g, eps, out=None, stream=None):
     """y, inv_norm for the rows of x (N, D); g a Python float."""
-    n, d = x.shape
-    ct = compute_dtype(x.dtype)
-    if out is None:
-        out = np.empty((n, d), x.dtype)
-    if x.size == 0:
-        return empty_rows_forward(out, 1)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    yc = out if out.dtype == ct else np.empty((n, d), ct)
-    inv = np.empty(n, np.float64)
-    stream = should_stream(yc) if stream is None else bool(stream)
-    launch(_forward, n * d, xc, float(g), float(eps), yc, inv, num_chunks(n, n * d), stream)
-    if yc is not out:
-        out[...] = yc
-    return out, inv
+    return rows_forward(_forward, x, out, stream, 1, lambda ct: (float(g), float(eps)))
 
 
 def scale_norm_backward(dy, x, inv, g, eps, need_dx=True, need_dg=True, dx_out=None, stream=None):
     """(dx, dg) for the rows of x (N, D); dg a float64 scalar or None."""
-    n, d = x.shape
     if x.size == 0:
         return empty_rows_backward(x, dx_out, need_dx)[0], (0.0 if need_dg else None)
-    ct = compute_dtype(x.dtype)
-    dyc = np.ascontiguousarray(dy, dtype=ct)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    dx = None
-    if need_dx:
-        dx = dx_out if dx_out is not None else np.empty((n, d), x.dtype)
-    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
-    dg_part = np.zeros(num_chunks(n, n * d))
-    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
-    launch(_backward, n * d, dyc, xc, inv, float(g), float(eps), dxc, dg_part, need_dx, need_dg, stream)
-    if need_dx and dxc is not dx:
-        dx[...] = dxc
+    dx, (dg_part,) = rows_backward(_backward, dy, x, need_dx, dx_out, stream, lambda ct: (inv, float(g), float(eps)),
+                                   lambda nchunks: (np.zeros(nchunks),), (need_dg,))
     return dx, (float(dg_part.sum()) if need_dg else None)

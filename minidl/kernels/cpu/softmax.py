@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._fastexp import exp_any
-from ._parallel import chunk_bounds, launch, num_chunks
+from ._threads import chunk_bounds, launch, num_chunks
 
 # reassociation lets the row max and sums vectorise; no "nnan"/"ninf": masks are -inf
 _FM = {"reassoc", "contract"}

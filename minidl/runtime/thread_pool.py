@@ -5,14 +5,9 @@ kernels (an OpenMP pool, libgomp). Both pools keep their idle workers spinning f
 after each call, so that the next call starts without a wake-up. libgomp spins for 300,000
 iterations by default (about a millisecond): on a 2-core machine a Numba worker still
 spinning after a norm kernel takes the core from the BLAS worker of the next GEMM, and vice
-versa. Measured on the 2-core test machine (ms per training step, median):
-
-    GOMP_SPINCOUNT     300,000 (default)   10,000    1,000    0
-    ResNet-8 batch 64       266              173        160     162
-    GPT (bench config)      291              239        212     209
-
-while the fused norm kernels, which run back to back in their benchmark, lose nothing down
-to about a thousand spins (at 0 each parallel region pays a futex wake-up).
+versa. A spin count of about a thousand keeps most of the wake-up saving and hands the core
+over quickly; at 0 each parallel region pays a futex wake-up (measurements:
+docs/performance.md).
 
 libgomp reads GOMP_SPINCOUNT once, when it is loaded, which for Numba is when its pool
 starts (the first parallel kernel or ``numba.get_num_threads()``). ``start`` sets the

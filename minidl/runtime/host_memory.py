@@ -5,9 +5,8 @@ norm outputs) and frees them at the end of the step. glibc's malloc serves an al
 more than M_MMAP_THRESHOLD bytes (128 KiB to 32 MiB, adjusted as it goes) with a fresh mmap,
 and gives freed memory at the top of its heap back to the system once more than
 M_TRIM_THRESHOLD is free. Either way the next step's arrays land on pages the kernel must
-fault in and zero again: about 1 ms per 4 MB here, on every step. For a (8192, 768)
-RMSNorm forward+backward that was 18 ms instead of 6 ms; for the GPT benchmark step 167-210
-ms instead of 129-145 ms (2 cores).
+fault in and zero again, on every step, which can cost more than the arithmetic of a
+memory-bound op (measurements: docs/performance.md).
 
 ``keep_freed_memory`` raises both thresholds (arrays up to MMAP_BYTES come from the heap,
 and up to TRIM_BYTES of free heap are kept), which is what a caching allocator does for a
