@@ -5,10 +5,18 @@ in ``minidl.ops``.
 """
 from ...ops import log_softmax, relu, sigmoid, softmax, tanh  # noqa: F401
 from .activation import dropout, gelu  # noqa: F401
-from .conv import conv2d  # noqa: F401
+from .activation import (elu, glu, hardtanh, leaky_relu, logsigmoid, mish, prelu, relu6, selu, silu,  # noqa: F401
+                         softplus, softsign, tanhshrink)
+from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .linear import linear  # noqa: F401
+from .layers import (bilinear, dropout1d, dropout2d, dropout3d, embedding_bag, interpolate,  # noqa: F401
+                     local_response_norm, normalize, one_hot, pad, pixel_shuffle, pixel_unshuffle)
 from .loss import cross_entropy, mse_loss, nll_loss  # noqa: F401
+from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity,  # noqa: F401
+                   huber_loss, kl_div, l1_loss, smooth_l1_loss)
 from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
+from .pooling import (adaptive_avg_pool1d, adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
+                      max_pool1d)
 from .sparse import embedding  # noqa: F401
 from .attention import scaled_dot_product_attention  # noqa: F401
 from .normalization import layer_norm, rms_norm, scale_norm  # noqa: F401

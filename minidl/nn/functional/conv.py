@@ -1,2 +1,5 @@
-"""F.conv2d (im2col + GEMM, ``minidl.ops.conv``)."""
+"""F.conv2d (im2col + GEMM, ``minidl.ops.conv``), conv1d on it, transposed convolutions, fold/unfold."""
 from ...ops.conv import conv2d  # noqa: F401
+from ...ops.conv1d import conv1d  # noqa: F401
+from ...ops.conv_transpose import conv_transpose1d, conv_transpose2d  # noqa: F401
+from ...ops.fold import fold, unfold  # noqa: F401

@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from ...ops.normalization import LayerNormFunction, RMSNormFunction, ScaleNormFunction
+from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
 
 
@@ -43,6 +44,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     shape, d = _normalized_shape("layer_norm", x, normalized_shape)
     _check_param("layer_norm", "weight", weight, shape)
     _check_param("layer_norm", "bias", bias, shape)
+    check_same_dtype("layer_norm", [("input", x), ("weight", weight), ("bias", bias)], float16_with_float32=True)
     return LayerNormFunction.apply(x, weight, bias, d, float(eps))
 
 
@@ -70,4 +72,7 @@ def scale_norm(x, scale, eps=1e-5):
                                f"got shape {list(scale.shape)}")
     elif not isinstance(scale, numbers.Real):
         raise TypeError(f"scale_norm: expected scale to be a Tensor or a number, got {type(scale).__name__}")
+    # as layer_norm (PyTorch has no ScaleNorm); rms_norm instead follows PyTorch's, which takes any mix
+    check_same_dtype("scale_norm", [("input", x), ("scale", scale if isinstance(scale, Tensor) else None)],
+                     float16_with_float32=True)
     return ScaleNormFunction.apply(x, scale, float(eps))

@@ -1,17 +1,38 @@
 """Layers as Modules. One file per family; each module's forward calls nn.functional."""
 from .module import Module
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh  # noqa: F401
+from .activation_elementwise import (ELU, GLU, SELU, LeakyReLU, LogSigmoid, Mish, PReLU, ReLU6,  # noqa: F401
+                                     Hardtanh, SiLU, Softplus, Softsign, Tanhshrink)
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from .parameter_containers import ParameterDict, ParameterList  # noqa: F401
 from .conv import Conv2d  # noqa: F401
-from .dropout import Dropout  # noqa: F401
-from .flatten import Flatten  # noqa: F401
+from .conv_nd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
+from .flatten import Flatten, Unflatten  # noqa: F401
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,  # noqa: F401
+                      ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                      ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .upsampling import PixelShuffle, PixelUnshuffle, Upsample  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
+from .loss_pointwise import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss  # noqa: F401
+from .distance import CosineSimilarity  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from .pooling1d import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, Fold,  # noqa: F401
+                        MaxPool1d, Unfold)
 from .sparse import Embedding  # noqa: F401
 from .normalization import FixNorm, LayerNorm, RMSNorm, ScaleNorm  # noqa: F401
-from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
+from .lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d,  # noqa: F401
+                   LazyLinear, LazyModuleMixin)
+from .bilinear import Bilinear  # noqa: F401
+from .embedding_bag import EmbeddingBag  # noqa: F401
+from .local_response_norm import LocalResponseNorm  # noqa: F401
 from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .groupnorm import GroupNorm  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                          TransformerEncoder, TransformerEncoderLayer)
+from .norm_lstm import BatchNormLSTM, LayerNormLSTM, NormLSTM  # noqa: F401

@@ -11,6 +11,9 @@ class ReLU(Module):
     def forward(self, input):
         return F.relu(input)
 
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
 
 class GELU(Module):
     def __init__(self, approximate="none"):

@@ -123,6 +123,21 @@ class ModuleList(_Indexed):
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
 
+    def __repr__(self):
+        """As PyTorch's: a run of equal consecutive children prints once, as ``(i-j): n x child``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return "ModuleList()"
+        runs = []                       # [first index, last index, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}").replace("\n", "\n  ")
+                 for a, b, r in runs]
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
 
 class ModuleDict(Module):
     """An ordered dict of Modules whose parameters the parent registers; has no forward."""

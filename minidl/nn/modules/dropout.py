@@ -1,4 +1,6 @@
-"""Dropout: zero elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval."""
+"""Dropout: zero elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval.
+Dropout1d/2d/3d zero whole channels instead (``minidl.ops.channel_dropout``)."""
+from ...ops import channel_dropout
 from .. import functional as F
 from .module import Module
 
@@ -15,3 +17,18 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    def forward(self, input):
+        return channel_dropout.dropout1d(input, self.p, self.training)
+
+
+class Dropout2d(Dropout):
+    def forward(self, input):
+        return channel_dropout.dropout2d(input, self.p, self.training)
+
+
+class Dropout3d(Dropout):
+    def forward(self, input):
+        return channel_dropout.dropout3d(input, self.p, self.training)

@@ -99,10 +99,24 @@ class Module:
             target[name] = value
         object.__setattr__(self, name, value)
 
+    def _check_name(self, name, kind, registry):
+        """PyTorch's rules for a registered name: a non-empty str without ".", not already a
+        plain attribute."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+        if hasattr(self, name) and name not in registry:
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_parameter(self, name, param):
         """Register a Parameter, or None to declare an optional one (such as a disabled bias)."""
+        self._check_name(name, "parameter", self._parameters)
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            "(Parameter or None required)")
         self._parameters[name] = param
         object.__setattr__(self, name, param)
 
@@ -116,17 +130,61 @@ class Module:
         object.__setattr__(self, name, tensor)
 
     def add_module(self, name, module):
-        setattr(self, name, module)
+        """Register a child module (or None, a declared but absent one) under ``name``."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_name(name, "module", self._modules)
+        for r in (self._parameters, self._buffers):
+            r.pop(name, None)
+        self._modules[name] = module
+        object.__setattr__(self, name, module)
+
+    register_module = add_module
+
+    def __delattr__(self, name):
+        for r in (self._parameters, self._buffers, self._modules):
+            r.pop(name, None)
+        self._non_persistent.discard(name)
+        object.__delattr__(self, name)
+
+    def get_submodule(self, target):
+        """The module at dotted path ``target`` ("" is this module), as PyTorch's."""
+        mod = self
+        for item in target.split(".") if target else ():
+            if not hasattr(mod, item):
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def _get_tensor(self, target, registry, kind):
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{type(mod).__name__} has no attribute `{name}`")
+        if name not in getattr(mod, registry):
+            raise AttributeError(f"`{name}` is not {kind}")
+        return getattr(mod, name)
+
+    def get_parameter(self, target):
+        return self._get_tensor(target, "_parameters", "an nn.Parameter")
+
+    def get_buffer(self, target):
+        return self._get_tensor(target, "_buffers", "a buffer")
 
     # traversal -------------------------------------------------------------------
-    def named_modules(self, prefix=""):
-        seen = set()
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) for this module and every descendant, depth first; a module
+        reachable along two paths comes once unless ``remove_duplicate=False``."""
+        seen = set() if memo is None else memo
         stack = [(prefix, self)]
         while stack:
             name, m = stack.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
+            if remove_duplicate:
+                if m in seen if memo is not None else id(m) in seen:
+                    continue
+                seen.add(m if memo is not None else id(m))
             yield name, m
             children = [(f"{name}.{n}" if name else n, c) for n, c in m._modules.items() if c is not None]
             stack.extend(reversed(children))
@@ -146,7 +204,7 @@ class Module:
 
     def named_parameters(self, prefix="", recurse=True):
         seen = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for mname, m in mods:
             for n, p in m._parameters.items():
                 if p is not None and id(p) not in seen:
@@ -157,14 +215,17 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix=""):
-        for mname, m in self.named_modules(prefix):
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
             for n, b in m._buffers.items():
-                if b is not None:
+                if b is not None and not (remove_duplicate and id(b) in seen):
+                    seen.add(id(b))
                     yield (f"{mname}.{n}" if mname else n), b
 
-    def buffers(self):
-        for _, b in self.named_buffers():
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # modes -----------------------------------------------------------------------
@@ -197,7 +258,7 @@ class Module:
     # state -------------------------------------------------------------------------
     def _named_state(self, prefix=""):
         """(name, tensor) of every parameter and persistent buffer, named as PyTorch names them."""
-        for mname, m in self.named_modules(prefix.rstrip(".")):
+        for mname, m in self.named_modules(prefix=prefix.rstrip(".")):
             pre = f"{mname}." if mname else ""
             for n, p in m._parameters.items():
                 if p is not None:
@@ -323,8 +384,14 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
-        head = f"{type(self).__name__}({self.extra_repr()}"
+        """As PyTorch's: ``Name(extra)`` on one line, or the extra_repr lines then one
+        ``(name): child`` line per child, indented."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
+        if len(extra_lines) == 1 and not child_lines:
+            return f"{type(self).__name__}({extra_lines[0]})"
+        lines = extra_lines + child_lines
         if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+            return f"{type(self).__name__}()"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"

@@ -1,0 +1,35 @@
+"""Bilinear: y = x1^T A x2 + b with A (out, in1, in2), b (out,) ~ U(-1/sqrt(in1), 1/sqrt(in1)), as PyTorch."""
+import math
+
+from ...ops.bilinear import bilinear
+from .. import init
+from .linear import _empty
+from .module import Module
+
+
+class Bilinear(Module):
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features = int(in1_features), int(in2_features)
+        self.out_features = int(out_features)
+        self.weight = _empty((self.out_features, self.in1_features, self.in2_features), dtype)
+        if bias:
+            self.bias = _empty((self.out_features,), dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if device is not None and str(device) != "cpu":
+            self.to(device)
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.in1_features) if self.in1_features else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

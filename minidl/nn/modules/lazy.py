@@ -1,0 +1,166 @@
+"""Lazy modules: layers whose input size is read from their first input, as PyTorch's
+LazyLinear, LazyConv1d/2d and LazyBatchNorm1d/2d/3d.
+
+Before the first forward the parameters exist but are empty (0 elements); that forward
+builds the real layer (Linear, Conv2d, ...) with the inferred size and this module becomes
+it: it takes the real layer's class and state, and each placeholder Parameter takes the
+real one's data, so an optimizer given ``parameters()`` before the first forward holds the
+trained tensors. (As in PyTorch, run one batch through a lazy model before building
+anything that reads the parameters' shapes.)
+"""
+import numpy as np
+
+from ..parameter import Parameter
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .conv import Conv2d
+from .conv_nd import Conv1d, _tuple
+from .linear import Linear
+from .module import Module
+
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks")
+
+
+class LazyModuleMixin(Module):
+    """Subclasses set ``cls_to_become``, the placeholder names in ``_lazy_params`` /
+    ``_lazy_buffers``, and ``_in_size(input)``, the constructor's first argument."""
+    cls_to_become = None
+    _lazy_params, _lazy_buffers = (), ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        kwargs = {k: v for k, v in kwargs.items() if not (k in ("device", "dtype") and v is None)}
+        object.__setattr__(self, "_lazy_args", (args, kwargs))
+        with_bias = kwargs.get("bias", True) if "bias" in self._bias_arg() else True
+        for name in self._lazy_params:
+            if name == "bias" and not with_bias:
+                self.register_parameter("bias", None)
+            else:
+                setattr(self, name, Parameter(np.empty(0, np.float32)))
+
+    def _bias_arg(self):
+        return ("bias",)
+
+    def has_uninitialized_params(self):
+        return True
+
+    def initialize_parameters(self, input):
+        """Build the real layer for this input and become it (see the module docstring)."""
+        args, kwargs = self._lazy_args
+        real = self.cls_to_become(self._in_size(input), *args, **kwargs)
+        real.train(self.training)
+        for name, placeholder in self._parameters.items():
+            new = real._parameters.get(name)
+            if placeholder is not None and new is not None:
+                placeholder._data = new._data
+                real._parameters[name] = placeholder
+                object.__setattr__(real, name, placeholder)
+        state = real.__dict__
+        for key in _HOOKS:
+            if key in self.__dict__:
+                state[key] = self.__dict__[key]
+        self.__dict__.clear()
+        self.__dict__.update(state)
+        self.__class__ = type(real)
+
+    def __call__(self, *args, **kwargs):
+        if self.has_uninitialized_params():
+            if not args:
+                raise RuntimeError(f"{type(self).__name__}: the first call needs the input as a positional argument "
+                                   "to infer its size")
+            self.initialize_parameters(args[0])
+        return Module.__call__(self, *args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self(*args, **kwargs)
+
+
+def _channels(op, input, unbatched_ndim):
+    if not hasattr(input, "shape") or input.ndim < unbatched_ndim:
+        raise ValueError(f"{op}: expected an input with at least {unbatched_ndim} dims to infer the channels from, "
+                         f"got {list(getattr(input, 'shape', [])) or type(input).__name__}")
+    return input.shape[0] if input.ndim == unbatched_ndim else input.shape[1]
+
+
+class LazyLinear(LazyModuleMixin):
+    """Linear with in_features = input.shape[-1] of the first input."""
+    cls_to_become = Linear
+    _lazy_params = ("weight", "bias")
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(out_features, bias=bias, device=device, dtype=dtype)
+        object.__setattr__(self, "in_features", 0)
+        object.__setattr__(self, "out_features", int(out_features))
+
+    def _in_size(self, input):
+        if not hasattr(input, "shape") or input.ndim == 0:
+            raise ValueError(f"LazyLinear: expected an input with at least 1 dim, got {type(input).__name__}")
+        return input.shape[-1]
+
+    def extra_repr(self):
+        return f"in_features=0, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class _LazyConv(LazyModuleMixin):
+    _lazy_params = ("weight", "bias")
+    _spatial = 2
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias=bias,
+                         padding_mode=padding_mode, device=device, dtype=dtype)
+        object.__setattr__(self, "in_channels", 0)
+        object.__setattr__(self, "out_channels", int(out_channels))
+
+    def _in_size(self, input):
+        return _channels(type(self).__name__, input, self._spatial + 1)
+
+    def extra_repr(self):
+        args, n = self._lazy_args[0], self._spatial
+        return f"0, {self.out_channels}, kernel_size={_tuple(args[1], n)}, stride={_tuple(args[2], n)}"
+
+
+class LazyConv1d(_LazyConv):
+    """Conv1d with in_channels read from the first input."""
+    cls_to_become, _spatial = Conv1d, 1
+
+
+class LazyConv2d(_LazyConv):
+    """Conv2d with in_channels read from the first input."""
+    cls_to_become, _spatial = Conv2d, 2
+
+
+class _LazyBatchNorm(LazyModuleMixin):
+    _lazy_params = ("weight", "bias")
+    _unbatched = 2   # the smallest input ndim: (N, C) for 1d
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None):
+        super().__init__(eps, momentum, affine, track_running_stats, device=device, dtype=dtype)
+        if not affine:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        object.__setattr__(self, "num_features", 0)
+
+    def _bias_arg(self):
+        return ()
+
+    def _in_size(self, input):
+        if not hasattr(input, "shape") or input.ndim < self._unbatched:
+            raise ValueError(f"{type(self).__name__}: expected an input of at least {self._unbatched} dims (N, C, ...) "
+                             f"to infer num_features from, got {list(getattr(input, 'shape', []))}")
+        return input.shape[1]
+
+    def extra_repr(self):
+        eps, momentum, affine, track = self._lazy_args[0]
+        return f"0, eps={eps}, momentum={momentum}, affine={affine}, track_running_stats={track}"
+
+
+class LazyBatchNorm1d(_LazyBatchNorm):
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyBatchNorm):
+    cls_to_become, _unbatched = BatchNorm2d, 4
+
+
+class LazyBatchNorm3d(_LazyBatchNorm):
+    cls_to_become, _unbatched = BatchNorm3d, 5

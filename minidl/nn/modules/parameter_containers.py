@@ -1,0 +1,131 @@
+"""ParameterList and ParameterDict: parameters held in a list or a dict, registered with the
+module that owns the container (so ``parameters()``, ``state_dict()`` and optimizers see
+them), named "0", "1", ... or by key, as PyTorch names them."""
+from collections import OrderedDict
+
+from ...tensor.tensor import Tensor
+from ..parameter import Parameter
+from .module import Module
+
+
+def _as_parameter(value, where):
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor):   # PyTorch wraps a plain tensor, which then requires grad
+        return Parameter(value)
+    raise TypeError(f"{where} can only hold Parameters or Tensors, got {type(value).__name__}")
+
+
+def _describe(p):
+    size = "x".join(str(n) for n in p.shape)
+    return f"Parameter containing: [{p.dtype} of size {size}]" if p.ndim else f"Parameter containing: [{p.dtype}]"
+
+
+class ParameterList(Module):
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def _index(self, idx):
+        n = len(self)
+        idx = int(idx)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range for ParameterList of length {n}")
+        return idx % n
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList(list(self._parameters.values())[idx])
+        return self._parameters[str(self._index(idx))]
+
+    def __setitem__(self, idx, value):
+        setattr(self, str(self._index(idx)), _as_parameter(value, "ParameterList"))
+
+    def append(self, value):
+        setattr(self, str(len(self)), _as_parameter(value, "ParameterList"))
+        return self
+
+    def extend(self, values):
+        if isinstance(values, Tensor) or not hasattr(values, "__iter__"):
+            raise TypeError(f"ParameterList.extend should be called with an iterable, but got "
+                            f"{type(values).__name__}")
+        for v in values:
+            self.append(v)
+        return self
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def extra_repr(self):
+        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self._parameters.items())
+
+
+class ParameterDict(Module):
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        if key not in self._parameters:
+            raise KeyError(key)
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, _as_parameter(value, "ParameterDict"))
+
+    def __delitem__(self, key):
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        p = self[key]
+        del self[key]
+        return p
+
+    def clear(self):
+        for k in list(self._parameters):
+            del self[k]
+
+    def update(self, parameters):
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif hasattr(parameters, "items"):
+            items = sorted(parameters.items())   # PyTorch orders a plain mapping by key
+        else:
+            items = parameters                   # (key, value) pairs, in order
+        for k, v in items:
+            self[k] = v
+
+    def extra_repr(self):
+        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self._parameters.items())

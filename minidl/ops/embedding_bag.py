@@ -1,0 +1,130 @@
+"""F.embedding_bag: the sum, mean or max of bags of embedding rows, without materialising
+the (bag, element, dim) lookups per bag, as ``torch.nn.functional.embedding_bag``.
+
+Bags are the rows of a 2-D index tensor, or slices input[offsets[b]:offsets[b+1]] of a 1-D
+one. Element e of bag b(e) looks up row W[i_e]; entries equal to padding_idx are left out
+(of the sum and of the mean's count). With weights w_e (per_sample_weights, "sum" only;
+otherwise 1) and n_b the bag's size:
+
+    sum:  y_b = sum_e w_e W[i_e]             dL/dW[i_e] += w_e g_b,   dL/dw_e = <g_b, W[i_e]>
+    mean: y_b = (1 / n_b) sum_e W[i_e]       dL/dW[i_e] += g_b / n_b
+    max:  y_b[d] = max_e W[i_e, d]           dL/dW[i_e*, d] += g_b[d] at the (first) argmax e*
+
+An empty bag gives zeros (and no gradient). The gradient into W is a scatter-add.
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from ..tensor.tensor import Tensor
+
+MODES = ("sum", "mean", "max")
+
+
+class EmbeddingBag(Function):
+    """See the module docstring. ``idx``/``bag`` are the kept elements' rows and bags."""
+
+    @staticmethod
+    def forward(ctx, weight, psw, idx, bag, keep, n_bags, mode):
+        D = weight.shape[1]
+        rows = weight[idx]
+        counts = np.bincount(bag, minlength=n_bags)
+        out = np.zeros((n_bags, D), dtype=weight.dtype)
+        arg = None
+        if mode == "max":
+            arg = np.zeros((n_bags, D), dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])   # kept elements are in bag order
+            for b in np.nonzero(counts)[0]:
+                block = rows[starts[b]:starts[b] + counts[b]]
+                first = block.argmax(axis=0)
+                out[b] = block[first, np.arange(D)]
+                arg[b] = idx[starts[b] + first]
+        else:
+            scale = psw[keep] if psw is not None else np.ones(len(idx), weight.dtype)
+            if mode == "mean":
+                scale = scale / np.maximum(counts, 1)[bag]
+            np.add.at(out, bag, rows * scale[:, None])
+            ctx.scale = scale
+        ctx.save_for_backward(rows if psw is not None else None)
+        ctx.args = (weight.shape, idx, bag, keep, counts, mode, arg)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (rows,) = ctx.saved_tensors
+        shape, idx, bag, keep, counts, mode, arg = ctx.args
+        dw = dpsw = None
+        if ctx.needs_input_grad[0]:
+            dw = np.zeros(shape, dtype=g.dtype)
+            if mode == "max":
+                full = counts > 0
+                np.add.at(dw, (arg[full], np.arange(shape[1])), g[full])
+            else:
+                np.add.at(dw, idx, g[bag] * ctx.scale[:, None])
+        if ctx.needs_input_grad[1]:
+            dpsw = np.zeros(keep.shape, dtype=g.dtype)
+            dpsw[keep] = (g[bag] * rows).sum(axis=1)
+        return dw, dpsw, None, None, None, None, None
+
+
+def _flat_bags(input, offsets, include_last_offset):
+    """(indices, bag of each index, number of bags, input shape) from either input form."""
+    idx = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"embedding_bag: expected integer indices (int64 or int32), got dtype {idx.dtype}")
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             f"fixed length sequences. However, found offsets of type {type(offsets).__name__}")
+        B, L = idx.shape
+        return idx.reshape(-1), np.repeat(np.arange(B), L), B
+    if idx.ndim != 1:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {idx.ndim}")
+    if offsets is None:
+        raise ValueError("offsets has to be a 1D Tensor but got None")
+    off = offsets.numpy() if isinstance(offsets, Tensor) else np.asarray(offsets)
+    if off.ndim != 1 or off.dtype.kind not in "iu":
+        raise ValueError(f"offsets has to be a 1D integer Tensor, got shape {list(off.shape)} and dtype {off.dtype}")
+    if off.size == 0:
+        raise ValueError("embedding_bag: expected at least one offset, got an empty offsets tensor")
+    if off[0] != 0:
+        raise ValueError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                         f"position 0. However, got {int(off[0])}")
+    if off[-1] > idx.size:
+        raise ValueError(f"offsets[-1] can not be greater than input's length ({idx.size}), but got offsets[-1] of "
+                         f"{int(off[-1])}")
+    if (np.diff(off) < 0).any():
+        raise ValueError(f"embedding_bag: expected non-decreasing offsets, got {off.tolist()}")
+    bounds = off if include_last_offset else np.concatenate([off, [idx.size]])
+    B = len(bounds) - 1
+    bag = np.repeat(np.arange(B), np.diff(bounds))
+    return idx[:bounds[-1]], bag, B
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """As ``torch.nn.functional.embedding_bag``; see the module docstring. Returns (B, dim)."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    if mode not in MODES:
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        raise ValueError(f"embedding_bag: weight must be a 2-D Tensor (num_embeddings, embedding_dim), got "
+                         f"{list(getattr(weight, 'shape', [])) or type(weight).__name__}")
+    if weight.device != "cpu":
+        raise NotImplementedError(f"embedding_bag: only CPU tensors are supported, got weight on {weight.device!r}")
+    in_shape = tuple(np.shape(input.numpy() if isinstance(input, Tensor) else input))
+    idx, bag, B = _flat_bags(input, offsets, include_last_offset)
+    V = weight.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= V):
+        raise IndexError(f"embedding_bag: index out of range in self: indices span [{int(idx.min())}, "
+                         f"{int(idx.max())}] but num_embeddings is {V}")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}')")
+        if tuple(per_sample_weights.shape) != in_shape:
+            raise ValueError(f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, "
+                             f"then it must have the same shape as the input ({list(in_shape)})")
+        per_sample_weights = per_sample_weights.reshape(-1)[:idx.size] if per_sample_weights.ndim else None
+    keep = np.ones(idx.size, bool) if padding_idx is None else idx != (padding_idx % V)
+    return EmbeddingBag.apply(weight, per_sample_weights, idx[keep].astype(np.int64), bag[keep], keep, B, mode)

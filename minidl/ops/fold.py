@@ -1,0 +1,103 @@
+"""F.unfold (im2col) and F.fold (col2im), as ``torch.nn.functional.unfold`` / ``fold``.
+
+unfold copies every kh x kw sliding block of a padded (N, C, H, W) input into a column:
+
+    out[n, (c, i, j), l] = xpad[n, c, oh s_h + i d_h, ow s_w + j d_w],   l = oh OW + ow
+
+so a convolution is ``W.view(O, -1) @ unfold(x)``. fold is its adjoint: it sums each
+column entry back into the position it was copied from. Hence each is the other's backward:
+d unfold(x) / dx applied to g is fold(g), and d fold(c) / dc applied to g is unfold(g).
+Both reuse the convolution's im2col / col2im (``minidl.ops.conv``), whose columns are laid
+out (i, j, c); the transposes here only reorder them to PyTorch's (c, i, j).
+"""
+from ..autograd.function import Function
+from ..tensor.tensor import Tensor
+from ._broadcast import int_pair
+from .conv import col2im_reference, conv_output_size, im2col_reference
+
+
+def _unfold(x, geom):
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw), (OH, OW) = geom
+    N, C = x.shape[:2]
+    cols = im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)           # (N, OH, OW, kh*kw*C)
+    return cols.reshape(N, OH * OW, kh, kw, C).transpose(0, 4, 2, 3, 1).reshape(N, C * kh * kw, OH * OW)
+
+
+def _fold(cols, geom, C, H, W):
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw), (OH, OW) = geom
+    N = cols.shape[0]
+    c = cols.reshape(N, C, kh, kw, OH, OW).transpose(0, 4, 5, 2, 3, 1).reshape(N, OH, OW, kh * kw * C)
+    return col2im_reference(c, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+class Unfold(Function):
+    """out = unfold(x);  dL/dx = fold(g).  See the module docstring."""
+
+    @staticmethod
+    def forward(ctx, x, geom):
+        ctx.args = (geom, x.shape[1:])
+        return _unfold(x, geom)
+
+    @staticmethod
+    def backward(ctx, g):
+        geom, (C, H, W) = ctx.args
+        return _fold(g, geom, C, H, W), None
+
+
+class Fold(Function):
+    """out = fold(cols);  dL/dcols = unfold(g).  See the module docstring."""
+
+    @staticmethod
+    def forward(ctx, cols, geom, C, H, W):
+        ctx.geom = geom
+        return _fold(cols, geom, C, H, W)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _unfold(g, ctx.geom), None, None, None, None
+
+
+def _geometry(op, size, kernel_size, dilation, padding, stride):
+    k, d = int_pair(kernel_size, "kernel_size", op), int_pair(dilation, "dilation", op)
+    p, s = int_pair(padding, "padding", op), int_pair(stride, "stride", op)
+    if min(k + d + s) < 1 or min(p) < 0:
+        raise RuntimeError(f"{op}: expected kernel_size, dilation and stride >= 1 and padding >= 0, got "
+                           f"kernel_size={k}, dilation={d}, padding={p}, stride={s}")
+    blocks = tuple(conv_output_size(n, k_, s_, p_, d_) for n, k_, s_, p_, d_ in zip(size, k, s, p, d))
+    if min(blocks) < 1:
+        raise RuntimeError(f"{op}: given input spatial size {tuple(size)}, kernel_size={k}, dilation={d}, "
+                           f"padding={p}, stride={s}, the calculated shape of the array of sliding blocks is "
+                           f"{blocks}, but its components must be at least one")
+    return k, d, p, s, blocks
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """(N, C, H, W) (or (C, H, W)) -> (N, C kh kw, L) sliding blocks; see the module docstring."""
+    if not isinstance(input, Tensor) or input.ndim not in (3, 4):
+        raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got "
+                           f"{getattr(input, 'ndim', type(input).__name__)}D)")
+    x = input if input.ndim == 4 else input.unsqueeze(0)
+    geom = _geometry("unfold", x.shape[2:], kernel_size, dilation, padding, stride)
+    out = Unfold.apply(x, geom)
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """(N, C kh kw, L) (or (C kh kw, L)) -> (N, C, H, W), summing overlapping blocks."""
+    if not isinstance(input, Tensor) or input.ndim not in (2, 3):
+        raise RuntimeError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
+                           f"{getattr(input, 'ndim', type(input).__name__)}D)")
+    cols = input if input.ndim == 3 else input.unsqueeze(0)
+    H, W = int_pair(output_size, "output_size", "fold")
+    k, d, p, s, blocks = _geometry("fold", (H, W), kernel_size, dilation, padding, stride)
+    kk = k[0] * k[1]
+    if cols.shape[1] % kk:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={cols.shape[1]} and kernel_size={k}")
+    if cols.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(f"Given output_size={(H, W)}, kernel_size={k}, dilation={d}, padding={p}, stride={s}, "
+                           f"expected size of input's dimension 2 to match the calculated number of sliding blocks "
+                           f"{blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got "
+                           f"input.size(2)={cols.shape[2]}.")
+    out = Fold.apply(cols, (k, d, p, s, blocks), cols.shape[1] // kk, H, W)
+    return out if input.ndim == 3 else out.squeeze(0)
