@@ -2,6 +2,7 @@
 
     python benchmarks/bench_rnn.py                  # 2 threads, embedding 64, hidden 256, 2 layers
     python benchmarks/bench_rnn.py --threads 1 --rounds 5 --no-profile
+    python benchmarks/bench_rnn.py --quick          # a short run
 
 1. One training step (forward, cross-entropy, backward, Adam) of the same model in both
    frameworks: Embedding(vocab 96, 64) -> LSTM(64, 256, 2 layers, batch_first) -> Linear(256, 96),
@@ -35,8 +36,13 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--quick", action="store_true", help="a short run: 3 steps after 1, one round, no profile")
     _peer.add_argument(p)
-    return p.parse_args()
+    args = p.parse_args()
+    if args.quick:   # explicit flags still win
+        p.set_defaults(steps=3, warmup=1, rounds=1, no_profile=True)
+        args = p.parse_args()
+    return args
 
 
 args = parse_args()

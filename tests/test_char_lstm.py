@@ -47,6 +47,29 @@ def test_stepping_with_the_carried_state_equals_reading_the_whole_sequence():
     np.testing.assert_allclose(np.concatenate([part.numpy(), rest.numpy()], axis=1), whole.numpy(), atol=1e-5)
 
 
+def test_a_batchnorm_lstm_stepped_from_a_position_uses_that_positions_statistics():
+    md.manual_seed(0)
+    m = CharLSTM(vocab_size=7, embed_dim=4, hidden_size=6, num_layers=2, norm="batch")
+    rng = np.random.default_rng(1)
+    for _ in range(3):   # training: running statistics that differ from step to step
+        m(rng.integers(0, 7, (4, 5)))
+    m.eval()
+    idx = rng.integers(0, 7, (2, 5))
+    whole, _ = m.step(idx)
+    part, state = m.step(idx[:, :3])
+    rest, _ = m.step(idx[:, 3:], state, start=3)
+    np.testing.assert_allclose(np.concatenate([part.numpy(), rest.numpy()], axis=1), whole.numpy(), atol=1e-5)
+    restarted, _ = m.step(idx[:, 3:], state)   # read as steps 0, 1: other statistics, other logits
+    assert not np.allclose(restarted.numpy(), whole.numpy()[:, 3:], atol=1e-3)
+    with pytest.raises(ValueError, match="start must be an integer >= 0, got -1"):
+        m.step(idx, start=-1)
+
+
+def test_an_unknown_norm_is_refused():
+    with pytest.raises(ValueError, match="norm must be one of none, layer, batch, got 'rms'"):
+        CharLSTM(5, 4, 4, 1, norm="rms")
+
+
 def test_sampling_is_reproducible_and_extends_the_prompt():
     m = CharLSTM(vocab_size=7, embed_dim=4, hidden_size=6, num_layers=1)
     md.manual_seed(3)

@@ -168,7 +168,7 @@ def test_sample_from_a_tiny_gpt_checkpoint(tmp_path, capsys):
     assert text.startswith("The ") and len(text) == 4 + 12
     main(args)
     assert capsys.readouterr().out.rstrip("\n") == text          # the seed makes it reproducible
-    model, tok = sample.load_gpt(os.path.join(out, "checkpoint.npz"))
+    model, tok = sample.load_model(os.path.join(out, "checkpoint.npz"))
     assert model.block_size == 8 and tok.vocab_size == model.vocab_size
     err = _error(capsys, ["sample", str(tmp_path / "missing.npz")])
     assert "no such checkpoint" in err

@@ -69,7 +69,7 @@ COMBINATIONS = [
     (["train", "vit", "--n-head", "4", "--d-model", "6"], "--n-head 4 must divide --d-model 6"),
     (["train", "lenet", "--d-model", "32"], "--d-model applies to the Transformers (gpt, encoder, vit), not lenet"),
     (["train", "vgg_small", "--width", "8"], "--width applies to the ResNets"),
-    (["train", "encoder", "--block-size", "8"], "--block-size applies to gpt, not encoder"),
+    (["train", "encoder", "--block-size", "8"], "--block-size applies to gpt and lstm, not encoder"),
     (["train", "lenet", "--batch-size", "5000"], "--batch-size 5000 exceeds the 1437 training images"),
     (["train", "lenet", "--steps", "2", "--warmup", "3"], "--warmup 3 exceeds the 2 training steps"),
     (["train", "gpt", "--block-size", "100000"], "--block-size 100000: the text's smaller split has"),

@@ -194,7 +194,7 @@ def test_a_program_resumes_only_its_own_runs(tmp_path, capsys, gpt_reference):
 
 def test_minidl_sample_reads_the_gpt_examples_checkpoint(gpt_reference, capsys):
     from minidl.cli import sample
-    model, tok = sample.load_gpt(gpt_reference[0])   # the --out directory: its checkpoint.npz
+    model, tok = sample.load_model(gpt_reference[0])   # the --out directory: its checkpoint.npz
     assert model.block_size == 16 and tok.vocab_size == model.vocab_size
     capsys.readouterr()
     assert cli(["sample", gpt_reference[0], "--prompt", "a", "--length", "5"]) == 0

@@ -147,11 +147,11 @@ def _close(got, want, dtype):
 def test_lstm_kernels_equal_the_reference_steps(dtype, n):
     H = 7
     gates, hg, c = _arrays(dtype, (n, 4 * H), (n, 4 * H), (n, H))
-    want = _run(R.lstm_step_forward, [gates, hg, c], [(n, H)] * 3)
+    want = _run(R.lstm_step_forward_reference, [gates, hg, c], [(n, H)] * 3)
     _close(_run(kcpu.lstm_step_forward, [gates, hg, c], [(n, H)] * 3), want, dtype)
     acts, cs, cprev = want[0], want[4], want[3]
     dy, dh, dc = _arrays(dtype, (n, H), (n, H), (n, H), seed=1)
-    want = _run(R.lstm_step_backward, [acts, cs, cprev, dy, dh, dc], [(n, 4 * H)])
+    want = _run(R.lstm_step_backward_reference, [acts, cs, cprev, dy, dh, dc], [(n, 4 * H)])
     _close(_run(kcpu.lstm_step_backward, [acts, cs, cprev, dy, dh, dc], [(n, 4 * H)]), want, dtype)
 
 
@@ -159,11 +159,11 @@ def test_lstm_kernels_equal_the_reference_steps(dtype, n):
 def test_gru_kernels_equal_the_reference_steps(dtype):
     n, H = 5, 6
     gates, hg, bhh, h = _arrays(dtype, (n, 3 * H), (n, 3 * H), (3 * H,), (n, H))
-    want = _run(R.gru_step_forward, [gates, hg, bhh, h], [(n, H)] * 2)
+    want = _run(R.gru_step_forward_reference, [gates, hg, bhh, h], [(n, H)] * 2)
     _close(_run(kcpu.gru_step_forward, [gates, hg, bhh, h], [(n, H)] * 2), want, dtype)
     acts, ghn = want[0], want[4]
     dy, dh = _arrays(dtype, (n, H), (n, H), seed=1)
-    want = _run(R.gru_step_backward, [acts, ghn, h, dy, dh], [(n, 3 * H)] * 2)
+    want = _run(R.gru_step_backward_reference, [acts, ghn, h, dy, dh], [(n, 3 * H)] * 2)
     _close(_run(kcpu.gru_step_backward, [acts, ghn, h, dy, dh], [(n, 3 * H)] * 2), want, dtype)
 
 
@@ -172,11 +172,11 @@ def test_gru_kernels_equal_the_reference_steps(dtype):
 def test_rnn_kernels_equal_the_reference_steps(dtype, relu):
     n, H = 5, 6
     gates, hg = _arrays(dtype, (n, H), (n, H))
-    want = _run(lambda g, x, out: R.rnn_step_forward(g, x, out, relu), [gates, hg], [(n, H)])
+    want = _run(lambda g, x, out: R.rnn_step_forward_reference(g, x, out, relu), [gates, hg], [(n, H)])
     _close(_run(lambda g, x, out: kcpu.rnn_step_forward(g, x, out, relu), [gates, hg], [(n, H)]), want, dtype)
     h = want[2]
     dy, dh = _arrays(dtype, (n, H), (n, H), seed=1)
-    want = _run(lambda *a: R.rnn_step_backward(*a, relu), [h, dy, dh], [(n, H)])
+    want = _run(lambda *a: R.rnn_step_backward_reference(*a, relu), [h, dy, dh], [(n, H)])
     _close(_run(lambda *a: kcpu.rnn_step_backward(*a, relu), [h, dy, dh], [(n, H)]), want, dtype)
 
 
@@ -224,11 +224,11 @@ def test_cuda_lstm_kernels_equal_the_reference_steps(dtype):
     _, k = _cuda()
     n, H = 2, 3
     gates, hg, c = _arrays(dtype, (n, 4 * H), (n, 4 * H), (n, H))
-    want = _run(R.lstm_step_forward, [gates, hg, c], [(n, H)] * 3)
+    want = _run(R.lstm_step_forward_reference, [gates, hg, c], [(n, H)] * 3)
     _close(_run_cuda(k.lstm_step_forward, [gates, hg, c], [(n, H)] * 3), want, dtype)
     acts, cs, cprev = want[0], want[4], want[3]
     dy, dh, dc = _arrays(dtype, (n, H), (n, H), (n, H), seed=1)
-    want = _run(R.lstm_step_backward, [acts, cs, cprev, dy, dh, dc], [(n, 4 * H)])
+    want = _run(R.lstm_step_backward_reference, [acts, cs, cprev, dy, dh, dc], [(n, 4 * H)])
     _close(_run_cuda(k.lstm_step_backward, [acts, cs, cprev, dy, dh, dc], [(n, 4 * H)]), want, dtype)
 
 
@@ -237,11 +237,11 @@ def test_cuda_gru_kernels_equal_the_reference_steps(dtype):
     _, k = _cuda()
     n, H = 2, 3
     gates, hg, bhh, h = _arrays(dtype, (n, 3 * H), (n, 3 * H), (3 * H,), (n, H))
-    want = _run(R.gru_step_forward, [gates, hg, bhh, h], [(n, H)] * 2)
+    want = _run(R.gru_step_forward_reference, [gates, hg, bhh, h], [(n, H)] * 2)
     _close(_run_cuda(k.gru_step_forward, [gates, hg, bhh, h], [(n, H)] * 2), want, dtype)
     acts, ghn = want[0], want[4]
     dy, dh = _arrays(dtype, (n, H), (n, H), seed=1)
-    want = _run(R.gru_step_backward, [acts, ghn, h, dy, dh], [(n, 3 * H)] * 2)
+    want = _run(R.gru_step_backward_reference, [acts, ghn, h, dy, dh], [(n, 3 * H)] * 2)
     _close(_run_cuda(k.gru_step_backward, [acts, ghn, h, dy, dh], [(n, 3 * H)] * 2), want, dtype)
 
 
@@ -250,9 +250,47 @@ def test_cuda_rnn_kernels_equal_the_reference_steps(relu):
     _, k = _cuda()
     n, H, dtype = 2, 3, np.float64
     gates, hg = _arrays(dtype, (n, H), (n, H))
-    want = _run(lambda g, x, out: R.rnn_step_forward(g, x, out, relu), [gates, hg], [(n, H)])
+    want = _run(lambda g, x, out: R.rnn_step_forward_reference(g, x, out, relu), [gates, hg], [(n, H)])
     _close(_run_cuda(lambda g, x, out: k.rnn_step_forward(g, x, out, relu), [gates, hg], [(n, H)]), want, dtype)
     h = want[2]
     dy, dh = _arrays(dtype, (n, H), (n, H), seed=1)
-    want = _run(lambda *a: R.rnn_step_backward(*a, relu), [h, dy, dh], [(n, H)])
+    want = _run(lambda *a: R.rnn_step_backward_reference(*a, relu), [h, dy, dh], [(n, H)])
     _close(_run_cuda(lambda *a: k.rnn_step_backward(*a, relu), [h, dy, dh], [(n, H)]), want, dtype)
+
+
+# one implementation per node ----------------------------------------------------------------------
+def _refuse(*args, **kwargs):
+    raise AssertionError("the kernel ran although the reference was selected")
+
+
+@pytest.mark.parametrize("layer, cell", [(md.nn.LSTM, "lstm"), (md.nn.GRU, "gru"), (md.nn.RNN, "rnn")])
+def test_backward_runs_the_gate_implementation_its_forward_chose(monkeypatch, layer, cell):
+    """Selected once per node (the registry's rule): a forward under "reference" gets the
+    reference's backward even when the setting is back to the kernels by then, and vice versa."""
+    md.manual_seed(0)
+    m = layer(3, 4)
+    x = md.randn(5, 2, 3, requires_grad=True)
+    with md.implementation(rnn="reference"):
+        y, _ = m(x)
+    monkeypatch.setattr(kcpu, f"{cell}_step_backward", _refuse)
+    y.sum().backward()
+    monkeypatch.undo()
+
+    seen = []
+    kernel = getattr(kcpu, f"{cell}_step_backward")
+    monkeypatch.setattr(kcpu, f"{cell}_step_backward", lambda *a: seen.append(1) or kernel(*a))
+    y, _ = m(x)
+    with md.implementation(rnn="reference"):
+        y.sum().backward()
+    assert len(seen) == 5   # the kernel's backward, once per step
+
+
+def test_the_reference_setting_runs_no_gate_kernel(monkeypatch):
+    for name in ("lstm_step_forward", "lstm_step_backward"):
+        monkeypatch.setattr(kcpu, name, _refuse)
+    m = md.nn.LSTM(3, 4, num_layers=2)
+    x = md.randn(4, 2, 3, requires_grad=True)
+    with md.implementation(rnn="reference"):
+        y, (h, c) = m(x)
+        (y.sum() + c.sum()).backward()
+    assert x.grad.shape == x.shape

@@ -26,7 +26,7 @@ def build_parser():
     sub.required = True
     commands = {
         "train": (train, "train a zoo model (metrics, loss plot, checkpoints into --out)"),
-        "sample": (sample, "generate text from a GPT checkpoint"),
+        "sample": (sample, "generate text from a GPT or LSTM checkpoint"),
         "gradcheck": (gradcheck, "finite-difference gradcheck of every op and layer"),
         "bench": (bench, "run the benchmarks in benchmarks/"),
         "lab": (lab, "run a normalization-lab experiment"),

@@ -1,14 +1,15 @@
-"""``minidl sample CHECKPOINT``: text from a GPT checkpoint.
+"""``minidl sample CHECKPOINT``: text from a character-level language model's checkpoint.
 
-Reads the checkpoint that ``minidl train gpt`` or ``examples/train_gpt.py`` wrote
-(``OUT/checkpoint.npz``, by minidl.train): it holds the model's ``config``, its state and the
-character ``tokenizer``. The directory OUT is accepted too.
+Reads the checkpoint that ``minidl train gpt``, ``minidl train lstm`` or ``examples/train_gpt.py``
+wrote (``OUT/checkpoint.npz``, by minidl.train): it holds the model's name and ``config``, its
+state and the character ``tokenizer``. The directory OUT is accepted too.
 """
 import os
 
 from .. import random
 from ..io import CheckpointError, load
 from ..train import CHECKPOINT
+from ..zoo.char_lstm import CharLSTM
 from ..zoo.gpt import GPT
 from .args import UsageError, nonnegative_float, nonnegative_int, positive_int, seed
 
@@ -17,8 +18,11 @@ class SampleError(UsageError):
     pass
 
 
+MODELS = {"gpt": GPT, "lstm": CharLSTM}   # checkpoints without a model name are examples/train_gpt.py's
+
+
 def add_arguments(p):
-    p.add_argument("checkpoint", help=f"a GPT checkpoint file, or the --out directory holding {CHECKPOINT}")
+    p.add_argument("checkpoint", help=f"a GPT or LSTM checkpoint file, or the --out directory holding {CHECKPOINT}")
     p.add_argument("--prompt", default="\n")
     p.add_argument("--length", type=nonnegative_int, default=200, help="characters to generate")
     p.add_argument("--temperature", type=nonnegative_float, default=0.8, help="0: always the likeliest character")
@@ -38,28 +42,29 @@ def resolve(path):
     return path
 
 
-def load_gpt(path):
-    """(model, tokenizer) from a GPT checkpoint."""
+def load_model(path):
+    """(model, tokenizer) from a GPT or LSTM checkpoint."""
     from ..data.text import CharTokenizer
     try:
         ck = load(resolve(path))
     except CheckpointError as exc:
         raise SampleError(str(exc)) from None
     if not isinstance(ck, dict) or "config" not in ck or "tokenizer" not in ck:
-        raise SampleError(f"{path} is not a GPT checkpoint (it has no config and tokenizer)")
-    if ck.get("model_name", "gpt") != "gpt":
-        raise SampleError(f"{path} holds a {ck['model_name']!r} model; `sample` needs a GPT")
+        raise SampleError(f"{path} is not a language model's checkpoint (it has no config and tokenizer)")
+    name = ck.get("model_name", "gpt")
+    if name not in MODELS:
+        raise SampleError(f"{path} holds a {name!r} model; `sample` needs a {' or '.join(MODELS)} model")
     tok = CharTokenizer.from_dict(ck["tokenizer"])
     cfg = dict(ck["config"])
     cfg.setdefault("vocab_size", tok.vocab_size)
-    model = GPT(**cfg)
+    model = MODELS[name](**cfg)
     model.load_state_dict(ck["model"])
     model.eval()
     return model, tok
 
 
 def run(args):
-    model, tok = load_gpt(args.checkpoint)
+    model, tok = load_model(args.checkpoint)
     try:
         prompt = tok.encode(args.prompt)
     except KeyError as exc:

@@ -2,6 +2,7 @@
 
     python -m minidl train resnet8 --norm group --epochs 5 --out runs/rn8-gn
     python -m minidl train gpt --steps 800 --norm rms --norm-position pre --out runs/gpt
+    python -m minidl train lstm --steps 800 --hidden-size 256 --norm layer --out runs/lstm
     python -m minidl train gpt --out runs/gpt --resume                  # continue an interrupted run
     python -m minidl train gpt --steps 1600 --out runs/gpt --resume     # extend it to step 1600
 
@@ -21,6 +22,7 @@ from ..train import Run, add_arguments as add_run_arguments, fit, same_data
 from ..train.run import flag
 from ..zoo import MODELS as CNN_MODELS
 from ..zoo import NORMS as CNN_NORMS
+from ..zoo.char_lstm import NORMS as LSTM_NORMS
 from ..zoo.transformer import NORM_KINDS, NORM_POSITIONS
 from .args import UsageError, check_heads, nonnegative_float, nonnegative_int, positive_float, positive_int
 from .tasks import ImageTask, SeqTask, TextTask
@@ -28,15 +30,22 @@ from .tasks import ImageTask, SeqTask, TextTask
 PROGRAM = "minidl train"
 
 TRANSFORMERS = ("gpt", "encoder", "vit")
-MODEL_NAMES = tuple(sorted(CNN_MODELS)) + TRANSFORMERS
+LANGUAGE_MODELS = ("gpt", "lstm")   # character-level, on the text corpus
+MODEL_NAMES = tuple(sorted(CNN_MODELS)) + TRANSFORMERS + ("lstm",)
 RESNETS = tuple(m for m in MODEL_NAMES if m.startswith("resnet"))
-ALL_NORMS = tuple(dict.fromkeys(CNN_NORMS + NORM_KINDS))
-ARCH_DEFAULTS = {"d_model": 64, "n_layer": 2, "n_head": 4, "block_size": 64, "width": 16}
-ARCH_HELP = {"d_model": "Transformers", "n_layer": "Transformers", "n_head": "Transformers",
-             "block_size": "gpt: context length", "width": "resnets: channels of the first stage"}
+ALL_NORMS = tuple(dict.fromkeys(CNN_NORMS + NORM_KINDS + LSTM_NORMS))
+ARCH_DEFAULTS = {"d_model": 64, "n_layer": 2, "n_head": 4, "block_size": 64, "width": 16, "embed_dim": 64,
+                 "hidden_size": 128}
+ARCH_HELP = {"d_model": "Transformers", "n_layer": "Transformers and lstm: layers", "n_head": "Transformers",
+             "block_size": "gpt: context length; lstm: steps of backpropagation through time",
+             "width": "resnets: channels of the first stage", "embed_dim": "lstm: token embedding size",
+             "hidden_size": "lstm: hidden state size"}
 _T = (f"the Transformers ({', '.join(TRANSFORMERS)})", TRANSFORMERS)
-APPLIES_TO = {"d_model": _T, "n_layer": _T, "n_head": _T, "norm_position": _T, "block_size": ("gpt", ("gpt",)),
-              "width": (f"the ResNets ({', '.join(RESNETS)})", RESNETS)}
+APPLIES_TO = {"d_model": _T, "n_layer": (f"the Transformers ({', '.join(TRANSFORMERS)}) and lstm",
+                                         TRANSFORMERS + ("lstm",)),
+              "n_head": _T, "norm_position": _T, "block_size": ("gpt and lstm", LANGUAGE_MODELS),
+              "width": (f"the ResNets ({', '.join(RESNETS)})", RESNETS), "embed_dim": ("lstm", ("lstm",)),
+              "hidden_size": ("lstm", ("lstm",))}
 DEFAULT_DATA = {"image": "digits", "seq": "count", "text": "pydoc"}
 
 
@@ -45,23 +54,25 @@ class TrainError(UsageError):
 
 
 def valid_norms(model):
+    if model == "lstm":
+        return LSTM_NORMS
     if model in TRANSFORMERS:
         return tuple(n for n in NORM_KINDS if not (model == "gpt" and n == "batch"))
     return CNN_NORMS
 
 
 def task_kind(model):
-    return {"gpt": "text", "encoder": "seq"}.get(model, "image")
+    return {"gpt": "text", "lstm": "text", "encoder": "seq"}.get(model, "image")
 
 
 def add_arguments(p):
     p.add_argument("model", choices=MODEL_NAMES, help="a zoo model")
     p.add_argument("--data", default=None,
-                   help="images: digits; gpt: pydoc (default) or a text file; encoder: count")
+                   help="images: digits; gpt, lstm: pydoc (default) or a text file; encoder: count")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="default 64 for images and sequences, 32 for text")
     p.add_argument("--lr", type=positive_float, default=None,
-                   help="default 0.05 (SGD, CNNs) or 3e-3 (AdamW, Transformers)")
+                   help="default 0.05 (SGD, CNNs) or 3e-3 (AdamW, Transformers and lstm)")
     p.add_argument("--optimizer", default=None, choices=("sgd", "adamw"))
     p.add_argument("--weight-decay", type=nonnegative_float, default=None)
     p.add_argument("--warmup", type=nonnegative_int, default=None,
@@ -80,6 +91,9 @@ def check_applicable(args):
     for dest, (label, models) in APPLIES_TO.items():
         if getattr(args, dest) is not None and args.model not in models:
             raise TrainError(f"{flag(dest)} applies to {label}, not {args.model}")
+    if args.model == "lstm" and args.device != "cpu":
+        raise TrainError(f"--device {args.device}: the lstm runs on the CPU only (its recurrent layers' loops over "
+                         "time are NumPy code)")
     norm = args.norm
     if norm is not None and norm not in valid_norms(args.model):
         raise TrainError(f"--norm {norm!r} is not available for {args.model}; choose from "
@@ -91,6 +105,9 @@ def model_config(args, task):
     """The constructor arguments of the model (stored in the checkpoint)."""
     m = args.model
     norm = args.norm
+    if m == "lstm":
+        return {"vocab_size": task.corpus.vocab_size, "embed_dim": args.embed_dim, "hidden_size": args.hidden_size,
+                "num_layers": args.n_layer, "norm": norm or "none", "dropout": 0.0}
     if m in CNN_MODELS:
         cfg = {"in_channels": 1, "num_classes": 10, "norm": norm or ("none" if m == "lenet" else "batch")}
         if m == "lenet":
@@ -117,6 +134,8 @@ def build_model(name, cfg):
             return zoo.get_model(name, **cfg)
         if name == "gpt":
             return zoo.GPT(**cfg)
+        if name == "lstm":
+            return zoo.CharLSTM(**cfg)
         if name == "encoder":
             return zoo.TransformerEncoderClassifier(**cfg)
         return zoo.ViT(**cfg)
@@ -151,15 +170,15 @@ def make_optimizer(args, model):
 
 
 def fill_defaults(args):
-    transformer = args.model in TRANSFORMERS
+    adamw = args.model in TRANSFORMERS + LANGUAGE_MODELS
     if args.data is None:
         args.data = DEFAULT_DATA[task_kind(args.model)]
     elif task_kind(args.model) == "text" and args.data != "pydoc":
         args.data = os.path.abspath(args.data)   # a resumed run finds it from any directory
     if args.batch_size is None:
-        args.batch_size = 32 if args.model == "gpt" else 64
+        args.batch_size = 32 if args.model in LANGUAGE_MODELS else 64
     if args.optimizer is None:
-        args.optimizer = "adamw" if transformer else "sgd"
+        args.optimizer = "adamw" if adamw else "sgd"
     if args.lr is None:
         args.lr = 3e-3 if args.optimizer == "adamw" else 0.05
     if args.weight_decay is None:
@@ -185,7 +204,12 @@ def adopt_stored(run, args):
         raise TrainError(f"--resume: {run.path} holds a {ckpt.get('model_name')!r} model, not {args.model!r}")
     stored = {k: ckpt["args"][k] for k in _STORED}
     stored["data"] = stored["data"] or DEFAULT_DATA[task_kind(args.model)]
-    stored.update({k: ckpt["config"][k] for k in _ARCH if k in ckpt["config"]})
+    if args.model == "lstm":   # its block size shapes the batches, not the model; its config names differ
+        cfg = ckpt["config"]
+        stored.update(block_size=ckpt["args"]["block_size"], embed_dim=cfg["embed_dim"],
+                      hidden_size=cfg["hidden_size"], n_layer=cfg["num_layers"], norm=cfg["norm"])
+    else:
+        stored.update({k: ckpt["config"][k] for k in _ARCH if k in ckpt["config"]})
     keys = (*_STORED, *_ARCH)
     run.adopt(args, keys, {k for k in keys if getattr(args, k) is not None}, stored=stored, same={"data": same_data})
     if args.eval_every is None:

@@ -6,6 +6,7 @@ counterpart of the zoo's GPT on the same text corpus.
     out = model.generate(idx, max_new_tokens=200, temperature=0.8, top_k=10)
 
 embedding -> dropout -> nn.LSTM (batch_first, dropout between layers) -> dropout -> linear head.
+``norm="layer"`` / ``"batch"`` put nn.LayerNormLSTM / nn.BatchNormLSTM in the LSTM's place.
 Unlike GPT there is no context window: ``generate`` reads the prompt once and then feeds one
 token at a time, carrying the LSTM's (h, c), so each new token costs one step whatever the
 length so far. ``forward(idx, targets)`` starts from a zero state, as GPT's returns (logits,
@@ -20,21 +21,28 @@ from ..tensor.tensor import Tensor
 from .gpt import _ids, _sample
 
 
+NORMS = ("none", "layer", "batch")
+
+
 class CharLSTM(nn.Module):
-    def __init__(self, vocab_size, embed_dim=64, hidden_size=256, num_layers=2, dropout=0.0):
+    def __init__(self, vocab_size, embed_dim=64, hidden_size=256, num_layers=2, dropout=0.0, norm="none"):
         super().__init__()
+        if norm not in NORMS:
+            raise ValueError(f"CharLSTM: norm must be one of {', '.join(NORMS)}, got {norm!r}")
         self.vocab_size, self.embed_dim, self.hidden_size = int(vocab_size), int(embed_dim), int(hidden_size)
-        self.num_layers = int(num_layers)
+        self.num_layers, self.norm = int(num_layers), norm
         self.tok_emb = nn.Embedding(self.vocab_size, self.embed_dim)
         self.drop = nn.Dropout(dropout)
-        self.lstm = nn.LSTM(self.embed_dim, self.hidden_size, self.num_layers, batch_first=True,
-                            dropout=dropout if self.num_layers > 1 else 0.0)
+        layer = {"none": nn.LSTM, "layer": nn.LayerNormLSTM, "batch": nn.BatchNormLSTM}[norm]
+        self.lstm = layer(self.embed_dim, self.hidden_size, self.num_layers, batch_first=True,
+                          dropout=dropout if self.num_layers > 1 else 0.0)
         self.head = nn.Linear(self.hidden_size, self.vocab_size)
 
-    def step(self, idx, state=None):
-        """(logits (B, T, vocab), (h, c)) continuing from ``state`` (None: zeros)."""
+    def step(self, idx, state=None, start=0):
+        """(logits (B, T, vocab), (h, c)) continuing from ``state`` (None: zeros); ``start``: the
+        position of idx's first token in the sequence (BatchNormLSTM's statistics are per step)."""
         x = self.drop(self.tok_emb(_ids(idx)))
-        y, state = self.lstm(x, state)
+        y, state = self.lstm(x, state) if self.norm == "none" else self.lstm(x, state, start=start)
         return self.head(self.drop(y)), state
 
     def forward(self, idx, targets=None):
@@ -68,7 +76,8 @@ class CharLSTM(nn.Module):
                 for _ in range(int(max_new_tokens)):
                     nxt = _sample(logits.numpy()[:, -1, :].astype(np.float64), temperature, top_k, rng)
                     ids = np.concatenate([ids, nxt[:, None]], axis=1)
-                    logits, state = self.step(Tensor._wrap(nxt[:, None].astype(np.int64), None, 0), state)
+                    logits, state = self.step(Tensor._wrap(nxt[:, None].astype(np.int64), None, 0), state,
+                                              start=ids.shape[1] - 1)
         finally:
             self.train(was_training)
         return Tensor._wrap(ids, None, 0)

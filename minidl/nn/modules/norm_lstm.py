@@ -34,6 +34,7 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+from .rnn import cpu_only
 
 NORMS = ("layer", "batch")
 
@@ -91,8 +92,9 @@ class NormLSTM(Module):
         return F.batch_norm(x, mean, var, w, b, training=self.training and t < self.max_steps,
                             momentum=self.momentum, eps=self.eps)
 
-    def _layer(self, k, x, h, c):
-        """One layer over x (T, B, I_k) from (h, c) (B, H): (outputs (T, B, H), h_T, c_T)."""
+    def _layer(self, k, x, h, c, start=0):
+        """One layer over x (T, B, I_k) from (h, c) (B, H): (outputs (T, B, H), h_T, c_T); x[0] is
+        time step ``start`` of the sequence."""
         T, B = x.shape[0], x.shape[1]
         H = self.hidden_size
         w_ih, w_hh, bias = getattr(self, f"weight_ih_l{k}"), getattr(self, f"weight_hh_l{k}"), getattr(self,
@@ -101,22 +103,28 @@ class NormLSTM(Module):
         if self.norm == "layer":
             gx = self._norm("ih", k, gx, 0).reshape(T, B, 4 * H)        # ... and one LayerNorm call
         else:
-            gx = stack([self._norm("ih", k, gx[t * B:(t + 1) * B], t) for t in range(T)], 0)
+            gx = stack([self._norm("ih", k, gx[t * B:(t + 1) * B], start + t) for t in range(T)], 0)
         if bias is not None:
             gx = gx + bias
         outs = []
         for t in range(T):
-            g = gx[t] + self._norm("hh", k, F.linear(h, w_hh), t)
+            g = gx[t] + self._norm("hh", k, F.linear(h, w_hh), start + t)
             i, f, gg, o = g[:, :H].sigmoid(), g[:, H:2 * H].sigmoid(), g[:, 2 * H:3 * H].tanh(), g[:, 3 * H:].sigmoid()
             c = f * c + i * gg
-            h = o * self._norm("c", k, c, t).tanh()
+            h = o * self._norm("c", k, c, start + t).tanh()
             outs.append(h)
         return stack(outs, 0), h, c
 
-    def forward(self, input, hx=None):
+    def forward(self, input, hx=None, start=0):
+        """(output, (h_n, c_n)) as nn.LSTM's. ``start``: the time step of the input's first
+        element, for continuing a sequence from ``hx`` one piece at a time (BatchNorm's statistics
+        are per time step; LayerNorm's do not depend on it)."""
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise ValueError(f"{type(self).__name__}: start must be an integer >= 0, got {start!r}")
         if not isinstance(input, Tensor) or input.ndim != 3:
             raise ValueError(f"{type(self).__name__}: Expected input to be 3D (T, B, I) or (B, T, I), got "
                              f"{getattr(input, 'ndim', type(input).__name__)}D instead")
+        cpu_only(type(self).__name__, [("input", input), *self.named_parameters()])
         x = input.transpose(0, 1) if self.batch_first else input
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
@@ -133,7 +141,7 @@ class NormLSTM(Module):
             h0, c0 = [h0[k] for k in range(L)], [c0[k] for k in range(L)]
         hs, cs = [], []
         for k in range(L):
-            x, h, c = self._layer(k, x, h0[k], c0[k])
+            x, h, c = self._layer(k, x, h0[k], c0[k], start)
             hs.append(h)
             cs.append(c)
             if self.dropout > 0 and self.training and k < L - 1:

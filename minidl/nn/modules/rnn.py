@@ -44,6 +44,15 @@ def _check_dtypes(name, x, params, states):
             raise RuntimeError(f"{name}: input must have the type {t.dtype} of {pname}, got {x.dtype}")
 
 
+def cpu_only(name, tensors):
+    """The recurrent layers' loops over time are NumPy code: refuse other devices by name rather
+    than fail inside the loop."""
+    for what, t in tensors:
+        if isinstance(t, Tensor) and str(t.device) != "cpu":
+            raise NotImplementedError(f"{name}: the recurrent layers run on the CPU only; {what} is on {t.device} "
+                                      "(move the module and its inputs to 'cpu')")
+
+
 def _raw(t):
     return t._data if isinstance(t, Tensor) else t
 
@@ -164,6 +173,7 @@ class RNNBase(Module):
         if not packed:
             x = x.reshape(T * B, self.input_size)
         h0, c0 = self._initial_states(hx, x, B, batched, sorted_indices)
+        cpu_only(name, [("input", x), *self.named_parameters(), ("hx", h0), ("cx", c0)])
         _check_dtypes(name, x, self.named_parameters(), [("hx", h0), ("cx", c0)])
 
         D = 2 if self.bidirectional else 1
@@ -336,6 +346,7 @@ class RNNCellBase(Module):
                 raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
                                    f"expected {self.hidden_size}")
             out.append(s)
+        cpu_only(name, [("input", x), *self.named_parameters(), *((f"hidden{i}", s) for i, s in enumerate(out))])
         _check_dtypes(name, x, self.named_parameters(), [(f"hidden{i}", s) for i, s in enumerate(out)])
         return x, out, batched
 

@@ -28,7 +28,10 @@ from ...kernels.switch import ImplementationSwitch
 
 RNN = ImplementationSwitch("rnn", "MINIDL_RNN_IMPL")
 IMPLEMENTATIONS = RNN.choices
-set_implementation, get_implementation, implementation, use_kernel = RNN.set, RNN.get, RNN.use, RNN.use_kernel
+set_implementation, get_implementation, implementation = RNN.set, RNN.get, RNN.use
+# Each cell's step kernels (``<cell>_step_forward`` / ``_backward``): a Function picks them once per
+# node, ``ctx.impl = <CELL>_GATES.select(x)`` in forward, and backward calls the same ones.
+CPU_GATES = "minidl.kernels.cpu.rnn_gates"
 
 
 def steps(batch_sizes, reverse):

@@ -18,8 +18,8 @@ Backward, dh_t = dL/dh_t (output gradient plus what step t+1 sent back):
     dh_{t-1} = dh_t * z + db W_hh
     dW_ih += da^T x_t,  dW_hh += db^T h_{t-1},  db_ih += sum da,  db_hh += sum db
 
-The forward keeps (r, z, n), b_n and h_{t-1} per step. Elementwise step: ``gru_step_forward`` /
-``gru_step_backward`` below (the NumPy reference) or the fused kernels of
+The forward keeps (r, z, n), b_n and h_{t-1} per step. Elementwise step: ``gru_step_forward_reference`` /
+``gru_step_backward_reference`` below (NumPy) or the fused kernels of
 ``minidl.kernels.cpu.rnn_gates``; the loop and the GEMMs outside it are as in ``_loop``.
 """
 import numpy as np
@@ -32,7 +32,7 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def gru_step_forward(gates, hg, bhh, h_prev, ghn_out, h_out):
+def gru_step_forward_reference(gates, hg, bhh, h_prev, ghn_out, h_out):
     """Reference: gates (n, 3H) = x W_ih^T + b_ih in, (r, z, n) out; hg = h W_hh^T (no bias),
     bhh added here; b_n (hidden side of the candidate, with its bias) and h_t written out."""
     H = h_prev.shape[1]
@@ -44,7 +44,7 @@ def gru_step_forward(gates, hg, bhh, h_prev, ghn_out, h_out):
     h_out[...] = (1 - z) * gates[:, 2 * H:] + z * h_prev
 
 
-def gru_step_backward(gates, ghn, h_prev, dy, dh, dgi, dgh):
+def gru_step_backward_reference(gates, ghn, h_prev, dy, dh, dgi, dgh):
     """Reference: dgi, dgh the input and hidden sides' pre-activation gradients; dh in: the
     state's gradient from step t+1, out: its direct part z * dh_t of dL/dh_{t-1}."""
     H = h_prev.shape[1]
@@ -58,11 +58,7 @@ def gru_step_backward(gates, ghn, h_prev, dy, dh, dgi, dgh):
     dh[...] = dht * z
 
 
-def _steps_impl(x):
-    if _loop.use_kernel(x):
-        from ...kernels.cpu import rnn_gates as k
-        return k.gru_step_forward, k.gru_step_backward
-    return gru_step_forward, gru_step_backward
+GRU_GATES = _loop.RNN.kernels(("gru_step_forward", "gru_step_backward"), __name__, cpu=_loop.CPU_GATES)
 
 
 class GRULayer(Function):
@@ -71,7 +67,7 @@ class GRULayer(Function):
 
     @staticmethod
     def forward(ctx, x, w_ih, w_hh, b_ih, b_hh, h0, batch_sizes, reverse):
-        fwd, bwd = _steps_impl(x)
+        impl = ctx.impl = GRU_GATES.select(x)   # backward runs the same implementation
         dt = x.dtype
         N, H = x.shape[0], w_hh.shape[0] // 3
         plan = _loop.steps(batch_sizes, reverse)
@@ -86,10 +82,10 @@ class GRULayer(Function):
             s = slice(off, off + n)
             Hprev[s] = h[:n]
             np.matmul(h[:n], w_hh_t, out=hg[:n])
-            fwd(G[s], hg[:n], bhh, Hprev[s], GHN[s], Y[s])
+            impl.gru_step_forward(G[s], hg[:n], bhh, Hprev[s], GHN[s], Y[s])
             h[:n] = Y[s]
         ctx.save_for_backward(x, w_ih, w_hh, G, GHN, Hprev)
-        ctx.plan, ctx.bwd, ctx.has_bias, ctx.batch = plan, bwd, b_ih is not None, h.shape[0]
+        ctx.plan, ctx.has_bias, ctx.batch = plan, b_ih is not None, h.shape[0]
         return Y, h
 
     @staticmethod
@@ -103,7 +99,7 @@ class GRULayer(Function):
         through_w = np.empty((ctx.batch, H), dt)
         for off, n in reversed(ctx.plan):
             s = slice(off, off + n)
-            ctx.bwd(G[s], GHN[s], Hprev[s], dY[s], dh[:n], dGI[s], dGH[s])
+            ctx.impl.gru_step_backward(G[s], GHN[s], Hprev[s], dY[s], dh[:n], dGI[s], dGH[s])
             np.matmul(dGH[s], w_hh, out=through_w[:n])
             dh[:n] += through_w[:n]
         need = ctx.needs_input_grad

@@ -24,7 +24,7 @@ Backward, with dh_t = dL/dh_t (the output's gradient plus what step t+1 sent bac
 
 The forward keeps per step the activations (i, f, g, o), c_{t-1}, c_t and h_{t-1}; the backward
 recomputes tanh(c_t). The loop, the layout and the GEMMs outside it are ``_loop``'s; the step's
-elementwise part is ``lstm_step_forward`` / ``lstm_step_backward`` below (NumPy, the reference)
+elementwise part is ``lstm_step_forward_reference`` / ``lstm_step_backward_reference`` below (NumPy)
 or the fused kernels of ``minidl.kernels.cpu.rnn_gates`` (same signatures, same in-place writes).
 """
 import numpy as np
@@ -37,7 +37,7 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def lstm_step_forward(gates, hg, c, c_prev_out, c_out, h_out):
+def lstm_step_forward_reference(gates, hg, c, c_prev_out, c_out, h_out):
     """Reference: gates (n, 4H) pre-activations (input part) in, activations out; hg the hidden
     projection; c the cell state, updated in place; c_{t-1}, c_t and m_t written out."""
     H = c.shape[1]
@@ -52,7 +52,7 @@ def lstm_step_forward(gates, hg, c, c_prev_out, c_out, h_out):
     h_out[...] = o * np.tanh(c)
 
 
-def lstm_step_backward(gates, c, c_prev, dy, dh, dc, dgates):
+def lstm_step_backward_reference(gates, c, c_prev, dy, dh, dc, dgates):
     """Reference: dgates = dL/dG of the step; dc updated in place from dL/dc_t to dL/dc_{t-1}."""
     H = c.shape[1]
     i, f, g, o = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]
@@ -66,11 +66,7 @@ def lstm_step_backward(gates, c, c_prev, dy, dh, dc, dgates):
     dc[...] = dct * f
 
 
-def _steps_impl(x):
-    if _loop.use_kernel(x):
-        from ...kernels.cpu import rnn_gates as k
-        return k.lstm_step_forward, k.lstm_step_backward
-    return lstm_step_forward, lstm_step_backward
+LSTM_GATES = _loop.RNN.kernels(("lstm_step_forward", "lstm_step_backward"), __name__, cpu=_loop.CPU_GATES)
 
 
 class LSTMLayer(Function):
@@ -81,7 +77,7 @@ class LSTMLayer(Function):
 
     @staticmethod
     def forward(ctx, x, w_ih, w_hh, b_ih, b_hh, w_hr, h0, c0, batch_sizes, reverse):
-        fwd, bwd = _steps_impl(x)
+        impl = ctx.impl = LSTM_GATES.select(x)   # backward runs the same implementation
         dt = x.dtype
         N, H = x.shape[0], w_hh.shape[0] // 4
         P = H if w_hr is None else w_hr.shape[0]
@@ -98,12 +94,12 @@ class LSTMLayer(Function):
             s = slice(off, off + n)
             Hprev[s] = h[:n]
             np.matmul(h[:n], w_hh_t, out=hg[:n])
-            fwd(G[s], hg[:n], c[:n], Cprev[s], C[s], M[s])
+            impl.lstm_step_forward(G[s], hg[:n], c[:n], Cprev[s], C[s], M[s])
             if w_hr is not None:
                 np.matmul(M[s], w_hr.T, out=Y[s])
             h[:n] = Y[s]
         ctx.save_for_backward(x, w_ih, w_hh, w_hr, G, C, Cprev, Hprev, M)
-        ctx.plan, ctx.bwd, ctx.has_bias, ctx.batch = plan, bwd, b_ih is not None, h.shape[0]
+        ctx.plan, ctx.has_bias, ctx.batch = plan, b_ih is not None, h.shape[0]
         return Y, h, c
 
     @staticmethod
@@ -125,9 +121,9 @@ class LSTMLayer(Function):
             if proj:
                 np.add(dY[s], dh[:n], out=dHP[s])
                 np.matmul(dHP[s], w_hr, out=dM[:n])
-                ctx.bwd(G[s], C[s], Cprev[s], dM[:n], zero[:n], dc[:n], dG[s])
+                ctx.impl.lstm_step_backward(G[s], C[s], Cprev[s], dM[:n], zero[:n], dc[:n], dG[s])
             else:
-                ctx.bwd(G[s], C[s], Cprev[s], dY[s], dh[:n], dc[:n], dG[s])
+                ctx.impl.lstm_step_backward(G[s], C[s], Cprev[s], dY[s], dh[:n], dc[:n], dG[s])
             np.matmul(dG[s], w_hh, out=dh[:n])
         need = ctx.needs_input_grad
         dx, dw_ih = _loop.input_grads(ctx, dG, x, w_ih)

@@ -21,23 +21,19 @@ from ...autograd.function import Function
 from . import _loop
 
 
-def rnn_step_forward(gates, hg, h_out, relu):
+def rnn_step_forward_reference(gates, hg, h_out, relu):
     """Reference: h_t = act(gates + hg); gates holds the input side with both biases."""
     a = gates + hg
     h_out[...] = np.maximum(a, 0) if relu else np.tanh(a)
 
 
-def rnn_step_backward(h, dy, dh, dgates, relu):
+def rnn_step_backward_reference(h, dy, dh, dgates, relu):
     """Reference: dgates = (dy + dh) * act'(a), act' read off the output h."""
     d = dy + dh
     dgates[...] = np.where(h > 0, d, 0) if relu else d * (1 - h * h)
 
 
-def _steps_impl(x):
-    if _loop.use_kernel(x):
-        from ...kernels.cpu import rnn_gates as k
-        return k.rnn_step_forward, k.rnn_step_backward
-    return rnn_step_forward, rnn_step_backward
+RNN_GATES = _loop.RNN.kernels(("rnn_step_forward", "rnn_step_backward"), __name__, cpu=_loop.CPU_GATES)
 
 
 class RNNLayer(Function):
@@ -46,7 +42,7 @@ class RNNLayer(Function):
 
     @staticmethod
     def forward(ctx, x, w_ih, w_hh, b_ih, b_hh, h0, batch_sizes, reverse, relu):
-        fwd, bwd = _steps_impl(x)
+        impl = ctx.impl = RNN_GATES.select(x)   # backward runs the same implementation
         dt = x.dtype
         N, H = x.shape[0], w_hh.shape[0]
         plan = _loop.steps(batch_sizes, reverse)
@@ -60,10 +56,10 @@ class RNNLayer(Function):
             s = slice(off, off + n)
             Hprev[s] = h[:n]
             np.matmul(h[:n], w_hh_t, out=hg[:n])
-            fwd(G[s], hg[:n], Y[s], relu)
+            impl.rnn_step_forward(G[s], hg[:n], Y[s], relu)
             h[:n] = Y[s]
         ctx.save_for_backward(x, w_ih, w_hh, Y, Hprev)
-        ctx.plan, ctx.bwd, ctx.relu = plan, bwd, relu
+        ctx.plan, ctx.relu = plan, relu
         ctx.has_bias, ctx.batch = b_ih is not None, h.shape[0]
         return Y, h
 
@@ -77,7 +73,7 @@ class RNNLayer(Function):
         dG = np.empty((N, H), dt)
         for off, n in reversed(ctx.plan):
             s = slice(off, off + n)
-            ctx.bwd(Y[s], dY[s], dh[:n], dG[s], ctx.relu)
+            ctx.impl.rnn_step_backward(Y[s], dY[s], dh[:n], dG[s], ctx.relu)
             np.matmul(dG[s], w_hh, out=dh[:n])
         need = ctx.needs_input_grad
         dx, dw_ih = _loop.input_grads(ctx, dG, x, w_ih)
