@@ -18,7 +18,7 @@ runs only the nodes that lead to them and leaves every ``.grad`` alone.
 """
 import numpy as np
 
-from . import grad_mode, versions
+from . import grad_mode, versions, views
 from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
@@ -55,6 +55,8 @@ class _Targets:
     """The tensors autograd.grad differentiates with respect to, and what reached them."""
 
     def __init__(self, tensors):
+        for t in tensors:
+            views.current(t)
         self.keys = [id(t) if t._node is None else (id(t._node), t._out_index) for t in tensors]
         self.grads = dict.fromkeys(self.keys)
 
@@ -84,6 +86,8 @@ def run(roots, grads, retain_graph=False, targets=None):
     owned = set()       # ids of arrays a leaf may not keep without copying
     hooked = {}         # id(leaf) -> [leaf, summed gradient] for leaves whose hooks run first
     capture = None if targets is None else _Targets(targets)
+    for r in roots:
+        views.current(r)
     for r, g in zip(roots, grads):
         if not r.requires_grad:
             raise RuntimeError("element of the tensors given to backward() does not require grad "
@@ -96,6 +100,7 @@ def run(roots, grads, retain_graph=False, targets=None):
 
     order = _topological_order(roots)
     needed = None if capture is None else capture.needed_nodes(order)
+    writes = versions._writes
     state = grad_mode._state
     enabled = state.enabled
     state.enabled = False   # backward formulas run on arrays; nothing in them is recorded
@@ -114,8 +119,9 @@ def run(roots, grads, retain_graph=False, targets=None):
                         capture.add(key, g)
                 if id(node) not in needed:
                     continue
-            if node._saved_versions is not None:
-                versions.check(node)
+            saved_versions = node._saved_versions
+            if saved_versions is not None and saved_versions[0] != writes[0]:
+                versions.check(node)       # something was written in place since the forward
             if node.n_outputs > 1 and any(g is None for g in gouts):
                 # an output that never reached the roots contributes a zero gradient (on the
                 # device of the gradients that did)
@@ -140,7 +146,10 @@ def run(roots, grads, retain_graph=False, targets=None):
                 if g.dtype != data.dtype:  # e.g. a float64 constant in a backward: keep float32 graphs float32
                     g = g.astype(data.dtype)
                 if e[0] is None:
-                    _to_leaf(t, g, owned, hooked, capture)
+                    if capture is None and not t._hooks:
+                        _accumulate(t, g, owned)     # _to_leaf's common case, without the call
+                    else:
+                        _to_leaf(t, g, owned, hooked, capture)
                 else:
                     _add_pending(pending, e[0], e[1], g)
             if not retain_graph:

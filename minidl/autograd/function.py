@@ -26,13 +26,15 @@ needed); the engine later calls ``backward(ctx, ...)`` and then frees what the n
 Edges are taken when the node is built because an in-place op later gives its tensor a new
 history, while this node must still send its gradient to the tensor's old one.
 
-``apply`` also keeps two promises of the version counters (``versions.py``): an output
-that lives in an input's memory (a view) shares that input's counter, and a recorded node
-notes the versions of the tensors whose memory holds what the forward saved.
+``apply`` also keeps the promises of the version counters (``versions.py``): an output
+that lives in an input's memory (a view) shares that input's counter, a recorded node notes
+the versions of its input and output tensors, and an input that is a view of a tensor
+written in place since the view was made first takes that tensor's new history
+(``views.py``).
 """
 import numpy as np
 
-from . import grad_mode, versions
+from . import grad_mode, versions, views
 
 _ndarray = np.ndarray
 _LEAF = (None, 0)   # the edge to a leaf: the engine finds the leaf itself in ctx.inputs
@@ -63,11 +65,13 @@ class Function:
     def apply(cls, *args):
         Tensor = _Tensor or _load_tensor()
         record = grad_mode._state.enabled
-        arrays, tensors, needs, edges = [], [], [], []
+        arrays, tensors, needs, edges, seen = [], [], [], [], []
         any_needs = False
         array_type = None   # all Tensor arguments must live on one device: same array type
         for a in args:
             if isinstance(a, Tensor):
+                if a._base is not None and a._view_version != a._version_counter.value:
+                    views.refresh(a)    # a view whose base was written in place since
                 data = a._data
                 if array_type is None:
                     array_type = type(data)
@@ -75,6 +79,7 @@ class Function:
                     _check_same_device(cls, args)
                 arrays.append(data)
                 tensors.append(a)
+                seen.append(a._version_counter.value)
                 n = record and a._requires_grad
                 needs.append(n)
                 edges.append(None if not n else _LEAF if a._node is None else (a._node, a._out_index))
@@ -82,6 +87,7 @@ class Function:
             else:
                 arrays.append(a)
                 tensors.append(None)
+                seen.append(None)
                 needs.append(False)
                 edges.append(None)
 
@@ -94,14 +100,30 @@ class Function:
             outs = tuple(Tensor._wrap(o, node, i) for i, o in enumerate(out))
             ctx.n_outputs = len(out)
             ctx.output_meta = [(o.shape, o.dtype) for o in outs]
+            _share_counters(outs, tensors)
+            if any_needs:
+                ctx.inputs, ctx.edges = tuple(tensors), tuple(edges)
+                versions.snapshot(ctx, seen, outs)
+            return outs
+
+        o = Tensor._wrap(out, node, 0)
+        data = o._data
+        if type(data) is _ndarray and data.base is None:
+            # owns its memory: a fresh result (the common case) or an input passed through
+            for t in tensors:
+                if t is not None and t._data is data:
+                    _view_of(o, t)
+                    break
+            if any_needs:              # versions.snapshot, spelled out for the common case
+                ctx.inputs, ctx.edges = tuple(tensors), tuple(edges)
+                c = o._version_counter
+                ctx._saved_versions = (versions._writes[0], seen, [(c, c.value, id(data))])
         else:
-            outs = (Tensor._wrap(out, node, 0),)
-        _share_counters(outs, tensors)
-        if any_needs:
-            ctx.inputs = tuple(tensors)
-            ctx.edges = tuple(edges)
-            versions.snapshot(ctx, outs)
-        return outs if isinstance(out, tuple) else outs[0]
+            _share_counters((o,), tensors)
+            if any_needs:
+                ctx.inputs, ctx.edges = tuple(tensors), tuple(edges)
+                versions.snapshot(ctx, seen, (o,))
+        return o
 
 
 _Tensor = None
@@ -140,7 +162,11 @@ def _share_counters(outs, tensors):
 
 def _view_of(view, t):
     view._version_counter = t._version_counter
-    view._base = t if t._base is None else t._base
+    if grad_mode._state.enabled:
+        # a differentiable view: its history follows the base's (views.py). One made under
+        # no_grad shares the counter only, like detach() (PyTorch: not a differentiable view)
+        view._base = t if t._base is None else t._base
+        view._view_version = t._version_counter.value
 
 
 def _check_same_device(cls, args):

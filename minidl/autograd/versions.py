@@ -10,6 +10,8 @@ counter moved and that tensor's memory holds an array the forward kept (through
 ``save_for_backward`` or as a ``ctx`` attribute), the saved values are not the ones the
 forward saw, and backward raises PyTorch's error instead of returning a silently wrong
 gradient. A tensor the backward does not read (``x`` in ``x + y``) may be modified freely.
+A global count of all writes makes the check one comparison when nothing was written in
+place between a node's forward and its backward (nearly always).
 """
 import numpy as np
 
@@ -35,14 +37,28 @@ def storage_of(array):
     return getattr(array, "_buf", array)
 
 
-def snapshot(ctx, outs):
-    """Note on the node the version of every input and output tensor: cheap, so it is done
-    for every recorded op; whether the forward saved any of them is only worked out by
-    ``check`` in the rare case that a version moved. (An input's counter is found again
-    through ``ctx.inputs``; an output is not kept, so its counter and storage are noted.)"""
-    ctx._saved_versions = (
-        [None if t is None else t._version_counter.value for t in ctx.inputs],
-        [(o._version_counter, o._version_counter.value, id(storage_of(o._data))) for o in outs])
+# Bumped with every counter: while it has not moved since a node was recorded, no tensor was
+# written in place since, and the node's check is one comparison.
+_writes = [0]
+
+
+def bump(counter):
+    """Count one in-place write into the memory ``counter`` watches."""
+    counter.value += 1
+    _writes[0] += 1
+
+
+def snapshot(ctx, seen, outs):
+    """Note on the node the version of every input (``seen``, taken as the inputs were read)
+    and output tensor: cheap, so it is done for every recorded op; whether the forward saved
+    any of them is only worked out by ``check`` in the rare case that a version moved. (An
+    input's counter is found again through ``ctx.inputs``; an output is not kept, so its
+    counter and storage are noted.)"""
+    outs_seen = []
+    for o in outs:
+        c, d = o._version_counter, o._data
+        outs_seen.append((c, c.value, id(d) if type(d) is np.ndarray and d.base is None else id(storage_of(d))))
+    ctx._saved_versions = (_writes[0], seen, outs_seen)
 
 
 def _saved_arrays(node):
@@ -60,7 +76,9 @@ def _saved_arrays(node):
 
 def check(node):
     """Raise if something the node saved was modified in place after the forward."""
-    in_versions, out_versions = node._saved_versions
+    writes, in_versions, out_versions = node._saved_versions
+    if writes == _writes[0]:
+        return                         # no in-place write anywhere since the forward
     for t, v in zip(node.inputs, in_versions):
         if t is not None and t._version_counter.value != v:
             break
@@ -83,7 +101,7 @@ def check(node):
         if t is None:
             shape, dtype, array_type, produced_by = a.shape, a.dtype, type(a), (out_index, type(node).__name__)
         else:
-            shape, dtype, array_type = t.shape, t.dtype, type(t._data)
+            shape, dtype, array_type = t._data.shape, t._data.dtype, type(t._data)
             produced_by = None if t._node is None else (t._out_index, type(t._node).__name__)
         where = "" if produced_by is None else f", which is output {produced_by[0]} of {produced_by[1]},"
         raise RuntimeError(
@@ -101,7 +119,7 @@ _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "
 def _describe(shape, dtype, array_type):
     """PyTorch's name for a tensor's type and shape: ``torch.FloatTensor [2, 3]``."""
     from ..backends import _BACKENDS
-    name = _TYPE_NAMES.get(str(dtype), f"{dtype}Tensor")
+    name = _TYPE_NAMES.get(np.dtype(dtype).name, f"{dtype}Tensor")
     device = next((b.name for b in _BACKENDS.values() if b.array_type is array_type), "cpu")
     prefix = "torch." if device == "cpu" else f"torch.{device}."
     return f"{prefix}{name} [{', '.join(str(n) for n in shape)}]"

@@ -23,17 +23,17 @@ from ..nn import functional as F
 from ..tensor.factories import tensor
 from ..zoo import TransformerEncoderClassifier
 from ..zoo.transformer import SeqNorm
-from ._common import LabResult, Table, out_dir, pyplot, save_figure
+from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure
+from ._state import buffers_restored
 from .seqdata import CountTask
 
 VARIANTS = (("layer", "LayerNorm"), ("masked-batch", "masked BatchNorm"), ("batch", "BatchNorm (no mask)"))
 
 
-class UnmaskedSeqNorm(SeqNorm):
-    """SeqNorm whose BatchNorm never sees the padding mask: padding enters its statistics."""
-
-    def forward(self, x, key_padding_mask=None):
-        return super().forward(x, None)
+def _withhold_mask(norm, args):
+    """Forward pre-hook of a SeqNorm: call it without the padding mask, so that the padding
+    enters its BatchNorm's statistics."""
+    return args[:1]
 
 
 def build(variant, task, max_len, d_model, seed):
@@ -43,42 +43,40 @@ def build(variant, task, max_len, d_model, seed):
                                          n_layer=2, dropout=0.0, norm=norm)
     if variant == "batch":
         for m in model.modules():
-            if type(m) is SeqNorm:
-                m.__class__ = UnmaskedSeqNorm
+            if isinstance(m, SeqNorm):
+                m.register_forward_pre_hook(_withhold_mask)
     return model
 
 
-def _bn_states(model):
-    return [(m, m.running_mean.numpy().copy(), m.running_var.numpy().copy(), m.num_batches_tracked.numpy().copy())
-            for m in model.modules() if getattr(m, "running_mean", None) is not None]
-
-
 def accuracy(model, batches, train_mode):
-    """Accuracy over (ids, mask, labels) batches; train_mode uses batch statistics and then
-    restores the running statistics that forward updated."""
+    """Accuracy over (ids, mask, labels) batches; train_mode uses batch statistics, and the
+    running statistics that those forwards update are put back."""
     correct = total = 0
-    with grad_mode.no_grad():
+    model.train(train_mode)
+    with grad_mode.no_grad(), buffers_restored(model):
         for ids, kpm, y in batches:
-            saved = _bn_states(model)
-            model.train(train_mode)
             pred = model(tensor(ids), kpm).numpy().argmax(1)
-            for m, rm, rv, nbt in saved:
-                m.running_mean._data[...] = rm
-                m.running_var._data[...] = rv
-                m.num_batches_tracked._data[...] = nbt
             correct += int((pred == y).sum())
             total += len(y)
     model.train()
     return correct / total
 
 
-def first_norm_input(model, ids):
-    """The input of the first block's first norm (pre-LN: the embedded tokens), as (B, T, d)."""
-    with grad_mode.no_grad():
-        x = model.tok_emb(tensor(ids))
-        if model.pos_emb is not None:
-            x = model.pos_emb(x)
-    return x.numpy().astype(np.float64)
+def first_norm_input(model, ids, kpm):
+    """What the first block's first norm receives (pre-LN: the embedded tokens), as (B, T, d),
+    caught by a forward pre-hook during one eval-mode forward."""
+    norm = model.blocks[0].norm1
+    seen = []
+    handle = norm.register_forward_pre_hook(lambda module, args: seen.append(args[0].numpy().copy()) if not seen
+                                            else None)
+    was_training = model.training
+    try:
+        with grad_mode.no_grad():
+            model.eval()(tensor(ids), kpm)
+    finally:
+        handle.remove()
+        model.train(was_training)
+    return seen[0].astype(np.float64)
 
 
 def drift(x, kpm):
@@ -119,7 +117,7 @@ def run(quick=True, out=None, seed=0):
         model = build(variant, task, max_len, d_model, seed)
         opt = optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
         losses[variant] = []
-        for seqs, y in train_batches:
+        for seqs, y in progress(train_batches, name):
             ids, kpm = task.pad(seqs)
             loss = F.cross_entropy(model(tensor(ids), kpm), tensor(y))
             opt.zero_grad()
@@ -142,7 +140,7 @@ def run(quick=True, out=None, seed=0):
         longest = max(len(s) for s in seqs)
         T = max(longest, int(np.ceil(np.mean([len(s) for s in seqs]) / (1 - p))))
         ids, kpm = task.pad(seqs, min(T, max_len))
-        shift, ratio = drift(first_norm_input(unmasked_model, ids), kpm)
+        shift, ratio = drift(first_norm_input(unmasked_model, ids, kpm), kpm)
         drifts.append((float(kpm.mean()), shift, ratio))
         drift_table.add(**{"padding share": float(kpm.mean()), "|mean shift| / std": shift,
                            "variance ratio": ratio})

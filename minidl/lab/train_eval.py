@@ -19,28 +19,16 @@ from ..data.digits import digits_arrays
 from ..nn import functional as F
 from ..tensor.factories import tensor
 from ..zoo import resnet8
-from ._common import LabResult, Table, out_dir, pyplot, save_figure
+from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure
+from ._state import buffers_restored
 
 
 def accuracy(model, x, y, batch, train_mode):
     correct = 0
-    with grad_mode.no_grad():
+    model.train(train_mode)
+    with grad_mode.no_grad(), buffers_restored(model):   # no running statistics move
         for i in range(0, len(x) - batch + 1, batch):
-            if train_mode:
-                state = [(m, m.running_mean.numpy().copy(), m.running_var.numpy().copy(),
-                          m.num_batches_tracked.numpy().copy() if getattr(m, "num_batches_tracked", None) is not None
-                          else None)
-                         for m in model.modules() if getattr(m, "running_mean", None) is not None]
-                model.train()
-            else:
-                model.eval()
             logits = model(tensor(x[i:i + batch])).numpy()
-            if train_mode:  # undo the running-statistics update this forward made
-                for m, rm, rv, nbt in state:
-                    m.running_mean._data[...] = rm
-                    m.running_var._data[...] = rv
-                    if nbt is not None:
-                        m.num_batches_tracked._data[...] = nbt
             correct += int((logits.argmax(1) == y[i:i + batch]).sum())
     model.train()
     n = (len(x) // batch) * batch
@@ -61,7 +49,7 @@ def run(quick=True, out=None, seed=0):
         opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         rng = np.random.default_rng(seed)
         steps_seen, gap_curve = [], []
-        for t in range(1, steps + 1):
+        for t in progress(range(1, steps + 1), f"{norm} norm"):
             idx = rng.choice(len(xtr), batch, replace=False)
             xb = tensor(xtr[idx])
             model.train()

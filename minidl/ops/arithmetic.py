@@ -42,55 +42,71 @@ class Sub(Function):
 
 
 class Mul(Function):
-    """out = a * b;  dL/da = g * b,  dL/db = g * a."""
+    """out = a * b;  dL/da = g * b,  dL/db = g * a.
+
+    Only what a needed gradient reads is saved: b for dL/da, a for dL/db (as PyTorch). So
+    ``y = a * 3`` keeps nothing of ``a``, and ``a`` may then be modified in place."""
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.shapes = shape_of(a), shape_of(b)
+        ctx.save_for_backward(a if nb else None, b if na else None)
         return a * b
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
+        sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
-        return (unbroadcast(g * b, shape_of(a)) if na else None), (unbroadcast(g * a, shape_of(b)) if nb else None)
+        return (unbroadcast(g * b, sa) if na else None), (unbroadcast(g * a, sb) if nb else None)
 
 
 class Div(Function):
-    """out = a / b;  dL/da = g / b,  dL/db = -g * a / b**2 = -g * out / b."""
+    """out = a / b;  dL/da = g / b,  dL/db = -g * a / b**2, computed as -g * ((a / b) / b).
+
+    Saved: b for either gradient, a only for dL/db; not the output (as PyTorch), so the
+    result may be modified in place."""
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a / b
-        ctx.save_for_backward(a, b, out)
-        return out
+        na, nb = ctx.needs_input_grad
+        ctx.shapes = shape_of(a), shape_of(b)
+        ctx.save_for_backward(a if nb else None, b if na or nb else None)
+        return a / b
 
     @staticmethod
     def backward(ctx, g):
-        a, b, out = ctx.saved_tensors
+        a, b = ctx.saved_tensors
+        sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
-        ga = unbroadcast(g / b, shape_of(a)) if na else None
-        gb = unbroadcast(-g * out / b, shape_of(b)) if nb else None
+        ga = unbroadcast(g / b, sa) if na else None
+        gb = unbroadcast(-g * ((a / b) / b), sb) if nb else None
         return ga, gb
 
 
 class Pow(Function):
-    """out = a ** b;  dL/da = g * b * a**(b-1),  dL/db = g * out * log(a)."""
+    """out = a ** b;  dL/da = g * b * a**(b-1),  dL/db = g * out * log(a).
+
+    Saved: a and b; the output only when b is a tensor (dL/db reads it), as PyTorch:
+    ``y = x ** 2`` may be modified in place afterwards, ``y = x ** e`` (e a tensor) may not."""
 
     @staticmethod
     def forward(ctx, a, b):
         xp = namespace_of(a if hasattr(a, "shape") else b)
         out = xp.power(a, b)
-        ctx.save_for_backward(a, b, out)
+        ctx.shapes = shape_of(a), shape_of(b)
+        ctx.save_for_backward(a, b, out if hasattr(b, "shape") else None)
         return out
 
     @staticmethod
     def backward(ctx, g):
         a, b, out = ctx.saved_tensors
+        sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
         xp = namespace_of(g)
-        ga = unbroadcast(g * b * xp.power(a, b - 1), shape_of(a)) if na else None
-        gb = unbroadcast(g * out * xp.log(a), shape_of(b)) if nb else None
+        ga = unbroadcast(g * b * xp.power(a, b - 1), sa) if na else None
+        gb = unbroadcast(g * out * xp.log(a), sb) if nb else None
         return ga, gb
 
 

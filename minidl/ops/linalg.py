@@ -9,32 +9,36 @@ class MatMul(Function):
 
     For matrices, dL/da = g @ b^T and dL/db = a^T @ g, each summed back over batch dims
     that broadcasting created. A 1-D operand is treated as a row (a) or column (b) vector
-    and the inserted axis is removed again.
+    and the inserted axis is removed again. Only what a needed gradient reads is saved (b
+    for dL/da, a for dL/db), as PyTorch: a constant's partner may be modified in place.
     """
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.shapes = a.shape, b.shape
+        ctx.save_for_backward(a if nb else None, b if na else None)
         return namespace_of(a).matmul(a, b)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
+        sa, sb = ctx.shapes
         xp = namespace_of(g)
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
-        if a.ndim == 1 and b.ndim == 1:  # a dot product: g is 0-d
+        if len(sa) == 1 and len(sb) == 1:  # a dot product: g is 0-d
             g = g.reshape(1, 1)
-        elif a.ndim == 1:
+        elif len(sa) == 1:
             g = g[..., None, :]
-        elif b.ndim == 1:
+        elif len(sb) == 1:
             g = g[..., None]
+        sa2 = (1,) + sa if len(sa) == 1 else sa     # the shapes as matrices
+        sb2 = sb + (1,) if len(sb) == 1 else sb
         na, nb = ctx.needs_input_grad
         ga = gb = None
         if na:
-            ga = unbroadcast(xp.matmul(g, xp.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+            ga = unbroadcast(xp.matmul(g, xp.swapaxes(b.reshape(sb2), -1, -2)), sa2).reshape(sa)
         if nb:
-            gb = unbroadcast(xp.matmul(xp.swapaxes(a2, -1, -2), g), b2.shape).reshape(b.shape)
+            gb = unbroadcast(xp.matmul(xp.swapaxes(a.reshape(sa2), -1, -2), g), sb2).reshape(sb)
         return ga, gb
 
 

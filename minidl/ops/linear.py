@@ -6,6 +6,10 @@ x is (..., in), W is (out, in), b is (out,). Flattening the leading dims of x in
     dL/dX = G W           (M, in)
     dL/dW = G^T X         (out, in)    one GEMM over every row of the batch
     dL/db = sum_rows G    (out,)
+
+Only what a needed gradient reads is saved: W for dL/dX, X for dL/dW (as PyTorch), so the
+input of a frozen layer, or the weight of a layer whose input needs no gradient, may be
+modified in place after the forward.
 """
 import math
 
@@ -28,8 +32,10 @@ class Linear(Function):
         y = xp.matmul(_rows(x), w.T)
         if b is not None:
             y += b
-        ctx.save_for_backward(x, w)
-        return y.reshape(x.shape[:-1] + (w.shape[0],))
+        nx, nw, _ = ctx.needs_input_grad
+        ctx.x_shape = x.shape
+        ctx.save_for_backward(x if nw else None, w if nx else None)
+        return y if x.ndim == 2 else y.reshape(x.shape[:-1] + (w.shape[0],))
 
     @staticmethod
     def backward(ctx, g):
@@ -37,7 +43,7 @@ class Linear(Function):
         xp = namespace_of(g)
         nx, nw, nb = ctx.needs_input_grad
         g2 = _rows(g)
-        dx = xp.matmul(g2, w).reshape(x.shape) if nx else None
+        dx = xp.matmul(g2, w).reshape(ctx.x_shape) if nx else None
         dw = xp.matmul(g2.T, _rows(x)) if nw else None
         db = g2.sum(axis=0) if nb else None
         return dx, dw, db

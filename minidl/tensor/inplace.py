@@ -12,15 +12,16 @@ The rules, PyTorch's:
   be invisible to its gradient); under ``no_grad`` it may (``p -= lr * p.grad``);
 - the result must keep the tensor's shape (no broadcasting the tensor itself up) and be
   castable to its dtype (float into an integer tensor is refused);
-- a write through a view that has to be recorded (the view or the operand requires grad)
-  is refused, rather than leaving the viewed tensor with a history that misses it.
+- a recorded write through a view also rewrites the history of the tensor it views
+  (PyTorch's CopySlices; see autograd/views.py), and views of a tensor written in place
+  renew their history from it before they are next used.
 
 When the op is recorded, it reads a copy of the old values: the node may save them for its
 backward, and the write is about to overwrite the memory they live in.
 """
 import numpy as np
 
-from ..autograd import grad_mode
+from ..autograd import grad_mode, versions, views
 
 
 def _tensor_args(args):
@@ -32,10 +33,16 @@ def apply_inplace(t, name, compute, *args):
     """Write ``compute(old)`` into t; ``args`` are the op's other operands."""
     from .tensor import Tensor
     others = _tensor_args(args)
+    views.current(t)              # a view whose base was written since: its history first
     record = grad_mode._state.enabled and (t._requires_grad or any(o._requires_grad for o in others))
+    data = t._data
+    if type(data) is np.ndarray and not data.flags.writeable:
+        raise RuntimeError(f"{name}: the tensor's memory is read-only (an expanded tensor, whose elements share "
+                           "memory, or a read-only array); clone() it before writing to it in place")
+    through_view = record and t._base is not None
     if record:
         _check_recordable(t, name)
-        old = Tensor._wrap(t._data.copy(), t._node, t._out_index)
+        old = Tensor._wrap(data.copy(), t._node, t._out_index)
         old._requires_grad = t._requires_grad
     else:
         old = t
@@ -43,14 +50,17 @@ def apply_inplace(t, name, compute, *args):
     if result.shape != t.shape:
         raise RuntimeError(f"{name}: output with shape {list(t.shape)} doesn't match the broadcast shape "
                            f"{list(result.shape)}")
-    if result.dtype != t.dtype:
-        if not np.can_cast(result.dtype, t.dtype, "same_kind"):
-            raise RuntimeError(f"{name}: result type {result.dtype} can't be cast to the desired output type "
-                               f"{t.dtype}")
+    have, want = result._data.dtype, data.dtype
+    if have != want:
+        if not np.can_cast(have, want, "same_kind"):
+            raise RuntimeError(f"{name}: result type {have} can't be cast to the desired output type {want}")
         result = result.to(t.dtype)
+    pos = views.write_through_view(t, result) if through_view and result._node is not None else None
     t._data[...] = result._data
-    t._version_counter.value += 1
-    if result._node is not None:
+    versions.bump(t._version_counter)
+    if pos is not None:
+        views.adopt_view_history(t, pos)
+    elif result._node is not None:
         t._node, t._out_index, t._requires_grad = result._node, result._out_index, True
     return t
 
@@ -65,13 +75,9 @@ def check_leaf(t, name):
 def _check_recordable(t, name):
     check_leaf(t, name)
     base = t._base
-    if base is not None:
-        if base._requires_grad and base._node is None:
-            raise RuntimeError(f"a view of a leaf Variable that requires grad is being used in an in-place "
-                               f"operation. ({name})")
-        raise RuntimeError(f"{name}: an in-place write through a view that autograd would have to record is not "
-                           "supported (the tensor it views would not see the new history); use the out-of-place "
-                           "op, or index assignment on the tensor itself")
+    if base is not None and base._requires_grad and base._node is None:
+        raise RuntimeError(f"a view of a leaf Variable that requires grad is being used in an in-place "
+                           f"operation. ({name})")
 
 
 def _alpha(other, alpha):
@@ -119,6 +125,23 @@ class InplaceMethods:
     __imul__ = mul_
     __itruediv__ = div_
     __ipow__ = pow_
+
+    # writing at indexed positions (ops/scatter.py) -----------------------------------------
+    def index_add_(self, dim, index, source, *, alpha=1):
+        from ..ops.scatter import index_add
+        return apply_inplace(self, "index_add_", lambda s: index_add(s, dim, index, source, alpha=alpha), source)
+
+    def index_fill_(self, dim, index, value):
+        from ..ops.scatter import index_fill
+        return apply_inplace(self, "index_fill_", lambda s: index_fill(s, dim, index, value), value)
+
+    def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+        from ..ops.scatter import scatter
+        return apply_inplace(self, "scatter_", lambda s: scatter(s, dim, index, src, value, reduce=reduce), src)
+
+    def scatter_add_(self, dim, index, src):
+        from ..ops.scatter import scatter_add
+        return apply_inplace(self, "scatter_add_", lambda s: scatter_add(s, dim, index, src), src)
 
     # elementwise functions -------------------------------------------------------------------
     def exp_(self):

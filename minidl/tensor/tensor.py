@@ -395,9 +395,11 @@ class Tensor(InplaceMethods):
     def flatten(self, start_dim=0, end_dim=-1): return _ops.flatten(self, start_dim, end_dim)
     def expand(self, *sizes): return _ops.expand(self, *sizes)
     def masked_fill(self, mask, value): return _ops.masked_fill(self, mask, value)
-    def index_add(self, dim, index, source, *, alpha=1): return _scatter.index_add(self, dim, index, source, alpha=alpha)
     def index_fill(self, dim, index, value): return _scatter.index_fill(self, dim, index, value)
     def scatter_add(self, dim, index, src): return _scatter.scatter_add(self, dim, index, src)
+
+    def index_add(self, dim, index, source, *, alpha=1):
+        return _scatter.index_add(self, dim, index, source, alpha=alpha)
 
     def scatter(self, dim, index, src=None, value=None, *, reduce=None):
         return _scatter.scatter(self, dim, index, src, value, reduce=reduce)
