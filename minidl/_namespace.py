@@ -360,14 +360,12 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
 
 def _type(self, dtype=None, non_blocking=False):
     """No dtype: the legacy type name ("minidl.FloatTensor"); a dtype: the tensor in it."""
+    from .tensor.dtype import LEGACY_TYPE_NAMES, legacy_type_name
     if dtype is None:
-        names = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-        return f"minidl.{names.get(self.dtype.name, self.dtype.name)}Tensor"
+        return f"minidl.{legacy_type_name(self.dtype)}"
     if isinstance(dtype, str) and dtype.endswith("Tensor"):
-        legacy = {"Float": "float32", "Double": "float64", "Half": "float16", "Long": "int64", "Int": "int32",
-                  "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool", "BFloat16": "bfloat16"}
-        dtype = legacy[dtype.rsplit(".", 1)[-1][:-len("Tensor")]]
+        by_legacy = {v: k for k, v in LEGACY_TYPE_NAMES.items()}
+        dtype = by_legacy[dtype.rsplit(".", 1)[-1][:-len("Tensor")]]
     return self.to(dtype)
 
 

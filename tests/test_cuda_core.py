@@ -196,7 +196,7 @@ def test_tensor_device_routing():
     (g * g).sum().backward()   # the ToDevice op brings the gradient back to the CPU leaf
     assert c.grad.device == "cpu"
     np.testing.assert_allclose(c.grad.numpy(), 2 * a)
-    assert "device='cuda'" in repr(t)
+    assert "device='cuda:0'" in repr(t)       # as PyTorch prints a tensor on the current GPU
     assert md.zeros(2, 3, device="cuda").device == "cuda"
     assert md.randn(2, device="cuda").device == "cuda"
     assert float(md.tensor([2.5], device="cuda").sum()) == 2.5
@@ -204,9 +204,9 @@ def test_tensor_device_routing():
 
 def test_mixing_devices_names_both():
     a, b = md.ones(3), md.ones(3, device="cuda")
-    with pytest.raises(RuntimeError, match=r"cpu and cuda"):
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0"):
         a + b
-    with pytest.raises(RuntimeError, match=r"cuda and cpu"):
+    with pytest.raises(RuntimeError, match=r"cuda:0 and cpu"):
         b * a
 
 

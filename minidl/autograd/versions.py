@@ -111,15 +111,11 @@ def check(node):
             "place afterwards; clone() it before the in-place op, or do the op out of place)")
 
 
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-               "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
-               "uint8": "ByteTensor", "bool": "BoolTensor"}
-
-
 def _describe(shape, dtype, array_type):
-    """PyTorch's name for a tensor's type and shape: ``torch.FloatTensor [2, 3]``."""
+    """PyTorch's name for a tensor's type and shape: ``minidl.FloatTensor [2, 3]``."""
     from ..backends import _BACKENDS
-    name = _TYPE_NAMES.get(np.dtype(dtype).name, f"{dtype}Tensor")
+    from ..tensor.dtype import legacy_type_name
+    name = legacy_type_name(dtype)
     device = next((b.name for b in _BACKENDS.values() if b.array_type is array_type), "cpu")
-    prefix = "torch." if device == "cpu" else f"torch.{device}."
+    prefix = "minidl." if device == "cpu" else f"minidl.{device}."
     return f"{prefix}{name} [{', '.join(str(n) for n in shape)}]"

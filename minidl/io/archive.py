@@ -59,12 +59,18 @@ class Archive:
     """An open, checked .npz: ``members`` maps each member's name to its ``Member``;
     ``read(name)`` returns its array. Use as a context manager."""
 
-    def __init__(self, path):
+    def __init__(self, path, fileobj=None):
+        """Open ``path``, or read ``fileobj`` (a seekable binary file positioned at the archive's
+        first byte, left open) and name it ``path`` in messages."""
         self.path = path
-        f = open(path, "rb")     # FileNotFoundError and PermissionError pass through unchanged
+        self._owned = fileobj is None
+        f = open(path, "rb") if fileobj is None else fileobj   # FileNotFoundError etc. pass through
         try:
             head = f.read(8)
-            size = os.fstat(f.fileno()).st_size
+            if not isinstance(head, bytes):
+                raise TypeError(f"md.load: expected a binary file whose read() returns bytes, got "
+                                f"{type(head).__name__} from {path!r}")
+            size = f.seek(0, os.SEEK_END)
             if not head:
                 self.fail("the file is empty (0 bytes)")
             if not head.startswith(b"PK"):
@@ -79,7 +85,8 @@ class Archive:
             infos = self._check_directory(size)
             self.members = {info.filename: self._check_header(info) for info in infos}
         except BaseException:
-            f.close()
+            if self._owned:
+                f.close()
             raise
 
     def fail(self, what):
@@ -90,7 +97,8 @@ class Archive:
 
     def __exit__(self, *exc):
         self._zf.close()
-        self._file.close()
+        if self._owned:
+            self._file.close()
 
     # checks ------------------------------------------------------------------------
     def _check_directory(self, size):

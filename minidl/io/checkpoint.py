@@ -1,4 +1,7 @@
-"""Checkpoints: ``md.save(obj, path)`` / ``md.load(path)``, safe to load and atomic to write.
+"""Checkpoints: ``md.save(obj, f)`` / ``md.load(f)``, safe to load and atomic to write.
+
+``f`` is a path (str or os.PathLike) or a binary file object (see ``files``); ``md.load``'s
+``map_location`` is torch.load's (see ``locations``).
 
 Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
 - every array (a Tensor is saved as its NumPy values) is a member ``a0``, ``a1``, ...;
@@ -9,19 +12,22 @@ Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
   or ``["int", 3]``, so int dict keys (optimizer state) and tuples come back as they were.
   Objects may nest at most ``MAX_DEPTH`` levels deep.
 
-Saving writes a temporary file in the target's directory, flushes and fsyncs it, then
+Saving to a path writes a temporary file in the target's directory, flushes and fsyncs it, then
 ``os.replace``s it over ``path`` (atomic on POSIX and Windows) and fsyncs the directory:
 a crash or error at any moment leaves either the old checkpoint or the new one, never a
 mix. Everything is validated before any file is touched, the temporary is removed on
 failure, and the temporaries that saves killed outright left behind are removed by the
-next save to the same path (see ``temporaries``: only those no live writer holds).
+next save to the same path (see ``temporaries``: only those no live writer holds). Saving to a
+file object writes the archive straight into it (from its current position) and flushes it;
+the caller owns it and closes it.
 
-Loading never unpickles and never trusts the file (see ``archive``: sizes, compression
+Loading never unpickles (whatever ``weights_only`` says) and never trusts the file (see ``archive``: sizes, compression
 ratio and .npy headers are checked before any data is read, and reads are bounded). The
 manifest is checked node by node (tags, value types, nesting depth, at most
 ``MAX_MANIFEST_BYTES``, every array it names present and named once) before any array is
 read. Anything wrong raises ``CheckpointError`` naming the file and what is wrong with it.
 """
+import io
 import json
 import os
 import reprlib
@@ -29,7 +35,7 @@ import reprlib
 import numpy as np
 
 from ..tensor.tensor import Tensor
-from . import temporaries
+from . import files, locations, temporaries
 from .archive import ARRAY_KINDS, Archive
 from .errors import CheckpointError
 
@@ -89,22 +95,29 @@ def _encode_array(a, arrays, where, tag):
     return [tag, name]
 
 
-def save(obj, path):
+def save(obj, f):
     """Write ``obj`` (nested dicts/lists/tuples of Tensors, arrays, numbers, strings, None)
-    to exactly ``path`` (no extension is added), atomically."""
-    path = os.fspath(path)
+    to exactly the path ``f`` (no extension is added), atomically, or into the binary file
+    object ``f``."""
+    if not files.is_path(f):
+        files.check_writable(f)
     arrays = {}
     root = _encode(obj, arrays, "obj")
     manifest = json.dumps({"format": FORMAT, "version": VERSION, "root": root}, allow_nan=True)
     arrays[MANIFEST_KEY] = np.frombuffer(manifest.encode("utf-8"), dtype=np.uint8)
-
+    if not files.is_path(f):
+        _write_npz(f, arrays)
+        if callable(getattr(f, "flush", None)):
+            f.flush()
+        return
+    path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     temporaries.remove_abandoned(directory, base)   # before writing: frees their space first
     fd, tmp, lock = temporaries.create(directory, base)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, allow_pickle=False, **arrays)
+            _write_npz(f, arrays)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, _file_mode(path))
@@ -118,6 +131,29 @@ def save(obj, path):
     finally:
         temporaries.release(lock)
     _fsync_directory(directory)
+
+
+def _write_npz(f, arrays):
+    usable = hasattr(f, "read") and hasattr(f, "flush")
+    np.savez(f if usable else _WriteOnly(f), allow_pickle=False, **arrays)
+
+
+class _WriteOnly:
+    """A bare binary sink as np.savez takes it (it wants a ``read`` attribute to tell a file
+    from a path, zipfile a ``flush``); zipfile copes with the rest, seekable or not."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def read(self, *args):
+        raise io.UnsupportedOperation("read")
+
+    def flush(self):
+        if callable(getattr(self._f, "flush", None)):
+            self._f.flush()
 
 
 def _file_mode(path):
@@ -143,11 +179,29 @@ def _fsync_directory(directory):
 
 
 # decoding ----------------------------------------------------------------------------------
-def load(path):
-    """Read a checkpoint written by ``save``; Tensors come back as np.ndarrays, everything
-    else as it was saved. Raises CheckpointError for anything else, without unpickling."""
-    path = os.fspath(path)
-    with Archive(path) as archive:
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None):
+    """Read a checkpoint written by ``save`` from the path or binary file object ``f``.
+    Tensors come back as np.ndarrays, or, with ``map_location``, as Tensors where it says
+    (see ``locations``); everything else as it was saved. Raises CheckpointError for anything
+    else, without unpickling.
+
+    ``weights_only`` is accepted for torch.load's signature and changes nothing: a minidl
+    checkpoint holds no pickle, so what loads is always what torch.load's safe default
+    (weights_only=True) allows. ``pickle_module`` and ``mmap`` would need pickle or a mapped
+    file and are refused with a ValueError."""
+    if pickle_module is not None:
+        raise ValueError(f"md.load: pickle_module must be None (got {pickle_module!r}); minidl checkpoints hold "
+                         "no pickle and md.load never unpickles")
+    if mmap:
+        raise ValueError("md.load: mmap=True is not supported; arrays are read into memory after checking")
+    if weights_only not in (True, False, None):
+        raise TypeError(f"md.load: weights_only must be a bool or None, got {type(weights_only).__name__}")
+    place = locations.resolve(map_location)
+    if files.is_path(f):
+        path, source = os.fspath(f), None
+    else:
+        path, source = files.describe(f), files.readable(f)
+    with Archive(path, source) as archive:
         if MANIFEST_KEY + ".npy" not in archive.members:
             names = list(archive.members)
             shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
@@ -157,6 +211,8 @@ def load(path):
         names = {}
         _check(manifest["root"], archive, names, 0)
         arrays = {name: archive.read(name + ".npy") for name in names}
+    if place is not None:
+        arrays = {name: place(a) if names[name] == "array" else a for name, a in arrays.items()}
     return _build(manifest["root"], arrays)
 
 
@@ -190,8 +246,8 @@ _CONTAINERS = ("dict", "list", "tuple")
 
 
 def _check(node, archive, names, depth):
-    """Check a manifest node and everything under it (without reading any array); adds the
-    names of the arrays it refers to to the dict ``names``."""
+    """Check a manifest node and everything under it (without reading any array); maps the
+    name of each array it refers to to its tag ("array" or "scalar") in the dict ``names``."""
     def bad(what):
         archive.fail(f"its manifest {what}: {_show(node)}")
 
@@ -217,7 +273,7 @@ def _check(node, archive, names, depth):
             bad(f"refers to the array {name!r} twice")
         if tag == "scalar" and member.shape != ():
             bad(f"has a scalar entry whose array {name!r} has shape {member.shape}")
-        names[name] = None
+        names[name] = tag
         return
     if depth >= MAX_DEPTH:
         archive.fail(f"its manifest is nested more than {MAX_DEPTH} levels deep")

@@ -127,6 +127,18 @@ def name_of(dtype):
     return dtype.name if isinstance(dtype, DType) else np.dtype(dtype).name
 
 
+# PyTorch's legacy per-dtype tensor class names, as in "minidl.FloatTensor"
+LEGACY_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                     "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                     "bool": "Bool"}
+
+
+def legacy_type_name(dtype):
+    """``FloatTensor`` for float32 and so on (the dtype's own name for any other)."""
+    name = np.dtype(dtype).name if not hasattr(dtype, "name") else dtype.name
+    return f"{LEGACY_TYPE_NAMES.get(name, name)}Tensor"
+
+
 def to_dtype(dtype):
     """Turn anything NumPy accepts as a dtype (md.float32, "float32", float, np.int64)
     into the NumPy storage dtype of one of minidl's dtypes, or raise a TypeError listing

@@ -257,8 +257,10 @@ class Module:
 
     # state -------------------------------------------------------------------------
     def _named_state(self, prefix=""):
-        """(name, tensor) of every parameter and persistent buffer, named as PyTorch names them."""
-        for mname, m in self.named_modules(prefix=prefix.rstrip(".")):
+        """(name, tensor) of every parameter and persistent buffer, named as PyTorch names them:
+        a shared (tied) module or tensor under every name it is reachable by, so a state_dict
+        lists it once per path (as ``parameters()`` does not), and loading one needs every key."""
+        for mname, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
             pre = f"{mname}." if mname else ""
             for n, p in m._parameters.items():
                 if p is not None:
