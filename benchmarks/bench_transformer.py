@@ -20,48 +20,28 @@
    hand-written backward, no framework) and torch's SDPA.
 3. A cProfile of minidl's training steps: the functions with the most own time.
 """
-import argparse
 import os
 import sys
 
 import _peer
-
-
-def _set_threads(n):
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-        os.environ[var] = str(n)
+import _runner
+from _runner import median_time
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=3,
-                   help="alternate minidl and PyTorch measurements this many times (the machine's speed drifts)")
-    p.add_argument("--warmup", type=int, default=3)
+    p = _runner.step_parser(__doc__)
     p.add_argument("--vocab", type=int, default=96)
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--no-torch", action="store_true")
-    p.add_argument("--no-profile", action="store_true")
-    p.add_argument("--quick", action="store_true", help="a short run: 3 steps after 1, one round, no profile")
-    _peer.add_argument(p)
-    args = p.parse_args()
-    if args.quick:   # explicit flags still win
-        p.set_defaults(steps=3, warmup=1, rounds=1, no_profile=True)
-        args = p.parse_args()
-    return args
+    return _runner.parse(p)
 
 
 args = parse_args()
-_set_threads(args.threads)  # before NumPy / Numba / torch start their thread pools
+_runner.set_threads(args.threads)  # before NumPy / Numba / torch start their thread pools
 if args.peer_json:
     import torch  # noqa: F401  (first, so its thread runtime loads with its own defaults; see _peer)
-
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -73,33 +53,12 @@ from minidl.ops import attention as A  # noqa: E402
 from minidl.zoo.gpt import GPT  # noqa: E402
 
 
-def median_time(fn, steps, warmup):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 # ------------------------------------------------------------------------------ minidl GPT
 def minidl_step_fn():
     md.manual_seed(0)
     model = GPT(args.vocab, args.block_size, args.n_layer, args.n_head, args.d_model)
     opt = optim.AdamW(model.parameters(), lr=1e-3)
-    rng = np.random.default_rng(0)
-
-    def step():
-        x = rng.integers(0, args.vocab, (args.batch_size, args.block_size))
-        y = rng.integers(0, args.vocab, (args.batch_size, args.block_size))
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return _runner.language_model_step(model, opt, args.vocab, (args.batch_size, args.block_size))
 
 
 # ------------------------------------------------------------------------------ PyTorch GPT
@@ -141,17 +100,7 @@ def torch_step_fn():
 
     model = TGPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(0)
-
-    def step():
-        x = torch.randint(0, V, (args.batch_size, T), generator=gen)
-        y = torch.randint(0, V, (args.batch_size, T), generator=gen)
-        loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return _runner.torch_language_model_step(model, opt, V, (args.batch_size, T))
 
 
 # ------------------------------------------------------------------------------ attention
@@ -228,26 +177,8 @@ def main():
           f"d_model {args.d_model}, context {args.block_size}, batch {args.batch_size}, AdamW; "
           f"median of {args.steps} steps after {args.warmup} warm-up, {args.rounds} alternating rounds")
     step = minidl_step_fn()
-    peer, t_mds, t_torches = None, [], []
-    for r in range(max(args.rounds, 1)):
-        if not args.no_torch:
-            peer = _peer.run(__file__)
-        t_md = median_time(step, args.steps, args.warmup)
-        t_mds.append(t_md)
-        line = f"round {r + 1}: minidl {1e3 * t_md:7.1f} ms/step"
-        if peer:
-            t_torches.append(peer["step_s"])
-            line += f", torch {1e3 * peer['step_s']:7.1f} ms/step, ratio {peer['step_s'] / t_md:.2f}"
-        print(line)
-    t_md = float(np.median(t_mds))
-    print(f"minidl : {1e3 * t_md:8.1f} ms/step  {tokens / t_md:10,.0f} tokens/s "
-          f"(attention impl: {A.get_implementation()}; median of the rounds)")
-    if peer:
-        t_torch = float(np.median(t_torches))
-        ratio = float(np.median([t / m for t, m in zip(t_torches, t_mds)]))
-        print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s "
-              f"(torch {peer['version']}, own process)")
-        print(f"ratio minidl/torch tokens/s: {ratio:.2f}, the median of the rounds' ratios  (target >= 0.7)")
+    _, peer = _runner.compare_rounds(step, args, __file__, tokens, target=0.7,
+                                     note=f"attention impl: {A.get_implementation()}; ")
 
     shape, res = bench_attention()
     if peer:

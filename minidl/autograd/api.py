@@ -14,16 +14,7 @@ _NO_HIGHER_ORDER = ("create_graph=True (gradients of gradients) is not supported
                     "arrays and record no graph")
 
 
-_Tensor = None
-
-
-def _tensor_class():
-    # looked up on first use: the tensor module imports the autograd package
-    global _Tensor
-    if _Tensor is None:
-        from ..tensor.tensor import Tensor
-        _Tensor = Tensor
-    return _Tensor
+_tensor_class = engine._tensor_class
 
 
 def _as_list(tensors, what):

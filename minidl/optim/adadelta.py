@@ -8,16 +8,13 @@ PyTorch's update, per parameter p with gradient g (negated with ``maximize``):
     u <- rho * u + (1 - rho) * delta^2
     p <- p - lr * delta
 """
-from .. import backends
 from . import hyper
 from .optimizer import Optimizer
 
 
 class Adadelta(Optimizer):
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False):
-        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
-        self._check_group(defaults)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
 
     @staticmethod
     def _check_group(group):
@@ -26,30 +23,20 @@ class Adadelta(Optimizer):
         hyper.check_nonnegative("rho", rho)
         if rho > 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
-        hyper.check_nonnegative("epsilon", group["eps"])
-        hyper.check_nonnegative("weight_decay", group["weight_decay"])
+        hyper.check_common(group)
 
     def _state_spec(self, group):
         return {"step": ("count", True), "square_avg": ("param", True), "acc_delta": ("param", True)}
 
-    def _update_group(self, group):
+    def _initial_state(self, group, w, xp):
+        return {"square_avg": xp.zeros_like(w), "acc_delta": xp.zeros_like(w)}
+
+    def _update_param(self, group, w, g, state, xp):
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            w = p._data
-            xp = backends.namespace_of(w)
-            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], group["weight_decay"])
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["square_avg"] = xp.zeros_like(w)
-                state["acc_delta"] = xp.zeros_like(w)
-            state["step"] += 1
-            v, u = state["square_avg"], state["acc_delta"]
-            v *= rho
-            v += (1 - rho) * g * g
-            delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
-            u *= rho
-            u += (1 - rho) * delta * delta
-            w -= lr * delta
+        v, u = state["square_avg"], state["acc_delta"]
+        v *= rho
+        v += (1 - rho) * g * g
+        delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
+        u *= rho
+        u += (1 - rho) * delta * delta
+        w -= lr * delta

@@ -8,7 +8,6 @@ t = 1, 2, ...:
     s <- s + g^2                                       (sum, starts at initial_accumulator_value)
     p <- p - clr * g / (sqrt(s) + eps)
 """
-from .. import backends
 from . import hyper
 from .optimizer import Optimizer
 
@@ -16,35 +15,24 @@ from .optimizer import Optimizer
 class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  maximize=False):
-        defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                        initial_accumulator_value=initial_accumulator_value, eps=eps, maximize=maximize)
-        self._check_group(defaults)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, eps=eps,
+                                      maximize=maximize))
 
     @staticmethod
     def _check_group(group):
-        hyper.check_lr(group["lr"])
+        hyper.check_common(group)
         hyper.check_nonnegative("lr_decay", group["lr_decay"])
-        hyper.check_nonnegative("weight_decay", group["weight_decay"])
         hyper.check_nonnegative("initial_accumulator_value", group["initial_accumulator_value"])
-        hyper.check_nonnegative("epsilon", group["eps"])
 
     def _state_spec(self, group):
         return {"step": ("count", True), "sum": ("param", True)}
 
-    def _update_group(self, group):
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            w = p._data
-            xp = backends.namespace_of(w)
-            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], group["weight_decay"])
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["sum"] = xp.full_like(w, group["initial_accumulator_value"])
-            state["step"] += 1
-            clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-            s = state["sum"]
-            s += g * g
-            w -= clr * (g / (xp.sqrt(s) + group["eps"]))
+    def _initial_state(self, group, w, xp):
+        return {"sum": xp.full_like(w, group["initial_accumulator_value"])}
+
+    def _update_param(self, group, w, g, state, xp):
+        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        s = state["sum"]
+        s += g * g
+        w -= clr * (g / (xp.sqrt(s) + group["eps"]))

@@ -31,7 +31,6 @@ class Adam(Optimizer):
                  maximize=False):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize)
-        self._check_group(defaults)
         super().__init__(params, defaults)
 
     @staticmethod

@@ -11,48 +11,35 @@ t = 1, 2, ..., with eta starting at lr and mu at 1:
 
 ``ax``, the averaged parameter, is kept in the state; the parameter itself is the plain iterate.
 """
-from .. import backends
 from . import hyper
 from .optimizer import Optimizer
 
 
 class ASGD(Optimizer):
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, maximize=False):
-        defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay, maximize=maximize)
-        self._check_group(defaults)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      maximize=maximize))
 
     @staticmethod
     def _check_group(group):
-        hyper.check_lr(group["lr"])
-        hyper.check_nonnegative("weight_decay", group["weight_decay"])
+        hyper.check_common(group)
         for name in ("lambd", "alpha", "t0"):
             hyper.check_real(name, group[name])
 
     def _state_spec(self, group):
         return {"step": ("count", True), "eta": ("real", True), "mu": ("real", True), "ax": ("param", True)}
 
-    def _update_group(self, group):
+    def _initial_state(self, group, w, xp):
+        return {"eta": float(group["lr"]), "mu": 1.0, "ax": xp.zeros_like(w)}
+
+    def _update_param(self, group, w, g, state, xp):
         lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            w = p._data
-            xp = backends.namespace_of(w)
-            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], group["weight_decay"])
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["eta"] = float(lr)
-                state["mu"] = 1.0
-                state["ax"] = xp.zeros_like(w)
-            state["step"] += 1
-            t, eta, ax = state["step"], state["eta"], state["ax"]
-            w *= 1 - lambd * eta
-            w -= eta * g
-            if state["mu"] != 1:
-                ax += (w - ax) * state["mu"]
-            else:
-                ax[...] = w
-            state["eta"] = lr / ((1 + lambd * lr * t) ** alpha)
-            state["mu"] = 1 / max(1, t - t0)
+        t, eta, ax = state["step"], state["eta"], state["ax"]
+        w *= 1 - lambd * eta
+        w -= eta * g
+        if state["mu"] != 1:
+            ax += (w - ax) * state["mu"]
+        else:
+            ax[...] = w
+        state["eta"] = lr / ((1 + lambd * lr * t) ** alpha)
+        state["mu"] = 1 / max(1, t - t0)

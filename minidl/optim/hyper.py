@@ -49,3 +49,15 @@ def prepared_grad(w, g, maximize, weight_decay):
     if weight_decay != 0:
         g = g + weight_decay * w
     return g
+
+
+def check_common(group):
+    """The checks the optimizers share, with PyTorch's messages: ``lr``, then ``eps``,
+    ``betas`` and ``weight_decay`` where the group has them."""
+    check_lr(group["lr"])
+    if "eps" in group:
+        check_nonnegative("epsilon", group["eps"])
+    if "betas" in group:
+        check_betas(group["betas"])
+    if "weight_decay" in group:
+        check_nonnegative("weight_decay", group["weight_decay"])

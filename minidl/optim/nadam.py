@@ -13,7 +13,6 @@ t = 1, 2, ...:
     d = sqrt(v / (1 - beta2^t)) + eps
     p <- p - lr * (1 - mu_t) / (1 - P) * g / d - lr * mu_{t+1} / (1 - P * mu_{t+1}) * m / d
 """
-from .. import backends
 from . import hyper
 from .optimizer import Optimizer
 
@@ -21,50 +20,32 @@ from .optimizer import Optimizer
 class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, maximize=False):
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
-                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
-        self._check_group(defaults)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize))
 
     @staticmethod
     def _check_group(group):
-        hyper.check_lr(group["lr"])
-        hyper.check_nonnegative("epsilon", group["eps"])
-        hyper.check_betas(group["betas"])
-        hyper.check_nonnegative("weight_decay", group["weight_decay"])
+        hyper.check_common(group)
         hyper.check_nonnegative("momentum_decay", group["momentum_decay"])
 
     def _state_spec(self, group):
         return {"step": ("count", True), "mu_product": ("real", True), "exp_avg": ("param", True),
                 "exp_avg_sq": ("param", True)}
 
-    def _update_group(self, group):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            w = p._data
-            xp = backends.namespace_of(w)
-            decoupled = group["decoupled_weight_decay"]
-            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], 0 if decoupled else wd)
-            if decoupled and wd != 0:
-                w *= 1 - lr * wd
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["mu_product"] = 1.0
-                state["exp_avg"] = xp.zeros_like(w)
-                state["exp_avg_sq"] = xp.zeros_like(w)
-            state["step"] += 1
-            t = state["step"]
-            mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
-            mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
-            state["mu_product"] *= mu
-            product = state["mu_product"]
-            m, v = state["exp_avg"], state["exp_avg_sq"]
-            m += (1 - beta1) * (g - m)
-            v *= beta2
-            v += (1 - beta2) * g * g
-            d = xp.sqrt(v / (1 - beta2 ** t)) + eps
-            w -= lr * (1.0 - mu) / (1.0 - product) * (g / d)
-            w -= lr * mu_next / (1.0 - product * mu_next) * (m / d)
+    def _initial_state(self, group, w, xp):
+        return {"mu_product": 1.0, "exp_avg": xp.zeros_like(w), "exp_avg_sq": xp.zeros_like(w)}
+
+    def _update_param(self, group, w, g, state, xp):
+        lr, (beta1, beta2), eps, t = group["lr"], group["betas"], group["eps"], state["step"]
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
+        state["mu_product"] *= mu
+        product = state["mu_product"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m += (1 - beta1) * (g - m)
+        v *= beta2
+        v += (1 - beta2) * g * g
+        d = xp.sqrt(v / (1 - beta2 ** t)) + eps
+        w -= lr * (1.0 - mu) / (1.0 - product) * (g / d)
+        w -= lr * mu_next / (1.0 - product * mu_next) * (m / d)

@@ -20,7 +20,7 @@ import numpy as np
 from .. import backends
 from ..autograd import grad_mode
 from ..tensor.tensor import Tensor
-from . import state_checks
+from . import hyper, state_checks
 
 
 class _ParamState(dict):
@@ -48,6 +48,7 @@ class _ParamState(dict):
 
 class Optimizer:
     def __init__(self, params, defaults):
+        self._check_group(defaults)
         self.defaults = dict(defaults)
         self.state = _ParamState()
         self.param_groups = []
@@ -111,6 +112,35 @@ class Optimizer:
         return loss
 
     def _update_group(self, group):
+        """The loop of the element-wise optimizers: for each parameter with a gradient, the
+        decoupled weight decay ``p <- p * (1 - lr * weight_decay)`` where the group asks for it,
+        the gradient from ``hyper.prepared_grad`` (negated with ``maximize``, L2 penalty added
+        otherwise), the state started with ``step`` = 0 and ``_initial_state`` when empty, the
+        step counted, then ``_update_param``. Optimizers with another loop override this."""
+        wd = group.get("weight_decay", 0)
+        decoupled = group.get("decoupled_weight_decay", False)
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            w = p._data
+            xp = backends.namespace_of(w)
+            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], 0 if decoupled else wd)
+            if decoupled and wd != 0:
+                w *= 1 - group["lr"] * wd
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state.update(self._initial_state(group, w, xp))
+            state["step"] += 1
+            self._update_param(group, w, g, state, xp)
+
+    def _initial_state(self, group, w, xp):
+        """A parameter's state buffers besides ``step``, before its first update."""
+        raise NotImplementedError
+
+    def _update_param(self, group, w, g, state, xp):
+        """Update the parameter array ``w`` in place from its prepared gradient ``g`` and its
+        ``state`` (``step`` already counts this update); ``xp`` is w's array namespace."""
         raise NotImplementedError
 
     # state -------------------------------------------------------------------------

@@ -15,7 +15,6 @@ t = 1, 2, ...:
 """
 import math
 
-from .. import backends
 from . import hyper
 from .optimizer import Optimizer
 
@@ -23,49 +22,29 @@ from .optimizer import Optimizer
 class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
                  maximize=False):
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
-        self._check_group(defaults)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
 
-    @staticmethod
-    def _check_group(group):
-        hyper.check_lr(group["lr"])
-        hyper.check_nonnegative("epsilon", group["eps"])
-        hyper.check_betas(group["betas"])
-        hyper.check_nonnegative("weight_decay", group["weight_decay"])
+    _check_group = staticmethod(hyper.check_common)
 
     def _state_spec(self, group):
         return {"step": ("count", True), "exp_avg": ("param", True), "exp_avg_sq": ("param", True)}
 
-    def _update_group(self, group):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            w = p._data
-            xp = backends.namespace_of(w)
-            decoupled = group["decoupled_weight_decay"]
-            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], 0 if decoupled else wd)
-            if decoupled and wd != 0:
-                w *= 1 - lr * wd
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["exp_avg"] = xp.zeros_like(w)
-                state["exp_avg_sq"] = xp.zeros_like(w)
-            state["step"] += 1
-            t = state["step"]
-            m, v = state["exp_avg"], state["exp_avg_sq"]
-            m += (1 - beta1) * (g - m)
-            v *= beta2
-            v += (1 - beta2) * g * g
-            correction2 = 1 - beta2 ** t
-            m_hat = m / (1 - beta1 ** t)
-            rho_inf = 2 / (1 - beta2) - 1
-            rho_t = rho_inf - 2 * t * beta2 ** t / correction2
-            if rho_t > 5.0:
-                rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-                w -= m_hat * lr * (math.sqrt(correction2) / (xp.sqrt(v) + eps)) * rect
-            else:
-                w -= m_hat * lr
+    def _initial_state(self, group, w, xp):
+        return {"exp_avg": xp.zeros_like(w), "exp_avg_sq": xp.zeros_like(w)}
+
+    def _update_param(self, group, w, g, state, xp):
+        lr, (beta1, beta2), eps, t = group["lr"], group["betas"], group["eps"], state["step"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m += (1 - beta1) * (g - m)
+        v *= beta2
+        v += (1 - beta2) * g * g
+        correction2 = 1 - beta2 ** t
+        m_hat = m / (1 - beta1 ** t)
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * t * beta2 ** t / correction2
+        if rho_t > 5.0:
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            w -= m_hat * lr * (math.sqrt(correction2) / (xp.sqrt(v) + eps)) * rect
+        else:
+            w -= m_hat * lr

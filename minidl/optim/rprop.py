@@ -10,16 +10,13 @@ sizes s starting at lr and the previous gradient q at 0, (eta_minus, eta_plus) =
     p <- p - sign(g) * s
     q <- g
 """
-from .. import backends
 from . import hyper
 from .optimizer import Optimizer
 
 
 class Rprop(Optimizer):
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
-        defaults = dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize)
-        self._check_group(defaults)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize))
 
     @staticmethod
     def _check_group(group):
@@ -33,25 +30,16 @@ class Rprop(Optimizer):
     def _state_spec(self, group):
         return {"step": ("count", True), "prev": ("param", True), "step_size": ("param", True)}
 
-    def _update_group(self, group):
+    def _initial_state(self, group, w, xp):
+        return {"prev": xp.zeros_like(w), "step_size": xp.full_like(w, group["lr"])}
+
+    def _update_param(self, group, w, g, state, xp):
         (eta_minus, eta_plus), (size_min, size_max) = group["etas"], group["step_sizes"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            w = p._data
-            xp = backends.namespace_of(w)
-            g = hyper.prepared_grad(w, p.grad._data, group["maximize"], 0)
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["step"] = 0
-                state["prev"] = xp.zeros_like(w)
-                state["step_size"] = xp.full_like(w, group["lr"])
-            state["step"] += 1
-            sign = xp.sign(g * state["prev"])
-            factor = xp.where(sign > 0, eta_plus, xp.where(sign < 0, eta_minus, 1.0)).astype(w.dtype)
-            s = state["step_size"]
-            s *= factor
-            xp.clip(s, size_min, size_max, out=s)
-            g = xp.where(sign < 0, 0, g).astype(w.dtype)
-            w -= xp.sign(g) * s
-            state["prev"][...] = g
+        sign = xp.sign(g * state["prev"])
+        factor = xp.where(sign > 0, eta_plus, xp.where(sign < 0, eta_minus, 1.0)).astype(w.dtype)
+        s = state["step_size"]
+        s *= factor
+        xp.clip(s, size_min, size_max, out=s)
+        g = xp.where(sign < 0, 0, g).astype(w.dtype)
+        w -= xp.sign(g) * s
+        state["prev"][...] = g

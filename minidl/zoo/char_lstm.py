@@ -18,7 +18,7 @@ from .. import nn, random
 from ..autograd import grad_mode
 from ..nn import functional as F
 from ..tensor.tensor import Tensor
-from .gpt import _ids, _sample
+from .gpt import _ids, sample_tokens
 
 
 NORMS = ("none", "layer", "batch")
@@ -61,26 +61,17 @@ class CharLSTM(nn.Module):
         """Extend idx (B, T) by ``max_new_tokens`` tokens sampled from softmax(logits / temperature)
         (restricted to the ``top_k`` most likely when given; temperature=0 is greedy), one LSTM
         step per token. Draws from minidl.random's generator (``md.manual_seed`` repeats it)."""
-        ids = _ids(idx).numpy().astype(np.int64)
-        if ids.ndim == 1:
-            ids = ids[None]
-        if ids.ndim != 2 or ids.shape[1] == 0:
-            raise ValueError(f"CharLSTM.generate: expected a prompt of shape (T,) or (B, T) with at least one "
-                             f"token to condition on, got shape {tuple(_ids(idx).shape)}")
-        was_training = self.training
-        self.eval()
-        rng = random.generator()
-        try:
-            with grad_mode.no_grad():
+        state = None
+
+        def next_logits(ids):   # the whole prompt once, then only the newest token
+            nonlocal state
+            if state is None:
                 logits, state = self.step(Tensor._wrap(ids, None, 0))
-                for _ in range(int(max_new_tokens)):
-                    nxt = _sample(logits.numpy()[:, -1, :].astype(np.float64), temperature, top_k, rng)
-                    ids = np.concatenate([ids, nxt[:, None]], axis=1)
-                    logits, state = self.step(Tensor._wrap(nxt[:, None].astype(np.int64), None, 0), state,
-                                              start=ids.shape[1] - 1)
-        finally:
-            self.train(was_training)
-        return Tensor._wrap(ids, None, 0)
+            else:
+                logits, state = self.step(Tensor._wrap(np.ascontiguousarray(ids[:, -1:]), None, 0), state,
+                                          start=ids.shape[1] - 1)
+            return logits
+        return sample_tokens(self, idx, max_new_tokens, temperature, top_k, next_logits)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())

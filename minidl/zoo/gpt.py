@@ -94,28 +94,36 @@ class GPT(nn.Module):
         softmax(logits[:, -1] / temperature) restricted to the ``top_k`` most likely (all when
         None), conditioning on the last ``block_size`` tokens. Draws from minidl.random's
         generator, so ``md.manual_seed(s)`` makes it reproducible. temperature=0 is greedy."""
-        ids = _ids(idx).numpy().astype(np.int64)
-        if ids.ndim == 1:
-            ids = ids[None]
-        if ids.ndim != 2 or ids.shape[1] == 0:
-            raise ValueError(f"GPT.generate: expected a prompt of shape (T,) or (B, T) with at least one token "
-                             f"(T >= 1) to condition on, got shape {tuple(_ids(idx).shape)}")
-        was_training = self.training
-        self.eval()
-        rng = random.generator()
-        try:
-            with grad_mode.no_grad():
-                for _ in range(int(max_new_tokens)):
-                    ctx = Tensor._wrap(ids[:, -self.block_size:], None, 0)
-                    logits, _ = self(ctx)
-                    last = logits.numpy()[:, -1, :].astype(np.float64)
-                    ids = np.concatenate([ids, _sample(last, temperature, top_k, rng)[:, None]], axis=1)
-        finally:
-            self.train(was_training)
-        return Tensor._wrap(ids, None, 0)
+        def next_logits(ids):
+            return self(Tensor._wrap(ids[:, -self.block_size:], None, 0))[0]
+        return sample_tokens(self, idx, max_new_tokens, temperature, top_k, next_logits)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())
+
+
+def sample_tokens(model, idx, max_new_tokens, temperature, top_k, next_logits):
+    """The language models' ``generate``: the prompt idx (T,) or (B, T) extended by
+    ``max_new_tokens`` tokens, each drawn by ``_sample`` from the last position of
+    ``next_logits(ids)`` (logits (B, T', vocab) for the int64 ids (B, T) so far), in eval mode
+    without gradients; the model's training mode is restored afterwards."""
+    ids = _ids(idx).numpy().astype(np.int64)
+    if ids.ndim == 1:
+        ids = ids[None]
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise ValueError(f"{type(model).__name__}.generate: expected a prompt of shape (T,) or (B, T) with at "
+                         f"least one token (T >= 1) to condition on, got shape {tuple(_ids(idx).shape)}")
+    was_training = model.training
+    model.eval()
+    rng = random.generator()
+    try:
+        with grad_mode.no_grad():
+            for _ in range(int(max_new_tokens)):
+                last = next_logits(ids).numpy()[:, -1, :].astype(np.float64)
+                ids = np.concatenate([ids, _sample(last, temperature, top_k, rng)[:, None]], axis=1)
+    finally:
+        model.train(was_training)
+    return Tensor._wrap(ids, None, 0)
 
 
 def _sample(logits, temperature, top_k, rng):

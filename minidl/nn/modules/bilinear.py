@@ -3,7 +3,7 @@ import math
 
 from ...ops.bilinear import bilinear
 from .. import init
-from .linear import _empty
+from .linear import _add_weight_and_bias
 from .module import Module
 
 
@@ -12,14 +12,8 @@ class Bilinear(Module):
         super().__init__()
         self.in1_features, self.in2_features = int(in1_features), int(in2_features)
         self.out_features = int(out_features)
-        self.weight = _empty((self.out_features, self.in1_features, self.in2_features), dtype)
-        if bias:
-            self.bias = _empty((self.out_features,), dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None and str(device) != "cpu":
-            self.to(device)
+        _add_weight_and_bias(self, (self.out_features, self.in1_features, self.in2_features), bias,
+                             self.out_features, dtype, device)
 
     def reset_parameters(self):
         bound = 1 / math.sqrt(self.in1_features) if self.in1_features else 0.0

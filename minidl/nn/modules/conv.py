@@ -2,7 +2,7 @@
 
 from .. import functional as F
 from .. import init
-from .linear import _empty
+from .linear import _add_weight_and_bias
 from .module import Module
 
 
@@ -35,14 +35,8 @@ class Conv2d(Module):
         self.kernel_size, self.stride, self.dilation = _pair(kernel_size), _pair(stride), _pair(dilation)
         self.padding = padding if isinstance(padding, str) else _pair(padding)
         self.groups, self.padding_mode = int(groups), padding_mode
-        self.weight = _empty((self.out_channels, self.in_channels // self.groups) + self.kernel_size, dtype)
-        if bias:
-            self.bias = _empty((self.out_channels,), dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None and str(device) != "cpu":
-            self.to(device)
+        _add_weight_and_bias(self, (self.out_channels, self.in_channels // self.groups) + self.kernel_size, bias,
+                             self.out_channels, dtype, device)
 
     def reset_parameters(self):
         init.default_layer_init_(self.weight, self.bias)

@@ -4,7 +4,7 @@ fan_in from the weight's dims 1..) and repr. Conv2d is in conv.py."""
 from ...ops.conv1d import conv1d
 from ...ops.conv_transpose import conv_transpose1d, conv_transpose2d
 from .. import init
-from .linear import _empty
+from .linear import _add_weight_and_bias
 from .module import Module
 
 
@@ -38,14 +38,7 @@ class _ConvNd(Module):
         self.groups, self.padding_mode = int(groups), padding_mode
         shape = ((self.in_channels, self.out_channels // self.groups) if self.transposed
                  else (self.out_channels, self.in_channels // self.groups))
-        self.weight = _empty(shape + self.kernel_size, dtype)
-        if bias:
-            self.bias = _empty((self.out_channels,), dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None and str(device) != "cpu":
-            self.to(device)
+        _add_weight_and_bias(self, shape + self.kernel_size, bias, self.out_channels, dtype, device)
 
     def reset_parameters(self):
         init.default_layer_init_(self.weight, self.bias)

@@ -13,6 +13,20 @@ def _empty(shape, dtype):
     return Parameter(np.empty(shape, dtype=dtypes.to_dtype(dtype) if dtype is not None else dtypes.DEFAULT_FLOAT))
 
 
+def _add_weight_and_bias(module, weight_shape, bias, bias_size, dtype, device):
+    """The layers' common set-up: ``weight`` of ``weight_shape``, ``bias`` of (bias_size,) when
+    ``bias`` (else registered as None), both filled by the module's ``reset_parameters``, then
+    the module moved to ``device``."""
+    module.weight = _empty(weight_shape, dtype)
+    if bias:
+        module.bias = _empty((bias_size,), dtype)
+    else:
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+    if device is not None and str(device) != "cpu":
+        module.to(device)
+
+
 class Identity(Module):
     """Returns its input; accepts (and ignores) any constructor arguments, as PyTorch."""
 
@@ -33,14 +47,7 @@ class Linear(Module):
         if self.in_features < 0 or self.out_features < 0:
             raise RuntimeError(f"Linear: in_features and out_features must be non-negative, got "
                                f"in_features={in_features}, out_features={out_features}")
-        self.weight = _empty((self.out_features, self.in_features), dtype)
-        if bias:
-            self.bias = _empty((self.out_features,), dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None and str(device) != "cpu":
-            self.to(device)
+        _add_weight_and_bias(self, (self.out_features, self.in_features), bias, self.out_features, dtype, device)
 
     def reset_parameters(self):
         init.default_layer_init_(self.weight, self.bias)

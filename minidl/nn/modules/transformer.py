@@ -74,13 +74,30 @@ def _to(module, dtype, device):
 
 
 class _Layer(Module):
-    """What encoder and decoder layers share: the feed-forward sublayer and the norms' placement."""
+    """What encoder and decoder layers share: self-attention, the feed-forward sublayer, one
+    LayerNorm and one output dropout per sublayer (``norm1``, ``dropout1``, ...) and the norms'
+    placement. ``cross_attention`` adds ``multihead_attn`` (the decoder's), registered after
+    ``self_attn`` as PyTorch does, so parameters come in PyTorch's order."""
 
-    def _feed_forward_parts(self, d_model, dim_feedforward, dropout, activation, bias):
+    def __init__(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                 norm_first, bias, device, dtype, cross_attention=False):
+        super().__init__()
+        _check_heads(d_model, nhead)
+        self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
+        if cross_attention:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                     batch_first=batch_first)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
         self.activation = _activation(activation)
+        sublayers = 3 if cross_attention else 2
+        for i in range(1, sublayers + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        for i in range(1, sublayers + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        _to(self, dtype, device)
 
     def _ff_block(self, x, drop):
         return drop(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -98,15 +115,8 @@ class _Layer(Module):
 class TransformerEncoderLayer(_Layer):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__()
-        _check_heads(d_model, nhead)
-        self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
-        self._feed_forward_parts(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        _to(self, dtype, device)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                         norm_first, bias, device, dtype)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         _check_input("query", src, self.d_model)
@@ -118,17 +128,8 @@ class TransformerEncoderLayer(_Layer):
 class TransformerDecoderLayer(_Layer):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__()
-        _check_heads(d_model, nhead)
-        self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
-        self._feed_forward_parts(d_model, dim_feedforward, dropout, activation, bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
-        _to(self, dtype, device)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                         norm_first, bias, device, dtype, cross_attention=True)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
@@ -144,6 +145,13 @@ class TransformerDecoderLayer(_Layer):
 
 def _clones(layer, n):
     return ModuleList([copy.deepcopy(layer) for _ in range(n)])
+
+
+def _seq_len(layers, x):
+    """The sequence length of a stack's input x (0 for an empty stack), read as its layers read it."""
+    if not len(layers):
+        return 0
+    return x.shape[1 if getattr(layers[0], "batch_first", False) and x.ndim == 3 else 0]
 
 
 def _is_causal_mask(mask, size):
@@ -168,10 +176,8 @@ class TransformerEncoder(Module):
         self.num_layers, self.norm = num_layers, norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        seq = src.shape[1 if getattr(self.layers[0], "batch_first", False) and src.ndim == 3 else 0] \
-            if len(self.layers) else 0
         if is_causal is None:
-            is_causal = _is_causal_mask(mask, seq)
+            is_causal = _is_causal_mask(mask, _seq_len(self.layers, src))
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
@@ -188,10 +194,8 @@ class TransformerDecoder(Module):
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
-        seq = tgt.shape[1 if getattr(self.layers[0], "batch_first", False) and tgt.ndim == 3 else 0] \
-            if len(self.layers) else 0
         if tgt_is_causal is None:
-            tgt_is_causal = _is_causal_mask(tgt_mask, seq)
+            tgt_is_causal = _is_causal_mask(tgt_mask, _seq_len(self.layers, tgt))
         x = tgt
         for layer in self.layers:
             x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
