@@ -8,17 +8,14 @@ root's array namespace, and a given one (a Tensor, an array or a number) is move
 import numpy as np
 
 from .. import backends
-from . import engine
+from . import engine, function
 
 _NO_HIGHER_ORDER = ("create_graph=True (gradients of gradients) is not supported: backward formulas run on "
                     "arrays and record no graph")
 
 
-_tensor_class = engine._tensor_class
-
-
 def _as_list(tensors, what):
-    Tensor = _tensor_class()
+    Tensor = function.Tensor
     items = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
     for i, t in enumerate(items):
         if not isinstance(t, Tensor):
@@ -28,7 +25,7 @@ def _as_list(tensors, what):
 
 def _seeds(roots, grad_tensors, what):
     """One seed array per root, of the root's shape, dtype and device."""
-    Tensor = _tensor_class()
+    Tensor = function.Tensor
     if grad_tensors is None:
         grad_tensors = [None] * len(roots)
     elif isinstance(grad_tensors, Tensor) or not isinstance(grad_tensors, (list, tuple)):
@@ -112,6 +109,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
                                    f"Set allow_unused=True if this is the desired behavior. (inputs[{i}])")
             if materialize_grads:
-                g = _tensor_class()._wrap(backends.namespace_of(t._data).zeros(t.shape, dtype=t.dtype), None, 0)
+                g = function.Tensor._wrap(backends.namespace_of(t._data).zeros(t.shape, dtype=t.dtype), None, 0)
         out.append(g)
     return tuple(out)

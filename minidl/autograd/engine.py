@@ -18,7 +18,7 @@ runs only the nodes that lead to them and leaves every ``.grad`` alone.
 """
 import numpy as np
 
-from . import grad_mode, versions, views
+from . import function, grad_mode, versions, views
 from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
@@ -209,7 +209,7 @@ def _output_hooks(node, gouts, owned, retain):
 
 def _call_hooks(hooks, g):
     """Pass g through each hook in turn; a hook returning a Tensor replaces it."""
-    Tensor = _tensor_class()
+    Tensor = function.Tensor
     for fn in list(hooks.values()):
         out = fn(Tensor._wrap(g, None, 0))
         if out is None:
@@ -234,7 +234,7 @@ def _fresh(g, owned):
     if id(g) in owned or getattr(g, "base", None) is not None or not g.flags.writeable:
         g = g.copy()
     owned.add(id(g))
-    return _tensor_class()._wrap(g, None, 0)
+    return function.Tensor._wrap(g, None, 0)
 
 
 def _accumulate(leaf, g, owned):
@@ -248,19 +248,7 @@ def _accumulate(leaf, g, owned):
         g = g.copy()
     owned.add(id(g))
     if grad is None:
-        leaf._grad = _tensor_class()._wrap(g, None, 0)
+        leaf._grad = function.Tensor._wrap(g, None, 0)
     else:
         acc = grad._data
         acc += g
-
-
-_Tensor = None
-
-
-def _tensor_class():
-    # looked up on first use: the tensor module imports the autograd package
-    global _Tensor
-    if _Tensor is None:
-        from ..tensor.tensor import Tensor
-        _Tensor = Tensor
-    return _Tensor

@@ -37,6 +37,11 @@ import numpy as np
 from . import grad_mode, versions, views
 
 _ndarray = np.ndarray
+# The Tensor class. The tensor module imports autograd, so autograd cannot import it back:
+# minidl/tensor/tensor.py hands the class over once, right after defining it
+# (register_tensor_type), and every part of autograd and the ops that needs the type reads
+# it here. A plain module global keeps Function.apply's lookup free of any call.
+Tensor = None
 _LEAF = (None, 0)   # the edge to a leaf: the engine finds the leaf itself in ctx.inputs
 
 
@@ -63,7 +68,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        Tensor = _Tensor or _load_tensor()
         record = grad_mode._state.enabled
         arrays, tensors, needs, edges, seen = [], [], [], [], []
         any_needs = False
@@ -126,15 +130,10 @@ class Function:
         return o
 
 
-_Tensor = None
-
-
-def _load_tensor():
-    # imported on first use: the tensor module itself imports this one
-    global _Tensor
-    from ..tensor.tensor import Tensor
-    _Tensor = Tensor
-    return Tensor
+def register_tensor_type(cls):
+    """Make ``cls`` the Tensor type that Function.apply and the engine wrap arrays in."""
+    global Tensor
+    Tensor = cls
 
 
 def _share_counters(outs, tensors):
@@ -170,7 +169,7 @@ def _view_of(view, t):
 
 
 def _check_same_device(cls, args):
-    devices = [a.device for a in args if isinstance(a, _Tensor)]
+    devices = [a.device for a in args if isinstance(a, Tensor)]
     for d in devices[1:]:
         if d != devices[0]:
             raise RuntimeError(f"{cls.__name__}: expected all tensors on the same device, "

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from .. import backends
-from . import engine, grad_mode
+from . import engine, function, grad_mode
 
 
 class GradcheckError(RuntimeError):
@@ -27,7 +27,7 @@ class GradcheckError(RuntimeError):
 
 
 def _as_outputs(out):
-    from ..tensor.tensor import Tensor
+    Tensor = function.Tensor
     outs = out if isinstance(out, (tuple, list)) else (out,)
     return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
 
@@ -38,7 +38,7 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     Returns True when they agree; otherwise raises GradcheckError naming the input, the
     worst element and both values (or returns False when ``raise_exception=False``).
     """
-    from ..tensor.tensor import Tensor
+    Tensor = function.Tensor
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]

@@ -46,6 +46,7 @@ minidl.random's generator before the choice, so both give the same numbers for t
 import numpy as np
 
 from .. import random
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import device_of, namespace_of
 from ..kernels.switch import ATTENTION
@@ -293,7 +294,7 @@ def _combined_bias(bias, allow, batch, L, S, dtype):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """softmax(query key^T * scale + mask) value, with PyTorch's signature and mask rules
     (bool mask: True = may attend; float mask: added). ``scale`` defaults to 1/sqrt(E)."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor, got {type(t).__name__}")

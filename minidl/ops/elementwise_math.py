@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
@@ -164,7 +165,7 @@ def round(x, decimals=0):   # noqa: A001  (PyTorch's name)
 
 
 def _pair(a, b, op):
-    from ..tensor import Tensor
+    Tensor = _function.Tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"{op}(): expected two Tensors, got {type(a).__name__} and {type(b).__name__}")
     if a.dtype != b.dtype:

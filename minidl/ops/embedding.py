@@ -7,6 +7,7 @@ idx == v: a scatter-add of the gradient rows (``xp.add.at``, the reference; a Nu
 """
 import numpy as np
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
@@ -45,7 +46,7 @@ class Embedding(Function):
 def embedding(input, weight, padding_idx=None):
     """As ``torch.nn.functional.embedding(input, weight, padding_idx=None)``: ``input`` holds
     integer indices (a Tensor, an ndarray or a list), ``weight`` is (num_embeddings, dim)."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     idx = input._data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: expected integer indices, got dtype {idx.dtype}")

@@ -1,5 +1,6 @@
 """Joining tensors: cat along an existing dim, stack along a new one. The backward
 slices g back into the pieces each input contributed."""
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim
@@ -39,7 +40,7 @@ class Stack(Function):
 
 
 def _check(ts, op, same_shape):
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     if not ts:
         raise ValueError(f"{op}: expected a non-empty sequence of tensors")
     ts = [t if isinstance(t, Tensor) else _as_tensor(t) for t in ts]

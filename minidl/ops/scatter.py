@@ -30,6 +30,7 @@ and scatter_add refuse them, as PyTorch does.
 """
 import numpy as np
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import normalize_dim
@@ -177,7 +178,7 @@ def _host_cpu(op, *tensors):
 
 
 def _index_array(op, index, allowed="int32/int64"):
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     if isinstance(index, Tensor):
         _host_cpu(op, index)
         idx = index._data
@@ -219,7 +220,7 @@ def _vector_index(op, idx, message):
 
 def index_add(input, dim, index, source, *, alpha=1):
     """As ``torch.index_add``: ``input`` with ``alpha * source`` added at ``index`` along dim."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     op = "index_add"
     _host_cpu(op, input, source)
     if not isinstance(source, Tensor):
@@ -243,7 +244,7 @@ def index_add(input, dim, index, source, *, alpha=1):
 def index_fill(input, dim, index, value):
     """As ``torch.index_fill``: ``input`` with ``value`` (a number or a 0-d tensor) at
     ``index`` along dim; negative indices count from the end."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     op = "index_fill"
     _host_cpu(op, input, value if isinstance(value, Tensor) else None)
     x = _as_1d(input)
@@ -292,7 +293,7 @@ def _scatter_index(op, input, x, dim, index, src_shape):
 def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """As ``torch.scatter``: ``input`` with ``src`` (a tensor, or a number) written at
     ``index`` along dim; ``value=`` names a number; ``reduce`` is None, "add" or "multiply"."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     op = "scatter"
     if (src is None) == (value is None):
         raise TypeError(f"{op}: give exactly one of src (a Tensor or a number) and value (a number)")
@@ -313,7 +314,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
 
 def scatter_add(input, dim, index, src):
     """As ``torch.scatter_add``: ``input`` with ``src`` added at ``index`` along dim."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     op = "scatter_add"
     if not isinstance(src, Tensor):
         raise TypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")

@@ -21,17 +21,16 @@ backward, and the write is about to overwrite the memory they live in.
 """
 import numpy as np
 
-from ..autograd import grad_mode, versions, views
+from ..autograd import function, grad_mode, versions, views
 
 
 def _tensor_args(args):
-    from .tensor import Tensor
-    return [a for a in args if isinstance(a, Tensor)]
+    return [a for a in args if isinstance(a, function.Tensor)]
 
 
 def apply_inplace(t, name, compute, *args):
     """Write ``compute(old)`` into t; ``args`` are the op's other operands."""
-    from .tensor import Tensor
+    Tensor = function.Tensor
     others = _tensor_args(args)
     views.current(t)              # a view whose base was written since: its history first
     record = grad_mode._state.enabled and (t._requires_grad or any(o._requires_grad for o in others))
@@ -176,7 +175,7 @@ class InplaceMethods:
 
     def copy_(self, src):
         from ..ops.overwrite import overwrite
-        from .tensor import Tensor
+        Tensor = function.Tensor
         src_shape = src.shape if isinstance(src, Tensor) else np.shape(src)
         try:
             ok = np.broadcast_shapes(src_shape, self.shape) == self.shape

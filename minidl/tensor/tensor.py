@@ -23,8 +23,12 @@ import weakref
 import numpy as np
 
 from .. import backends
+from .. import ops as _ops
 from ..autograd import api, hooks, views
+from ..autograd.function import register_tensor_type
 from ..autograd.versions import VersionCounter
+from ..ops import scatter as _scatter
+from ..ops import selection as _selection
 from . import dtype as dtypes
 from .device import device as device_type, of_name
 from .inplace import InplaceMethods, apply_inplace
@@ -411,6 +415,8 @@ class Tensor(InplaceMethods):
         return _ops.permute(self, *reversed(range(self.ndim)))
 
 
+register_tensor_type(Tensor)   # the one place autograd and the ops take the Tensor type from
+
 _DTYPE_PREFIXES = ("float", "int", "bool", "uint", "bfloat")
 
 
@@ -440,7 +446,3 @@ def _as_array(value):
         return np.asarray(value)
     return value
 
-
-from .. import ops as _ops  # noqa: E402  (ops need Tensor defined first)
-from ..ops import scatter as _scatter  # noqa: E402
-from ..ops import selection as _selection  # noqa: E402
