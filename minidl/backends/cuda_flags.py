@@ -2,7 +2,7 @@
 and remembered; minidl's numba.cuda kernels compute in the dtype given and have one attention
 implementation, so they change nothing (see flags.py).
 
-The CUDA device itself lives in the module of the same name, ``minidl.backends.cuda``,
+The CUDA device itself lives in the package of the same name, ``minidl.backends.cuda``,
 which imports these names: whichever of the two ``md.backends.cuda`` is (this module until
 the GPU backend is first loaded, that module after), the flags are the same objects, and an
 attribute this module lacks (``transfer_log``...) is looked up in the device module.

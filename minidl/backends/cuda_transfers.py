@@ -78,9 +78,10 @@ class TransferLog:
 
 
 def _call_site():
-    """'file:line (function)' of the innermost frame outside minidl/backends: who asked."""
+    """'file:line (function)' of the innermost frame outside minidl/backends (and the cuda package
+    in it): who asked."""
     f = sys._getframe(2)
-    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _HERE:
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_HERE + os.sep):
         f = f.f_back
     if f is None:
         return "?"

@@ -1,4 +1,4 @@
-"""numba.cuda kernels behind the "cuda" device (see minidl/backends/cuda.py).
+"""numba.cuda kernels behind the "cuda" device (see minidl/backends/cuda/).
 
 Generic kernels, each compiled lazily per operation and cached (numba then specialises
 each one per dtype and ndim, since shapes and strides are passed as tuples):

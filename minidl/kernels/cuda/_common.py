@@ -54,3 +54,9 @@ def kernel_cache(build):
         return k
     get.cache = cache
     return get
+
+
+def xp_of(a):
+    """The array namespace of a device array (its backend's ``xp``), taken from the array because
+    kernels sit below the backends and import nothing from them."""
+    return a.__array_namespace__()

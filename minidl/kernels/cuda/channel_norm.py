@@ -18,13 +18,9 @@ kernels' (minidl/kernels/cpu/batch_norm.py, group_norm.py); backward lays x out 
 rather than keeping a second copy of it from forward.
 """
 from . import masked_batch_norm
+from ._common import xp_of as _xp
 from .layer_norm import norm_backward, norm_forward
 from .reduce import accumulator_dtype
-
-
-def _xp():
-    from ...backends.cuda import CUDA_NUMPY
-    return CUDA_NUMPY
 
 
 def _per_channel(v, ndim):
@@ -54,7 +50,7 @@ def _channel_sum(a):
 # GroupNorm: a row is one (sample, group); InstanceNorm is the case G = C --------------------------
 
 def _group_rows(x, num_groups):
-    return _xp().ascontiguousarray(x).reshape(x.shape[0] * num_groups, x.shape[1] // num_groups * _spatial(x))
+    return _xp(x).ascontiguousarray(x).reshape(x.shape[0] * num_groups, x.shape[1] // num_groups * _spatial(x))
 
 
 def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
@@ -93,17 +89,17 @@ def instance_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight
 
 def _channel_rows(a):
     """(N, C, *) -> contiguous (C, N * prod(*)): one row per channel."""
-    return _xp().ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], a.shape[0] * _spatial(a))
+    return _xp(a).ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], a.shape[0] * _spatial(a))
 
 
 def _from_channel_rows(rows, shape):
-    return _xp().ascontiguousarray(rows.reshape((shape[1], shape[0]) + tuple(shape[2:])).swapaxes(0, 1))
+    return _xp(rows).ascontiguousarray(rows.reshape((shape[1], shape[0]) + tuple(shape[2:])).swapaxes(0, 1))
 
 
 def batch_norm_statistics(running_mean, running_var, eps, dtype):
     """Eval mode's (mean, rstd) from the running estimates, in the accumulator dtype of ``dtype``."""
     acc = accumulator_dtype(dtype)
-    return running_mean.astype(acc), 1.0 / _xp().sqrt(running_var.astype(acc) + eps)
+    return running_mean.astype(acc), 1.0 / _xp(running_var).sqrt(running_var.astype(acc) + eps)
 
 
 def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):

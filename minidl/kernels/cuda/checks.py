@@ -23,6 +23,7 @@ from ._common import grid_for, strided_offset
 MAX_PENDING = 4096
 _pending = []      # (error type, message) of the checks launched since the last read; check k is k + 1
 _flag = []         # the device flag, allocated on first use
+_host_read = []    # how the flag is copied to the host: the backend's counted download (use_host_read)
 
 
 @cuda.jit(cache=True)
@@ -46,6 +47,12 @@ def _device_flag():
     return _flag[0]
 
 
+def use_host_read(download):
+    """Read the flag with ``download`` (device buffer -> ndarray): the cuda backend passes its
+    counted copy (backends/cuda_transfers.py), which this layer cannot import."""
+    _host_read[:] = [download]
+
+
 def assert_all(ok, error, message):
     """Defer ``if not ok.all(): raise error(message)`` for a cuda bool array ``ok``."""
     if ok.size == 0:
@@ -61,10 +68,9 @@ def raise_pending():
     """Read the flag if checks ran since the last read; raise the first failed one's error."""
     if not _pending:
         return
-    from ...backends.cuda_transfers import download
     checks = list(_pending)
     _pending.clear()
-    code = int(download(_flag[0])[0])
+    code = int(_host_read[0](_flag[0])[0])
     if code:
         _clear[1, 1](_flag[0])
         error, message = checks[code - 1]

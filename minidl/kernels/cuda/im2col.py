@@ -77,10 +77,9 @@ _col2im = kernel_cache(_build_col2im)
 
 def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
     """x (N, C, H, W) CudaArray, any strides -> cols (N, OH, OW, C*kh*kw)."""
-    from ...backends.cuda import CudaArray
     N, C, H, W = x.shape
     shape = (N, OH, OW, C * kh * kw)
-    cols = out if out is not None and out.is_contiguous() else CudaArray.empty(shape, x.dtype)
+    cols = out if out is not None and out.is_contiguous() else type(x).empty(shape, x.dtype)
     total = cols.size
     if total:
         _im2col[grid_for(total)](cols._buf[cols._off:cols._off + total], x._buf, x.elem_strides, x._off,
@@ -93,11 +92,10 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
 
 def col2im(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None):
     """cols (N, OH, OW, C*kh*kw) -> dx (N, C, H, W), overlapping windows summed."""
-    from ...backends.cuda import CudaArray
     if not cols.is_contiguous():
         cols = cols.copy()
     OH, OW = cols.shape[1:3]
-    dx = out if out is not None and out.is_contiguous() else CudaArray.empty((N, C, H, W), cols.dtype)
+    dx = out if out is not None and out.is_contiguous() else type(cols).empty((N, C, H, W), cols.dtype)
     total = N * C * H * W
     if total:
         _col2im(accumulator_dtype(cols.dtype))[grid_for(total)](

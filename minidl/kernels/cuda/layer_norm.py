@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._common import REDUCE_THREADS, kernel_cache
+from ._common import REDUCE_THREADS, kernel_cache, xp_of
 from .reduce import accumulator_dtype
 
 PARTIAL_BLOCKS = 4 if REDUCE_THREADS < 32 else 256   # R, the rows of the dgamma / dbeta partial buffer
@@ -140,11 +140,10 @@ def _dummy(dtype):
 def norm_forward(x2, weight, bias, eps, center, out=None):
     """y (n, d) in x's dtype (written into ``out``, a contiguous (n, d) array, when given), mean and
     rstd (n,) in the accumulator dtype; x2 is (n, d)."""
-    from ...backends.cuda import CudaArray
     n, d = x2.shape
     acc = accumulator_dtype(x2.dtype)
-    y = CudaArray.empty((n, d), x2.dtype) if out is None else out
-    mean, rstd = CudaArray.empty((n,), acc), CudaArray.empty((n,), acc)
+    y = type(x2).empty((n, d), x2.dtype) if out is None else out
+    mean, rstd = type(x2).empty((n,), acc), type(x2).empty((n,), acc)
     if n and d:
         threads = _threads(d)
         k = _forward(acc, threads, bool(center), weight is not None, bias is not None)
@@ -157,11 +156,10 @@ def norm_forward(x2, weight, bias, eps, center, out=None):
 def norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center, dx_out=None):
     """dx (n, d) in x's dtype (into ``dx_out`` when given; None if not needed), dweight and dbias
     (d,) in the accumulator dtype (or None)."""
-    from ...backends.cuda import CUDA_NUMPY as xp
-    from ...backends.cuda import CudaArray
+    xp = xp_of(x2)
     n, d = x2.shape
     acc = accumulator_dtype(x2.dtype)
-    dx = (CudaArray.empty((n, d), x2.dtype) if dx_out is None else dx_out) if need_dx else None
+    dx = (type(x2).empty((n, d), x2.dtype) if dx_out is None else dx_out) if need_dx else None
     blocks = max(1, min(n, PARTIAL_BLOCKS))
     dw_part = xp.zeros((blocks, d), acc) if need_dw else None
     db_part = xp.zeros((blocks, d), acc) if need_db else None
@@ -193,7 +191,7 @@ def rms_norm_forward(x2, weight, eps, out=None):
 
 
 def rms_norm_backward(dy2, x2, rstd, weight, need_dx=True, need_dweight=True, dx_out=None):
-    from ...backends.cuda import CUDA_NUMPY as xp
+    xp = xp_of(rstd)
     mean = xp.zeros(rstd.shape, rstd.dtype)
     dx, dw, _ = norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dweight, False, center=False, dx_out=dx_out)
     return dx, dw

@@ -14,21 +14,17 @@ every sum over a row, in the accumulator dtype (float32 for float16/32, float64 
 These are compositions of the generic map / zip / reduce kernels; no kernel of its own. Backward
 recomputes xhat from x and the statistics (the same expression as forward's) instead of keeping it.
 """
+from ._common import xp_of as _xp
 from .reduce import accumulator_dtype
-
-
-def _xp():
-    from ...backends.cuda import CUDA_NUMPY
-    return CUDA_NUMPY
 
 
 def _rows(a):
     """(N, C, L) -> contiguous (C, N * L)."""
-    return _xp().ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], a.shape[0] * a.shape[2])
+    return _xp(a).ascontiguousarray(a.swapaxes(0, 1)).reshape(a.shape[1], a.shape[0] * a.shape[2])
 
 
 def _unrows(rows, shape):
-    return _xp().ascontiguousarray(rows.reshape((shape[1], shape[0]) + tuple(shape[2:])).swapaxes(0, 1))
+    return _xp(rows).ascontiguousarray(rows.reshape((shape[1], shape[0]) + tuple(shape[2:])).swapaxes(0, 1))
 
 
 def _layout(x, mask):
@@ -60,7 +56,7 @@ def forward(x, weight, bias, eps, mask):
     mean = (rows * m).sum(axis=1) / count
     centered = rows - mean.reshape(-1, 1)
     var = (centered * centered * m).sum(axis=1) / count
-    rstd = 1.0 / _xp().sqrt(var + eps)
+    rstd = 1.0 / _xp(var).sqrt(var + eps)
     return _output(_normalized(rows, mean, rstd, m), m, weight, bias, x), mean, rstd
 
 

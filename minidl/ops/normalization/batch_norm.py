@@ -76,9 +76,10 @@ def batch_norm_forward_reference(x, weight=None, bias=None, eps=1e-5, mask=None,
         else:
             w = m.astype(np.float64)
             count = w.sum()
-        mean = (xf * w).sum(axis=axes) / count
-        var = ((xf - _per_channel(mean, x)) ** 2 * w).sum(axis=axes) / count
-        rstd = 1.0 / xp.sqrt(var + eps)
+        with np.errstate(invalid="ignore", divide="ignore"):   # no samples: NaN statistics, as PyTorch's
+            mean = (xf * w).sum(axis=axes) / count
+            var = ((xf - _per_channel(mean, x)) ** 2 * w).sum(axis=axes) / count
+            rstd = 1.0 / xp.sqrt(var + eps)
     else:
         mean, rstd = stats
     y = (xf - _per_channel(mean, x)) * _per_channel(rstd, x)

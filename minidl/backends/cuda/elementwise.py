@@ -1,0 +1,144 @@
+"""Elementwise ops on cuda arrays: NumPy's dtype rules for their results, operands and ``out=``
+checks, and the launches of the ``map`` (one operand and maybe a scalar) and ``zip`` (two,
+broadcast) kernels; plus the broadcasting copy every assignment is built on."""
+import numbers
+
+import numpy as np
+
+from ...kernels.cuda import map as _map
+from ...kernels.cuda import zip as _zip
+from .array import CudaArray
+
+_DTYPES = {}   # (op, dtype a, dtype or Python type of b, scalar first) -> result dtype (NumPy's rules)
+
+
+def _result_dtype(name, a, b):
+    """The dtype NumPy gives ``np.<name>(a, b)``; a Python number is a *weak* scalar (NEP 50),
+    so float32 array + 2.0 stays float32."""
+    ka = a.dtype if isinstance(a, CudaArray) else type(a)
+    kb = b.dtype if isinstance(b, CudaArray) else type(b)
+    key = (name, ka, kb)
+    dt = _DTYPES.get(key)
+    if dt is None:
+        sa = np.ones(1, ka) if isinstance(a, CudaArray) else ka(1)
+        sb = np.ones(1, kb) if isinstance(b, CudaArray) else kb(1)
+        with np.errstate(all="ignore"):
+            dt = _DTYPES[key] = np.dtype(getattr(np, name)(sa, sb).dtype)
+    return dt
+
+
+def _operand(x, other):
+    """A CudaArray or a Python scalar; anything else is a clear device error."""
+    if isinstance(x, CudaArray):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        return float(x)
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        return x.item()
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"cuda: expected all arrays on the same device, but found cuda and cpu "
+                        f"(a NumPy array of shape {x.shape}); move it with Tensor.to('cuda')")
+    raise TypeError(f"cuda: unsupported operand of type {type(x).__name__} (with a {type(other).__name__})")
+
+
+def _out_array(out, shape, dtype):
+    if out is None:
+        return CudaArray.empty(shape, dtype)
+    if not isinstance(out, CudaArray):
+        raise TypeError(f"cuda: out= must be a cuda array, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"cuda: out has shape {out.shape} but the result has shape {tuple(shape)}")
+    if not out._writeable:
+        raise ValueError("cuda: out= is a read-only (broadcast) view")
+    return out
+
+
+def _same_view(a, b):
+    return a._buf is b._buf and a._off == b._off and a._st == b._st and a.shape == b.shape
+
+
+def _unaliased(x, out):
+    """x, or a copy of it when it shares memory with ``out`` in another layout (``acc += acc.T``):
+    a thread could otherwise read an element another thread already overwrote."""
+    if out is not None and isinstance(x, CudaArray) and x._buf is out._buf and not _same_view(x, out):
+        return x.copy()
+    return x
+
+
+def _binary(name, a, b, out=None):
+    a, b = _unaliased(_operand(a, b), out), _unaliased(_operand(b, a), out)
+    dt = _result_dtype(name, a, b)
+    if isinstance(a, CudaArray) and isinstance(b, CudaArray):
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        o = _out_array(out, shape, dt)
+        ob, shape_k, ost, ooff = o._kernel_view()
+        a_st = a._strides_for(shape) if shape else (0,)
+        b_st = b._strides_for(shape) if shape else (0,)
+        _zip.launch(name, ob, ost, ooff, a._buf, a_st, a._off, b._buf, b_st, b._off, shape_k)
+        return o
+    x, c, scalar_first = (a, b, False) if isinstance(a, CudaArray) else (b, a, True)
+    c = np.result_type(x.dtype, c).type(c)
+    o = _out_array(out, x.shape, dt)
+    xb, shape, xst, xoff = x._kernel_view()
+    ob, _, ost, ooff = o._kernel_view()
+    _map.launch(name, ob, ost, ooff, xb, xst, xoff, shape, c, scalar_first)
+    return o
+
+
+_UNARY_DTYPES = {}
+_SAME_DTYPE_AS = {"erf": "sqrt"}   # functions NumPy lacks: the ufunc whose output dtype they share
+
+
+def _unary(name, x, out=None):
+    x = _unaliased(_operand(x, None), out)
+    if not isinstance(x, CudaArray):
+        return getattr(np, name)(x)
+    dt = _UNARY_DTYPES.get((name, x.dtype))
+    if dt is None:
+        with np.errstate(all="ignore"):
+            like = getattr(np, _SAME_DTYPE_AS.get(name, name))
+            dt = _UNARY_DTYPES[(name, x.dtype)] = np.dtype(like(np.ones(1, x.dtype)).dtype)
+    o = _out_array(out, x.shape, dt)
+    xb, shape, xst, xoff = x._kernel_view()
+    ob, _, ost, ooff = o._kernel_view()
+    _map.launch(name, ob, ost, ooff, xb, xst, xoff, shape, x.dtype.type(0))
+    return o
+
+
+def _logic(name, a, b):
+    for v in (a, b):
+        if isinstance(v, CudaArray) and v.dtype.kind != "b":
+            raise NotImplementedError(f"cuda: & and | are implemented for bool arrays only (logical and/or), "
+                                      f"got dtype {v.dtype}")
+    return _binary(name, a, b)
+
+
+def _logic_not(x):
+    if x.dtype.kind != "b":
+        raise NotImplementedError(f"cuda: ~ is implemented for bool arrays only, got dtype {x.dtype}")
+    return _unary("logical_not", x)
+
+
+def _copy_into(dst, src):
+    """dst[...] = src, src broadcast to dst's shape and cast to its dtype."""
+    shape = dst.shape
+    ob, shape_k, ost, ooff = dst._kernel_view()
+    if isinstance(src, CudaArray):
+        if src.shape != shape and np.broadcast_shapes(src.shape, shape) != shape:
+            raise ValueError(f"could not broadcast input array from shape {src.shape} into shape {shape}")
+        sst = src._strides_for(shape) if shape else (0,)
+        _map.launch("identity", ob, ost, ooff, src._buf, sst, src._off, shape_k, dst.dtype.type(0))
+    else:   # fill with a scalar: identity(c, x) returns c
+        _map.launch("identity", ob, ost, ooff, ob, ost, ooff, shape_k, dst.dtype.type(src), scalar_first=True)
+
+
+def _assign(target, value):
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        value = CudaArray.from_host(value)   # an explicit host -> device copy (e.g. load_state_dict)
+    elif isinstance(value, (np.ndarray, np.generic)):
+        value = value.item()
+    _copy_into(target, _unaliased(value, target))   # x[1:] = x[:-1] reads before it writes
