@@ -4,3 +4,13 @@ an explicit NUMBA_ENABLE_CUDASIM=0 on a GPU machine is respected."""
 import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+# hypothesis profiles: "ci" (the default: few examples, so the fuzz tests take seconds) and "long"
+# (a deeper search, on demand): MINIDL_FUZZ=long pytest tests/test_fuzz_indices.py, or hypothesis's own
+# --hypothesis-profile=long. Tests that pass their own settings (test_properties.py) keep them.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+_QUIET = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_check=_QUIET, print_blob=True)
+settings.register_profile("long", max_examples=2000, deadline=None, suppress_health_check=_QUIET, print_blob=True)
+settings.load_profile(os.environ.get("MINIDL_FUZZ", "ci"))

@@ -13,7 +13,7 @@ from minidl.kernels.cpu import group_norm as gn_kernel
 from minidl.kernels.cpu import im2col as im2col_kernel
 from minidl.kernels.cpu import pooling as pool_kernel
 from minidl.kernels.cpu import softmax as softmax_kernel
-from minidl.kernels.cpu._parallel import num_chunks
+from minidl.kernels.cpu._threads import num_chunks
 from minidl.kernels.cpu.layer_norm import layer_norm_backward, layer_norm_forward
 from minidl.kernels.cpu.rms_norm import rms_norm_backward, rms_norm_forward
 from minidl.kernels.cpu.scale_norm import scale_norm_backward, scale_norm_forward

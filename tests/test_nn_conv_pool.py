@@ -464,11 +464,11 @@ def test_conv2d_in_several_image_blocks(monkeypatch, impl):
 
 
 def test_parallel_kernel_variants_match_reference(monkeypatch):
-    """The prange variants (off by default, see kernels/cpu/_layer_threads.py) compute the same."""
-    from minidl.kernels.cpu import _layer_threads
-    monkeypatch.setattr(_layer_threads, "PARALLEL", True)
-    monkeypatch.setattr(k_im2col, "PARALLEL_MIN_ELEMENTS", 0)
-    monkeypatch.setattr(k_pool, "PARALLEL_MIN_ELEMENTS", 0)
+    """The prange variants (off unless minidl/runtime/layer_threads.py allows them) compute the same."""
+    from minidl.runtime import layer_threads
+    monkeypatch.setattr(layer_threads, "PARALLEL", True)
+    from minidl.kernels.cpu import _threads
+    monkeypatch.setattr(_threads, "SERIAL_BELOW", 0)
     rng = np.random.default_rng(13)
     x = rng.standard_normal((5, 4, 7, 6))
     geom = (3, 2, 2, 1, 1, 1, 1, 2, 4, 4, 2)                 # kh kw sh sw ph pw dh dw OH OW groups

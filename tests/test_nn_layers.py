@@ -361,9 +361,10 @@ def test_gelu_tanh_kernel_matches_reference(dtype):
 
 
 def test_gelu_parallel_variant(monkeypatch):
-    from minidl.kernels.cpu import _layer_threads
-    monkeypatch.setattr(_layer_threads, "PARALLEL", True)
-    monkeypatch.setattr(k_gelu, "PARALLEL_MIN_ELEMENTS", 0)
+    from minidl.runtime import layer_threads
+    monkeypatch.setattr(layer_threads, "PARALLEL", True)
+    from minidl.kernels.cpu import _threads
+    monkeypatch.setattr(_threads, "SERIAL_BELOW", 0)
     for dtype in (np.float32, np.float64):
         x = np.random.default_rng(2).standard_normal(100).astype(dtype)
         np.testing.assert_allclose(k_gelu.gelu_forward(x), act_ops.gelu_reference(x.astype(np.float64)), atol=2e-6)

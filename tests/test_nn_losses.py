@@ -229,3 +229,54 @@ def test_prob_targets_and_nll_match_torch():
         ty = torch.nn.functional.nll_loss(torch.tensor(lp), torch.tensor(ti), torch.tensor(w), ignore_index=3,
                                           reduction=reduction)
         np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-10)
+
+
+# nothing to average: every target ignored ---------------------------------------------------------------
+NOTHING_COUNTS = list(itertools.product(["cross_entropy", "nll_loss"], ["mean", "sum", "none"], [0.0, 0.2],
+                                        [False, True]))
+
+
+@pytest.mark.parametrize("loss,reduction,smoothing,weighted", [c for c in NOTHING_COUNTS if c[0] == "cross_entropy"
+                                                              or not c[2]], ids=lambda v: str(v))
+def test_all_targets_ignored_give_a_zero_gradient(loss, reduction, smoothing, weighted):
+    """PyTorch's answer: the mean is 0/0 = nan, but no element takes part, so the gradient
+    is exactly 0 (not nan, which an optimizer step would write into every parameter)."""
+    x = md.tensor(np.random.default_rng(5).standard_normal((3, 4, 2)), requires_grad=True)
+    target = np.full((3, 2), -100)
+    kwargs = {"weight": md.tensor([0.5, 1.0, 2.0, 0.1]) if weighted else None, "reduction": reduction}
+    if smoothing:
+        kwargs["label_smoothing"] = smoothing
+    y = getattr(F, loss)(x, target, **kwargs)
+    with np.errstate(invalid="ignore"):
+        y.sum().backward()
+    if reduction == "mean":
+        assert np.isnan(y.item())
+    else:
+        np.testing.assert_array_equal(y.numpy(), 0)
+    np.testing.assert_array_equal(x.grad.numpy(), 0)
+
+
+@pytest.mark.parametrize("loss,reduction,smoothing,weighted", [c for c in NOTHING_COUNTS if c[0] == "cross_entropy"
+                                                              or not c[2]], ids=lambda v: str(v))
+@pytest.mark.parametrize("targets", ["all_ignored", "some_ignored_rest_zero_weight"])
+def test_nothing_to_average_matches_torch(loss, reduction, smoothing, weighted, targets):
+    """Also where the non-ignored targets all have class weight 0: PyTorch's gradient is nan
+    on those rows (0 * inf) and 0 on the ignored ones; minidl's is the same."""
+    torch = pytest.importorskip("torch")
+    if targets == "some_ignored_rest_zero_weight" and not weighted:
+        pytest.skip("needs class weights")
+    x = np.random.default_rng(6).standard_normal((4, 3))
+    t = np.array([-100, 0, -100, 2]) if targets != "all_ignored" else np.full(4, -100)
+    w = np.array([0.0, 1.5, 0.0]) if weighted else None
+    mx, tx = md.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    mkw = {"weight": None if w is None else md.tensor(w), "reduction": reduction}
+    tkw = {"weight": None if w is None else torch.tensor(w), "reduction": reduction}
+    if smoothing:
+        mkw["label_smoothing"] = tkw["label_smoothing"] = smoothing
+    y = getattr(F, loss)(mx, md.tensor(t), **mkw)
+    ty = getattr(torch.nn.functional, loss)(tx, torch.tensor(t), **tkw)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12, equal_nan=True)

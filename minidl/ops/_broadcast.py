@@ -1,4 +1,6 @@
-"""Helpers shared by ops: summing a broadcast gradient back, and normalising dims."""
+"""Helpers shared by ops: summing a broadcast gradient back, and normalising dims and size
+arguments."""
+import numbers
 import operator
 
 
@@ -43,6 +45,18 @@ def normalize_dim(dim, ndim, op):
     if not -ndim <= d < ndim:
         raise IndexError(f"{op}: dimension {dim} is out of range (expected one in [{-ndim}, {ndim - 1}])")
     return d % ndim
+
+
+def int_pair(v, name, op):
+    """An int or a pair of ints (kernel size, stride, padding...) as a pair of Python ints that
+    fit the kernels' int64, or a ValueError naming the op (PyTorch: "Overflow when unpacking
+    long long"), never an overflow inside a kernel."""
+    t = (v, v) if isinstance(v, numbers.Integral) else tuple(int(a) for a in v)
+    if len(t) != 2:
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    if not all(-2 ** 63 <= a < 2 ** 63 for a in t):
+        raise ValueError(f"{op}: {name} {v!r} overflows a 64-bit integer")
+    return tuple(int(a) for a in t)
 
 
 def shape_of(value):

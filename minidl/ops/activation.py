@@ -5,7 +5,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
-from ._kernel_switch import use_kernel
+from ._kernel_switch import LAYER
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -24,35 +24,35 @@ def gelu_backward_reference(x, g):
 
 
 class _KernelActivation(Function):
-    """An elementwise activation with a NumPy reference and a Numba kernel pair: forward
-    saves x, backward recomputes what it needs from x. Subclasses name the four pieces."""
-    reference = reference_backward = kernel = kernel_backward = None  # set by subclasses
+    """An elementwise activation with an array-namespace reference and a Numba kernel pair
+    (``kernels`` with the names ``<name>_forward`` and ``<name>_backward``): forward saves x,
+    backward recomputes what it needs from x. Subclasses set ``kernels`` and ``name``."""
+    kernels = name = None  # set by subclasses
 
     @classmethod
     def forward(cls, ctx, x):
         ctx.save_for_backward(x)
-        if use_kernel(x):
-            return getattr(_kernels(), cls.kernel)(np.ascontiguousarray(x))
-        return cls.reference(x)
+        ctx.impl = cls.kernels.select(x)
+        return getattr(ctx.impl, cls.name + "_forward")(_contiguous(x))
 
     @classmethod
     def backward(cls, ctx, g):
         (x,) = ctx.saved_tensors
-        if use_kernel(g):
-            return getattr(_kernels(), cls.kernel_backward)(np.ascontiguousarray(x), np.ascontiguousarray(g))
-        return cls.reference_backward(x, g)
+        return getattr(ctx.impl, cls.name + "_backward")(_contiguous(x), _contiguous(g))
 
 
-def _kernels():
-    from ..kernels.cpu import gelu
-    return gelu
+def _contiguous(a):
+    return namespace_of(a).ascontiguousarray(a)
+
+
+gelu_forward_reference = gelu_reference   # the names the switch looks up
 
 
 class Gelu(_KernelActivation):
     """y = x Phi(x), Phi the standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2;
     dy/dx = Phi(x) + x phi(x), with phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
-    reference, reference_backward = staticmethod(gelu_reference), staticmethod(gelu_backward_reference)
-    kernel, kernel_backward = "gelu_forward", "gelu_backward"
+    kernels = LAYER.kernels(("gelu_forward", "gelu_backward"), __name__, cpu="minidl.kernels.cpu.gelu")
+    name = "gelu"
 
 
 def gelu_tanh_reference(x):
@@ -66,11 +66,14 @@ def gelu_tanh_backward_reference(x, g):
     return (g * d).astype(g.dtype, copy=False)
 
 
+gelu_tanh_forward_reference = gelu_tanh_reference
+
+
 class GeluTanh(_KernelActivation):
     """y = x (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x**3);
     dy/dx = (1 + t) / 2 + x (1 - t**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2), t = tanh u."""
-    reference, reference_backward = staticmethod(gelu_tanh_reference), staticmethod(gelu_tanh_backward_reference)
-    kernel, kernel_backward = "gelu_tanh_forward", "gelu_tanh_backward"
+    kernels = LAYER.kernels(("gelu_tanh_forward", "gelu_tanh_backward"), __name__, cpu="minidl.kernels.cpu.gelu")
+    name = "gelu_tanh"
 
 
 def gelu(input, approximate="none"):

@@ -9,6 +9,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
+from ._saved import keep_for_backward
 
 
 def _normalize_index(index):
@@ -30,6 +31,8 @@ def _normalize_index(index):
                 i = int(i)
             else:
                 advanced = True
+        if type(i) is int and not -2 ** 63 <= i < 2 ** 63:   # NumPy: an OverflowError, or an IndexError
+            raise IndexError(f"index {i} is out of bounds (it does not fit in 64 bits)")
         out.append(i)
     return tuple(out), advanced
 
@@ -40,7 +43,8 @@ class GetItem(Function):
 
     @staticmethod
     def forward(ctx, x, index, advanced):
-        ctx.shape, ctx.dtype, ctx.index, ctx.advanced = x.shape, x.dtype, index, advanced
+        ctx.shape, ctx.dtype, ctx.advanced = x.shape, x.dtype, advanced
+        ctx.index = _own_index(ctx, index) if advanced else index
         return x[index]
 
     @staticmethod
@@ -60,7 +64,7 @@ class Where(Function):
     @staticmethod
     def forward(ctx, cond, a, b):
         xp = namespace_of(cond)
-        ctx.save_for_backward(cond)
+        ctx.save_for_backward(keep_for_backward(ctx, cond))
         ctx.shapes = shape_of(a), shape_of(b)
         return xp.where(cond, a, b)
 
@@ -80,13 +84,21 @@ class MaskedFill(Function):
     @staticmethod
     def forward(ctx, x, mask, value):
         xp = namespace_of(x)
-        ctx.save_for_backward(mask)
+        ctx.save_for_backward(keep_for_backward(ctx, mask))
         return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
 
     @staticmethod
     def backward(ctx, g):
         (mask,) = ctx.saved_tensors
         return unbroadcast(namespace_of(g).where(mask, 0, g), g.shape), None, None
+
+
+def _own_index(ctx, index):
+    """The index with each of its arrays replaced by backward's private copy (the caller may
+    still write to the arrays it indexed with)."""
+    if isinstance(index, tuple):
+        return tuple(keep_for_backward(ctx, i) if hasattr(i, "dtype") else i for i in index)
+    return keep_for_backward(ctx, index) if hasattr(index, "dtype") else index
 
 
 def getitem(x, index):

@@ -59,7 +59,8 @@ class CrossEntropy(Function):
         loss = -(1.0 - label_smoothing) * wt * picked
         if label_smoothing:
             wl = logp * _class_shape(weight, x.ndim) if weight is not None else logp
-            loss = loss - (label_smoothing / C) * wl.sum(axis=1) * valid
+            loss = loss - (label_smoothing / C) * wl.sum(axis=1)
+        loss = xp.where(valid, loss, 0)   # an ignored element adds exactly 0 (even with -inf logits)
         denom = wt.sum()
         ctx.save_for_backward(logp, t, valid, wt, weight)
         ctx.args = (reduction, label_smoothing, denom)
@@ -68,6 +69,8 @@ class CrossEntropy(Function):
         total = loss.sum()
         with np.errstate(invalid="ignore", divide="ignore"):
             out = total / denom if reduction == "mean" else total
+        if reduction == "mean" and label_smoothing:   # nothing counts: nan, as the 0/0 of the NLL term (PyTorch),
+            out = xp.where(denom == 0, np.nan, out)    # not the smoothing term's x/0 = inf
         return xp.asarray(out, dtype=x.dtype)
 
     @staticmethod
@@ -78,9 +81,11 @@ class CrossEntropy(Function):
         C = logp.shape[1]
         with np.errstate(invalid="ignore", divide="ignore"):
             r = _reduce_scale(g, reduction, denom)
+            # an ignored element's gradient is exactly 0, also when nothing counts (denom = 0 and r is inf): as
+            # in PyTorch, whose mean is then nan but whose gradient skips ignored elements
+            a = xp.where(valid, (1.0 - eps) * r * wt, 0)     # weight of (p - onehot)
+            b = xp.where(valid, (eps / C) * r, 0)            # weight of (W p - w)
         p = xp.exp(logp)
-        a = (1.0 - eps) * r * wt                       # weight of (p - onehot)
-        b = (eps / C) * r * valid                      # weight of (W p - w)
         wsum = weight.sum() if weight is not None else C
         dx = p * xp.expand_dims(a + b * wsum, 1)
         if eps:
@@ -136,9 +141,9 @@ class NLLLoss(Function):
         valid = target != ignore_index
         t = xp.where(valid, target, 0)[:, None]
         wt = (weight[t[:, 0]] * valid) if weight is not None else valid.astype(x.dtype)
-        loss = -wt * xp.take_along_axis(x, t, axis=1)[:, 0]
+        loss = xp.where(valid, -wt * xp.take_along_axis(x, t, axis=1)[:, 0], 0)
         denom = wt.sum()
-        ctx.save_for_backward(t, wt)
+        ctx.save_for_backward(t, wt, valid)
         ctx.args = (x.shape, x.dtype, reduction, denom)
         if reduction == "none":
             return loss.astype(x.dtype, copy=False)
@@ -148,13 +153,14 @@ class NLLLoss(Function):
 
     @staticmethod
     def backward(ctx, g):
-        t, wt = ctx.saved_tensors
+        t, wt, valid = ctx.saved_tensors
         shape, dtype, reduction, denom = ctx.args
         xp = namespace_of(wt)
         with np.errstate(invalid="ignore", divide="ignore"):
             r = _reduce_scale(g, reduction, denom)
+            picked = xp.where(valid, -r * wt, 0)   # ignored elements get exactly 0, as in CrossEntropy
         dx = xp.zeros(shape, dtype=dtype)
-        xp.put_along_axis(dx, t, xp.expand_dims(-r * wt, 1).astype(dtype), axis=1)
+        xp.put_along_axis(dx, t, xp.expand_dims(picked, 1).astype(dtype), axis=1)
         return dx, None, None, None, None
 
 

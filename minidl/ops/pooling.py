@@ -43,6 +43,14 @@ def _windows(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
             for i in range(kh) for j in range(kw)]
 
 
+def _reach(k, d, size, p):
+    """How many of a window's k offsets (step d) can land inside the input: offset i of every
+    window lies at or below row -p + i*d, so once that passes size, it and all later ones read
+    only the bottom/right padding (ceil_mode with a stride past the input lets a kernel
+    overhang it by any amount; the padding holds -inf or 0, which changes no max or sum)."""
+    return min(k, -(-(size + p) // d))
+
+
 def _pad(x, ph, pw, OH, OW, kh, kw, sh, sw, dh, dw, value):
     """x padded by (ph, pw) on the left/top and enough on the right/bottom for every window."""
     xp = namespace_of(x)
@@ -52,16 +60,31 @@ def _pad(x, ph, pw, OH, OW, kh, kw, sh, sw, dh, dw, value):
     return xp.pad(x, ((0, 0), (0, 0), (ph, bottom), (pw, right)), constant_values=value)
 
 
+def _first_inside(o, s, p, d, k, size):
+    """Per output position along one axis: the first position of its window inside [0, size),
+    or -1 where a dilated window steps over the whole input (padding on both sides)."""
+    start = np.arange(o, dtype=np.int64) * s - p
+    i0 = np.where(start >= 0, 0, (-start - 1) // d + 1)
+    first = start + i0 * d
+    return np.where((i0 < k) & (first < size), first, -1)
+
+
 def max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     xp = namespace_of(x)
-    W = x.shape[3]
+    H, W = x.shape[2:]
+    kh, kw = _reach(kh, dh, H, ph), _reach(kw, dw, W, pw)
     stack = xp.stack(_windows(_pad(x, ph, pw, OH, OW, kh, kw, sh, sw, dh, dw, -xp.inf), kh, kw, sh, sw, dh, dw, OH, OW))
     k = stack.argmax(axis=0)                                   # first maximum, in window order
     out = xp.take_along_axis(stack, k[None], axis=0)[0]
     i, j = k // kw, k % kw
     h = xp.arange(OH).reshape(OH, 1) * sh - ph + i * dh
     w = xp.arange(OW).reshape(1, OW) * sw - pw + j * dw
-    return out, (h * W + w).astype(np.int64)
+    # a max of -inf may sit in the padding: then the window's first element inside, as PyTorch;
+    # a window with none gets -1 (no element, no gradient)
+    fh, fw = _first_inside(OH, sh, ph, dh, kh, H), _first_inside(OW, sw, pw, dw, kw, W)
+    first = np.where((fh[:, None] < 0) | (fw[None, :] < 0), -1, fh[:, None] * W + fw[None, :])
+    inside = (h >= 0) & (h < H) & (w >= 0) & (w < W)
+    return out, xp.where(inside, h * W + w, xp.asarray(first)).astype(np.int64)
 
 
 def max_pool2d_backward_reference(g, idx, H, W):
@@ -70,7 +93,8 @@ def max_pool2d_backward_reference(g, idx, H, W):
     dx = xp.zeros((N * C, H * W), dtype=g.dtype)
     rows = xp.arange(N * C).reshape(N * C, 1)
     L = g.shape[2] * g.shape[3]     # (not -1: ambiguous for an empty batch)
-    xp.add.at(dx, (rows, idx.reshape(N * C, L)), g.reshape(N * C, L))
+    valid = idx >= 0                 # -1: a window without an input element sends nothing
+    xp.add.at(dx, (rows, xp.where(valid, idx, 0).reshape(N * C, L)), xp.where(valid, g, 0).reshape(N * C, L))
     return dx.reshape(N, C, H, W)
 
 
@@ -92,7 +116,8 @@ def avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, 
 def avg_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override):
     xp = namespace_of(x)
     H, W = x.shape[2:]
-    total = sum(_windows(_pad(x, ph, pw, OH, OW, kh, kw, sh, sw, 1, 1, 0), kh, kw, sh, sw, 1, 1, OH, OW))
+    rh, rw = _reach(kh, 1, H, ph), _reach(kw, 1, W, pw)
+    total = sum(_windows(_pad(x, ph, pw, OH, OW, rh, rw, sh, sw, 1, 1, 0), rh, rw, sh, sw, 1, 1, OH, OW))
     div = avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override, xp)
     return (total / xp.maximum(div, 1)).astype(x.dtype, copy=False)   # an empty window averages to 0
 
@@ -102,8 +127,9 @@ def avg_pool2d_backward_reference(g, H, W, kh, kw, sh, sw, ph, pw, count_include
     N, C, OH, OW = g.shape
     div = avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override, xp)
     v = (g / xp.maximum(div, 1)).astype(g.dtype, copy=False)
-    dxpad = _pad(xp.zeros((N, C, H, W), dtype=g.dtype), ph, pw, OH, OW, kh, kw, sh, sw, 1, 1, 0)
-    for view in _windows(dxpad, kh, kw, sh, sw, 1, 1, OH, OW):
+    rh, rw = _reach(kh, 1, H, ph), _reach(kw, 1, W, pw)
+    dxpad = _pad(xp.zeros((N, C, H, W), dtype=g.dtype), ph, pw, OH, OW, rh, rw, sh, sw, 1, 1, 0)
+    for view in _windows(dxpad, rh, rw, sh, sw, 1, 1, OH, OW):
         view += v
     return dxpad[:, :, ph: ph + H, pw: pw + W]
 
@@ -227,7 +253,8 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """As ``torch.nn.functional.max_pool2d``; indices are flat h*W + w positions in each plane."""
+    """As ``torch.nn.functional.max_pool2d``; indices are flat h*W + w positions in each plane
+    (-1 for a dilated window that steps over the whole input: its max is -inf)."""
     x, unbatched = _batched(input, "max_pool2d")
     geom = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
     out, idx = MaxPool2d.apply(x, geom)

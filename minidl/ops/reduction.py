@@ -7,7 +7,7 @@ import builtins
 
 from ..autograd.function import Function
 from ..backends import namespace_of
-from ._broadcast import normalize_dims
+from ._broadcast import normalize_dim, normalize_dims
 
 
 def _keepdim_shape(shape, axes):
@@ -142,6 +142,9 @@ def argmax(x, dim=None, keepdim=False):
     if dim is None:
         out = data.argmax()
         return Tensor._wrap(out.reshape((1,) * data.ndim) if keepdim else out, None, 0)
+    dim = normalize_dim(dim, builtins.max(data.ndim, 1), "argmax")   # a 0-d tensor takes dim 0 or -1, as PyTorch
+    if data.ndim == 0:
+        return Tensor._wrap(data.reshape(1).argmax(axis=0), None, 0)
     return Tensor._wrap(data.argmax(axis=dim, keepdims=keepdim), None, 0)
 
 

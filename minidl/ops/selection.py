@@ -17,6 +17,7 @@ import numpy as np
 from .. import backends
 from ..autograd.function import Function
 from ._broadcast import normalize_dim
+from ._saved import keep_for_backward
 
 _FIELDS = ("values", "indices")
 return_types = {name: namedtuple(name, _FIELDS)
@@ -30,7 +31,8 @@ class TakeAlong(Function):
     @staticmethod
     def forward(ctx, x, idx, axis, keepdim):
         xp = backends.namespace_of(x)
-        ctx.shape, ctx.idx, ctx.axis = x.shape, idx, axis
+        ctx.shape, ctx.axis = x.shape, axis
+        ctx.idx = keep_for_backward(ctx, idx)   # the indices returned to the caller may share idx's memory
         out = xp.take_along_axis(x, idx, axis)
         return out if keepdim else out.reshape(out.shape[:axis] + out.shape[axis + 1:])
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ._broadcast import shape_of, unbroadcast
-from .indexing import _normalize_index
+from .indexing import _normalize_index, _own_index
 
 
 class SetItem(Function):
@@ -20,7 +20,7 @@ class SetItem(Function):
 
     @staticmethod
     def forward(ctx, x, v, index):
-        ctx.index, ctx.v_shape = index, shape_of(v)
+        ctx.index, ctx.v_shape = _own_index(ctx, index), shape_of(v)   # backward's own copy of index arrays
         out = x.copy()
         out[index] = v
         return out

@@ -1,5 +1,7 @@
 """Ops that move or relabel elements without changing them: reshape, permute, expand,
 dtype casts and device moves. Each backward applies the inverse rearrangement to g."""
+import operator
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -87,6 +89,10 @@ def _shape_arg(shape):
 
 def reshape(x, *shape):
     shape = _shape_arg(shape)
+    dims = [operator.index(n) for n in shape]
+    if dims.count(-1) > 1 or any(n < -1 for n in dims):   # NumPy would take any negative size for -1
+        raise ValueError(f"reshape: shape {list(shape)} is invalid for input of shape {list(x.shape)}: only one "
+                         f"dimension can be inferred (-1), and no other may be negative")
     try:
         return Reshape.apply(x, shape)
     except ValueError:
@@ -96,9 +102,10 @@ def reshape(x, *shape):
 
 def permute(x, *dims):
     dims = _shape_arg(dims)
-    if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+    axes = tuple(normalize_dim(d, max(x.ndim, 1), "permute") for d in dims)   # out of range: IndexError
+    if sorted(axes) != list(range(x.ndim)):
         raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {x.ndim} dims of shape {list(x.shape)}")
-    return Permute.apply(x, tuple(d % x.ndim for d in dims))
+    return Permute.apply(x, axes)
 
 
 def transpose(x, dim0, dim1):
@@ -129,7 +136,8 @@ def squeeze(x, dim=None):
 
 
 def flatten(x, start_dim=0, end_dim=-1):
-    if x.ndim == 0:
+    if x.ndim == 0:   # dims 0 and -1 name its one (implicit) dim, as PyTorch
+        normalize_dim(start_dim, 1, "flatten"), normalize_dim(end_dim, 1, "flatten")
         return Reshape.apply(x, (1,))
     s, e = normalize_dim(start_dim, x.ndim, "flatten"), normalize_dim(end_dim, x.ndim, "flatten")
     if s > e:

@@ -17,6 +17,16 @@ def _serial(x):
 
 
 @njit(error_model="numpy", cache=True)
+def _inside(start, d, k, size):
+    """[i0, i1): the offsets i < k of a window whose position start + i*d lies in [0, size).
+    Arithmetic, not a scan over k: with ceil_mode and a stride past the input, a kernel may
+    overhang the input by any amount. (Ceilings as (a - 1) // d + 1: no a + d to overflow.)"""
+    i0 = 0 if start >= 0 else (-start - 1) // d + 1
+    i1 = min(k, (size - start - 1) // d + 1) if size > start else 0
+    return i0, max(i1, i0)
+
+
+@njit(error_model="numpy", cache=True)
 def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw):
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
@@ -25,24 +35,20 @@ def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw):
         c = p % C
         for oh in range(OH):
             h0 = oh * sh - ph
-            hs = h0
-            while hs < 0:
-                hs += dh
+            i0, i1 = _inside(h0, dh, kh, H)
+            hs = h0 + i0 * dh
             for ow in range(OW):
                 w0 = ow * sw - pw
-                ws = w0
-                while ws < 0:
-                    ws += dw
+                j0, j1 = _inside(w0, dw, kw, W)
+                ws = w0 + j0 * dw
                 best = -np.inf
-                arg = hs * W + ws  # the first in-bounds element, as PyTorch
-                for i in range(kh):
+                # the first in-bounds element, as PyTorch; -1 when a dilated window holds none
+                # (padding on both sides of it): its output is -inf and it sends no gradient
+                arg = hs * W + ws if i0 < i1 and j0 < j1 else -1
+                for i in range(i0, i1):
                     h = h0 + i * dh
-                    if h < 0 or h >= H:
-                        continue
-                    for j in range(kw):
+                    for j in range(j0, j1):
                         w = w0 + j * dw
-                        if w < 0 or w >= W:
-                            continue
                         v = x[n, c, h, w]
                         if v > best or np.isnan(v):
                             best = v
@@ -61,7 +67,8 @@ def _max_fwd_parallel(x, out, idx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw):
 
 def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     """-> (out, idx): idx is the flat h*W + w position of each maximum in its plane, the
-    first one in window order on ties; a NaN is propagated, as in PyTorch."""
+    first one in window order on ties (-1 for a window with no input element); a NaN is
+    propagated, as in PyTorch."""
     N, C = x.shape[:2]
     out = np.empty((N, C, OH, OW), dtype=x.dtype)
     idx = np.empty((N, C, OH, OW), dtype=np.int64)
@@ -84,7 +91,9 @@ def _max_bwd_planes(g, idx, dx, p0, p1):
             dx[n, c, k] = 0
         for oh in range(OH):
             for ow in range(OW):
-                dx[n, c, idx[n, c, oh, ow]] += g[n, c, oh, ow]
+                k = idx[n, c, oh, ow]
+                if k >= 0:   # -1: a window without an input element
+                    dx[n, c, k] += g[n, c, oh, ow]
 
 
 @njit(error_model="numpy", cache=True, parallel=True)

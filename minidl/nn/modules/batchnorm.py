@@ -135,3 +135,8 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """BatchNorm over (N, C, H, W): statistics per channel over N, H and W."""
     _dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """BatchNorm over (N, C, D, H, W): statistics per channel over N, D, H and W."""
+    _dims = (5,)

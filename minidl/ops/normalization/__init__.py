@@ -17,9 +17,10 @@ implementation's ``<norm>_backward(...)``; the rule is minidl.kernels.switch's, 
 device (``minidl.implementation(norm="reference")`` runs the references on cuda too).
 ``_dispatch`` holds what every norm Function shares (row layout, output buffers, parameter-gradient
 casts); ``running_stats`` the running-estimate update of BatchNorm and InstanceNorm.
-Kernel files share helpers: ``minidl.kernels.cpu._parallel`` (row reductions, chunks and
-partial sums, ``launch`` to run small inputs on one thread) and ``minidl.kernels.cpu._stream``
-(streaming stores for outputs larger than the cache).
+Kernel files share helpers: ``minidl.kernels.cpu._threads`` (when to run on one thread, row
+chunks), ``_numerics`` (fastmath flags, compute dtype, split means, partial sums), ``_row_norm``
+(the row norms' reductions and array wrappers), ``_rows`` (the channel norms' inner loops) and
+``_stream`` (streaming stores for outputs larger than the cache).
 """
 from ._dispatch import (IMPLEMENTATIONS, get_implementation, implementation, param_grad,  # noqa: F401
                         set_implementation, use_kernel)
