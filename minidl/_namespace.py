@@ -9,6 +9,7 @@ Reductions accept ``axis=`` for ``dim=`` and tuple dims, as PyTorch's do.
 import builtins
 import functools
 import math
+import operator
 
 import numpy as np
 
@@ -181,12 +182,15 @@ def split(tensor, split_size_or_sections, dim=0):
     d = normalize_dim(dim, tensor.ndim, "split")
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
-        if split_size_or_sections <= 0 and n:
+        if split_size_or_sections < 0 or (split_size_or_sections == 0 and n):   # 0 only for an empty dim
             raise RuntimeError(f"split expects split_size be positive, got {split_size_or_sections}")
         step = builtins.max(split_size_or_sections, 1)
         sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
     else:
-        sizes = list(split_size_or_sections)
+        sizes = [operator.index(s) for s in split_size_or_sections]
+        if builtins.any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                               f"split_sizes={sizes}")
         if builtins.sum(sizes) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                                f"dimension {d}), but got split_sizes={sizes}")
@@ -202,7 +206,11 @@ def chunk(input, chunks, dim=0):
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     from .ops._broadcast import normalize_dim
     n = input.shape[normalize_dim(dim, input.ndim, "chunk")]
-    return split(input, builtins.max(-(-n // chunks), 1), dim)
+    if n == 0:   # PyTorch: `chunks` empty pieces (a tuple that must fit in memory)
+        from .tensor.sizes import check_allocation
+        check_allocation("chunk", (chunks,), "intp")
+        return split(input, [0] * chunks, dim)
+    return split(input, -(-n // chunks), dim)
 
 
 def unbind(input, dim=0):

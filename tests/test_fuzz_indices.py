@@ -50,6 +50,10 @@ def agree(run, reference, compare):
     compare(run(), want)
 
 
+def same(got, want):
+    assert got == want
+
+
 def _fits(shape, itemsize):
     """Refuse what PyTorch refuses (a negative size, more bytes than the machine has) and what
     NumPy cannot represent (a dim whose byte length overflows int64, even with no element)."""
@@ -501,11 +505,7 @@ def test_factory_sizes(size, op, dtype):
         if op in ("zeros", "empty", "ones", "full"):
             np.testing.assert_array_equal(t.numpy(), {"zeros": 0, "empty": 0, "ones": 1, "full": 2}[op])
         return t.shape
-    agree(run, reference, lambda got, want: assert_equal(got, want))
-
-
-def assert_equal(got, want):
-    assert got == want
+    agree(run, reference, same)
 
 
 @given(start=ints(-3, 3), end=st.none() | ints(-3, 6), step=ints(-2, 3), as_float=st.booleans())

@@ -129,3 +129,30 @@ def test_a_window_of_minus_inf_points_at_its_first_element_inside(impl):
         out.sum().backward()
     np.testing.assert_array_equal(idx.numpy().ravel(), [0, 1, 3, 4])
     assert x.grad.numpy().sum() == 4
+
+
+# selections -----------------------------------------------------------------------------------------------
+
+def test_gather_and_index_select_refuse_negative_indices_as_pytorch():
+    """PyTorch's gather and index_select do not count from the end (NumPy's take would)."""
+    x = md.arange(6.0).reshape(2, 3)
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        md.gather(x, 1, md.tensor([[-1], [0]]))
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        md.index_select(x, 1, md.tensor([-1]))
+    np.testing.assert_array_equal(md.gather(x, 1, md.tensor([[2], [0]])).numpy(), [[2], [3]])
+
+
+def test_split_refuses_negative_sizes():
+    with pytest.raises(RuntimeError, match="non-negative entries"):
+        md.zeros(3).split([-1, 4])
+    with pytest.raises(RuntimeError, match="split_size"):
+        md.zeros(0).split(-1)
+    assert [t.shape for t in md.zeros(3).split([0, 3])] == [(0,), (3,)]
+
+
+def test_chunk_of_an_empty_dim_gives_the_chunks_asked_for():
+    assert [t.shape for t in md.zeros(2, 0).chunk(3, 1)] == [(2, 0)] * 3   # PyTorch: `chunks` empty pieces
+    assert [t.shape for t in md.zeros(5).chunk(3)] == [(2,), (2,), (1,)]
+    with pytest.raises(RuntimeError, match="can't allocate"):
+        md.zeros(0).chunk(2 ** 60)

@@ -8,6 +8,7 @@ import numpy as np
 from ..autograd.function import Function
 from ._broadcast import normalize_dim, normalize_dims
 from ._saved import keep_for_backward
+from .scatter import IndexOutOfRange
 
 
 class Flip(Function):
@@ -81,7 +82,7 @@ class Gather(Function):
 
     @staticmethod
     def forward(ctx, x, axis, index):
-        ctx.args = (x.shape, axis, index)
+        ctx.args = (x.shape, axis, keep_for_backward(ctx, index))   # the caller may write to its index
         return np.take_along_axis(x, index, axis)
 
     @staticmethod
@@ -99,7 +100,7 @@ class IndexSelect(Function):
 
     @staticmethod
     def forward(ctx, x, axis, index):
-        ctx.args = (x.shape, axis, index)
+        ctx.args = (x.shape, axis, keep_for_backward(ctx, index))   # the caller may write to its index
         return np.take(x, index, axis=axis)
 
     @staticmethod
@@ -189,9 +190,12 @@ def _index_array(index, op, ndim=None):
 
 
 def _check_range(index, n, op):
-    if index.size and (index.min() < -n or index.max() >= n):
-        raise IndexError(f"{op}(): index out of range: an index is outside [{-n}, {n - 1}] for a dim of size {n}")
-    return np.where(index < 0, index + n, index)
+    """``index`` checked against a dim of size n: PyTorch's gather and index_select take no
+    negative index (unlike NumPy's take, they do not count from the end)."""
+    if index.size and (index.min() < 0 or index.max() >= n):
+        bad = int(index.min()) if index.min() < 0 else int(index.max())
+        raise IndexOutOfRange(f"{op}(): index {bad} is out of bounds for a dim of size {n} (expected 0 <= index < {n})")
+    return index
 
 
 def flip(x, dims):
