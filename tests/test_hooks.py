@@ -125,7 +125,8 @@ def test_full_backward_hook_gets_grad_input_and_grad_output():
     out.backward(md.tensor([[1.0, 2.0, 3.0]]))
     np.testing.assert_allclose(seen["go"][0], [[1, 2, 3]])
     np.testing.assert_allclose(seen["gi"][0], x.grad.numpy())
-    np.testing.assert_allclose(seen["gi"][0], [[1, 2, 3]] @ lin.weight.numpy(), rtol=1e-6)
+    # float32 products of a random weight: the sum may cancel, so the tolerance is absolute too
+    np.testing.assert_allclose(seen["gi"][0], [[1, 2, 3]] @ lin.weight.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_full_backward_hook_can_replace_grad_input():
