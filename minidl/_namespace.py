@@ -207,7 +207,7 @@ def chunk(input, chunks, dim=0):
     from .ops._broadcast import normalize_dim
     n = input.shape[normalize_dim(dim, input.ndim, "chunk")]
     if n == 0:   # PyTorch: `chunks` empty pieces (a tuple that must fit in memory)
-        from .tensor.sizes import check_allocation
+        from .tensor.allocation import check_allocation
         check_allocation("chunk", (chunks,), "intp")
         return split(input, [0] * chunks, dim)
     return split(input, -(-n // chunks), dim)

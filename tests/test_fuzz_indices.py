@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 
 import minidl as md
 import minidl.nn.functional as F
-from minidl.tensor.sizes import physical_memory
+from minidl.tensor.allocation import physical_memory
 
 CLEAN = (IndexError, ValueError, RuntimeError, TypeError)
 HUGE = st.sampled_from([2 ** 40, 10 ** 12, 2 ** 62, 2 ** 63 - 1, 2 ** 63, 10 ** 20, 2 ** 80])

@@ -37,7 +37,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ..kernels.switch import into
 from ..tensor.dtype import check_same_dtype
-from ..tensor.sizes import check_allocation
+from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
 from ._kernel_switch import LAYER
 

@@ -17,7 +17,7 @@ import numbers
 
 import numpy as np
 
-from ..tensor.sizes import check_allocation
+from ..tensor.allocation import check_allocation
 from ..tensor.tensor import Tensor
 from .resample import GatherAxis
 

@@ -2,7 +2,7 @@
 differentiable: the input holds integers)."""
 import numpy as np
 
-from ..tensor.sizes import check_allocation
+from ..tensor.allocation import check_allocation
 from ..tensor.tensor import Tensor
 
 

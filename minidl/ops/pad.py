@@ -9,7 +9,7 @@ constant amount crops.
 """
 import numpy as np
 
-from ..tensor.sizes import check_allocation
+from ..tensor.allocation import check_allocation
 from ..tensor.tensor import Tensor
 from .resample import GatherAxis
 

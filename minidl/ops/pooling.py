@@ -23,7 +23,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
-from ..tensor.sizes import check_allocation
+from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
 from ._kernel_switch import LAYER
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import backends
 from . import dtype as dtypes
-from .sizes import check_allocation
+from .allocation import check_allocation
 from .generator import numpy_generator
 from .tensor import Tensor
 

@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .generator import numpy_generator
-from .sizes import check_allocation
+from .allocation import check_allocation
 from .tensor import Tensor
 
 
