@@ -52,3 +52,19 @@ def test_ops_that_check_for_tensors_use_the_registered_type():
     with pytest.raises(TypeError, match="expected two Tensors, got Tensor and int"):
         md.maximum(md.ones(2), 3)
     assert md.index_add(md.zeros(3), 0, md.tensor([0, 2]), md.ones(2)).tolist() == [1.0, 0.0, 1.0]
+
+
+def test_no_op_or_autograd_module_imports_the_tensor_class_inside_a_function():
+    import ast
+    import pathlib
+    offenders = []
+    for part in ("ops", "autograd"):
+        for path in (pathlib.Path(ROOT) / "minidl" / part).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for fn in ast.walk(tree):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and any(a.name == "Tensor" for a in node.names):
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], "function-local Tensor imports (use autograd.function.Tensor): " + ", ".join(offenders)

@@ -6,6 +6,7 @@ gradients of its copies (a scatter-add, ``np.add.at``).
 """
 import numpy as np
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
@@ -15,7 +16,7 @@ from ._saved import keep_for_backward
 def _normalize_index(index):
     """Turn Tensors and lists inside an index into arrays; report whether it is 'advanced'
     (has arrays, so elements may repeat) or 'basic' (ints, slices, None, Ellipsis)."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
 
     items = index if isinstance(index, tuple) else (index,)
     out, advanced = [], False
@@ -109,7 +110,7 @@ def getitem(x, index):
 
 
 def _as_bool(cond, op):
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     c = cond._data if isinstance(cond, Tensor) else np.asarray(cond)
     if c.dtype.kind != "b":
         raise TypeError(f"{op}: expected a bool condition/mask, got dtype {c.dtype}")
@@ -144,12 +145,12 @@ def masked_fill(x, mask, value):
 def compare(name, a, b):
     """Elementwise comparison or logic (``name`` is a NumPy ufunc name); returns a bool
     Tensor outside the graph."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     ra = a._data if isinstance(a, Tensor) else a
     rb = b._data if isinstance(b, Tensor) else b
     return Tensor._wrap(getattr(namespace_of(ra if hasattr(ra, "shape") else rb), name)(ra, rb), None, 0)
 
 
 def logical_not(a):
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     return Tensor._wrap(namespace_of(a._data).logical_not(a._data), None, 0)

@@ -5,6 +5,7 @@ to the ``keepdim`` shape so that it broadcasts against the input.
 """
 import builtins
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, normalize_dims
@@ -137,7 +138,7 @@ def min(x, dim=None, keepdim=False):
 
 
 def argmax(x, dim=None, keepdim=False):
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     data = x._data
     if dim is None:
         out = data.argmax()

@@ -15,6 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import backends
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ._broadcast import normalize_dim
 from ._saved import keep_for_backward
@@ -55,7 +56,7 @@ def _to_device(array, like):
 
 def _select(name, x, idx, axis, keepdim, squeeze_scalar):
     """The named (values, indices) of x at host indices ``idx`` (keepdim shape) along axis."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     source = x.reshape(1) if squeeze_scalar else x
     dev_idx = _to_device(idx, x)
     values = TakeAlong.apply(source, dev_idx, axis, keepdim or squeeze_scalar)

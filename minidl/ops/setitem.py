@@ -10,6 +10,7 @@ write wins in the forward, and each copy of v receives the gradient of that posi
 """
 import numpy as np
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ._broadcast import shape_of, unbroadcast
 from .indexing import _normalize_index, _own_index
@@ -40,7 +41,7 @@ class SetItem(Function):
 def setitem(x, index, value):
     """The out-of-place result of ``x[index] = value``; checks that value broadcasts to the
     indexed shape."""
-    from ..tensor.tensor import Tensor
+    Tensor = _function.Tensor
     index, _ = _normalize_index(index)
     if len(index) == 1:
         index = index[0]
