@@ -18,7 +18,7 @@ _WHY = {
                      "quint8", "qint32", "quint4x2", "quint2x4", "qscheme", "per_tensor_affine",
                      "per_channel_affine"),
     "probability distributions": ("distributions",),
-    "distributed training": ("distributed", "multiprocessing"),
+    "torch.multiprocessing (minidl.distributed starts its ranks with mpiexec)": ("multiprocessing",),
     "other devices": ("xpu", "mps", "mtia"),
     "named and nested tensors": ("nested",),
     "float8 types": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"),

@@ -11,14 +11,16 @@ index)`` that input's gradient goes to. ``run(roots, grads)``:
    the tensor hooks registered on those outputs (which may replace a gradient) and after
    checking that nothing it saved was modified in place since (versions.py);
 3. adds the resulting gradients into leaf tensors' ``.grad`` (accumulating across calls),
-   and frees each node's saved arrays unless ``retain_graph`` is set.
+   and frees each node's saved arrays unless ``retain_graph`` is set;
+4. runs a leaf's post-accumulate-grad hooks as soon as its last gradient has arrived, and the
+   callbacks queued during the pass once it is over (backward_callbacks.py).
 
 With ``targets`` (``autograd.grad``) it instead returns the gradients of those tensors,
 runs only the nodes that lead to them and leaves every ``.grad`` alone.
 """
 import numpy as np
 
-from . import function, grad_mode, versions, views
+from . import backward_callbacks, function, grad_mode, versions, views
 from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
@@ -93,13 +95,19 @@ def run(roots, grads, retain_graph=False, targets=None):
             raise RuntimeError("element of the tensors given to backward() does not require grad "
                                "and has no grad_fn")
         owned.add(id(g))
-        if r._node is None:
-            _to_leaf(r, g, owned, hooked, capture)
+        if r._node is None:     # a leaf as a root: with post-accumulate-grad hooks, held like the others
+            held = {id(r)} if capture is None and backward_callbacks.hooks_of(r) is not None else None
+            _to_leaf(r, g, owned, hooked, capture, held)
         else:
             _add_pending(pending, r._node, r._out_index, g)
 
     order = _topological_order(roots)
     needed = None if capture is None else capture.needed_nodes(order)
+    # hooked leaves -> edges still to deliver; their gradients are summed in ``hooked`` until then
+    remaining, feeding = backward_callbacks.leaf_edge_counts(order) if capture is None and \
+        backward_callbacks.registry else (None, None)
+    backward_callbacks.begin()
+    finished = False
     writes = versions._writes
     state = grad_mode._state
     enabled = state.enabled
@@ -108,6 +116,8 @@ def run(roots, grads, retain_graph=False, targets=None):
         for node in order:
             gouts = pending.pop(id(node), None)
             if gouts is None:
+                if remaining and id(node) in feeding:
+                    _leaf_edges_done(node, remaining, hooked, owned)
                 continue
             d = node.__dict__
             if "_output_hooks" in d or "_retained" in d:
@@ -146,19 +156,27 @@ def run(roots, grads, retain_graph=False, targets=None):
                 if g.dtype != data.dtype:  # e.g. a float64 constant in a backward: keep float32 graphs float32
                     g = g.astype(data.dtype)
                 if e[0] is None:
-                    if capture is None and not t._hooks:
+                    if capture is None and not t._hooks and not remaining:
                         _accumulate(t, g, owned)     # _to_leaf's common case, without the call
                     else:
-                        _to_leaf(t, g, owned, hooked, capture)
+                        _to_leaf(t, g, owned, hooked, capture, remaining)
                 else:
                     _add_pending(pending, e[0], e[1], g)
+            if remaining and id(node) in feeding:
+                _leaf_edges_done(node, remaining, hooked, owned)
             if not retain_graph:
                 node.__dict__.clear()
                 node.freed = True
         for leaf, g in hooked.values():
-            _accumulate(leaf, _call_hooks(leaf._hooks, g), owned)
+            _accumulate(leaf, _call_hooks(leaf._hooks, g) if leaf._hooks else g, owned)
+            if remaining is not None:
+                backward_callbacks.run_post_hooks(leaf)
+        finished = True
     finally:
-        state.enabled = enabled
+        try:
+            backward_callbacks.finish(run=finished)
+        finally:
+            state.enabled = enabled
     if capture is None:
         return None
     return [_fresh(capture.grads[k], owned) for k in capture.keys]
@@ -169,11 +187,11 @@ def backward(roots, grads, retain_graph=False):
     run(roots, grads, retain_graph)
 
 
-def _to_leaf(leaf, g, owned, hooked, capture):
+def _to_leaf(leaf, g, owned, hooked, capture, remaining=None):
     if capture is not None:
         if id(leaf) in capture.grads:
             capture.add(id(leaf), g)
-    elif leaf._hooks:
+    elif leaf._hooks or (remaining and id(leaf) in remaining):
         slot = hooked.get(id(leaf))
         if slot is None:
             hooked[id(leaf)] = [leaf, g]
@@ -181,6 +199,26 @@ def _to_leaf(leaf, g, owned, hooked, capture):
             slot[1] = slot[1] + g
     else:
         _accumulate(leaf, g, owned)
+
+
+def _leaf_edges_done(node, remaining, hooked, owned):
+    """``node`` has delivered its gradients: a hooked leaf that has now received all of its
+    gets them (through its tensor hooks) into ``.grad``, then its post-accumulate-grad hooks run."""
+    for t, e in zip(node.inputs, node.edges):
+        if e is None or e[0] is not None:
+            continue
+        key = id(t)
+        left = remaining.get(key)
+        if left is None:
+            continue
+        if left > 1:
+            remaining[key] = left - 1
+            continue
+        del remaining[key]
+        slot = hooked.pop(key, None)
+        if slot is not None:
+            _accumulate(t, _call_hooks(t._hooks, slot[1]) if t._hooks else slot[1], owned)
+            backward_callbacks.run_post_hooks(t)
 
 
 def _add_pending(pending, node, i, g):

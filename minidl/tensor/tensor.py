@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import backends
 from .. import ops as _ops
-from ..autograd import api, hooks, views
+from ..autograd import api, backward_callbacks, hooks, views
 from ..autograd.function import register_tensor_type
 from ..autograd.versions import VersionCounter
 from ..ops import scatter as _scatter
@@ -33,6 +33,9 @@ from . import dtype as dtypes
 from .device import device as device_type, of_name
 from .inplace import InplaceMethods, apply_inplace
 from .size import Size
+
+# floating, though NumPy files it under kind "V" (a structured stand-in when ml_dtypes is absent)
+_BFLOAT16 = dtypes.bfloat16.dtype if dtypes.bfloat16 is not None else np.dtype([("bfloat16", "u2")])
 
 
 class Tensor(InplaceMethods):
@@ -49,7 +52,7 @@ class Tensor(InplaceMethods):
         t._data = array
         t._node = node
         t._out_index = index
-        t._requires_grad = node is not None and array.dtype.kind == "f"
+        t._requires_grad = node is not None and (array.dtype.kind == "f" or array.dtype == _BFLOAT16)
         t._grad = None
         t._version_counter = VersionCounter()
         t._base = None
@@ -233,6 +236,9 @@ class Tensor(InplaceMethods):
     def half(self):
         return self.to(dtypes.float16)
 
+    def bfloat16(self):
+        return self.to(dtypes.bfloat16)
+
     def long(self):
         return self.to(dtypes.int64)
 
@@ -263,6 +269,12 @@ class Tensor(InplaceMethods):
             return hooks.add(self._hooks, hook)
         per_output = self._node.__dict__.setdefault("_output_hooks", {})
         return hooks.add(per_output.setdefault(self._out_index, hooks.HookDict()), hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` once this leaf's ``.grad`` holds its gradient, during each
+        backward (while the rest of the graph is still being differentiated). Returns a handle
+        whose ``remove()`` unregisters the hook."""
+        return backward_callbacks.register_post_accumulate_grad_hook(views.current(self), hook)
 
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in ``.grad`` during backward (leaves always do)."""
