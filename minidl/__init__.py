@@ -66,6 +66,11 @@ def compile(model=None, **options):   # noqa: A001  (PyTorch's name)
     return model
 
 
+_AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype",
+                   "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
+                   "clear_autocast_cache", "autocast_increment_nesting", "autocast_decrement_nesting")
+
+
 def _lazy(name):
     import importlib
     return importlib.import_module(f"minidl.{name}")
@@ -73,8 +78,10 @@ def _lazy(name):
 
 def __getattr__(name):
     # submodules that pull in more (numba kernels, matplotlib) load on first use
-    if name in ("nn", "optim", "data", "zoo", "io", "testing", "kernels", "utils"):
+    if name in ("nn", "optim", "data", "zoo", "io", "testing", "kernels", "utils", "amp", "cpu", "distributed"):
         return _lazy(name)
+    if name in _AUTOCAST_NAMES:   # md.autocast and its state functions, as torch.autocast...
+        return getattr(_lazy("amp"), name)
     if name in ("save", "load"):
         return getattr(_lazy("io"), name)
     from ._unsupported import raise_for

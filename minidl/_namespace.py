@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from .ops import addmm as _addmm
 from .ops import cumulative as _cum
 from .ops import elementwise_math as _em
 from .ops import rearrange as _re
@@ -406,7 +407,7 @@ BOTH = {
                                     "masked_select", "repeat_interleave", "tile")},
     "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min, "amax": amax, "amin": amin,
     "argmax": argmax, "argmin": argmin, "norm": norm, "any": any, "all": all,
-    "mm": mm, "bmm": bmm, "outer": outer, "einsum": einsum, "view_as": view_as, "reshape_as": reshape_as,
+    "mm": mm, "bmm": bmm, "addmm": _addmm.addmm, "baddbmm": _addmm.baddbmm, "addbmm": _addmm.addbmm, "outer": outer, "einsum": einsum, "view_as": view_as, "reshape_as": reshape_as,
     "expand_as": expand_as, "unflatten": unflatten, "split": split, "chunk": chunk, "unbind": unbind,
     "swapaxes": swapaxes, "cdist": cdist, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor, "logical_not": logical_not,

@@ -72,3 +72,10 @@ def empty_cache():
 
 def is_initialized():
     return is_available()
+
+
+def __getattr__(name):
+    if name == "amp":   # md.cuda.amp.autocast / GradScaler (minidl/amp/device_amp.py)
+        from .amp import device_amp
+        return device_amp.cuda
+    raise AttributeError(f"module 'minidl.cuda' has no attribute {name!r}")

@@ -34,7 +34,7 @@ written in place since the view was made first takes that tensor's new history
 """
 import numpy as np
 
-from . import grad_mode, versions, views
+from . import autocast_state, grad_mode, versions, views
 
 _ndarray = np.ndarray
 # The Tensor class. The tensor module imports autograd, so autograd cannot import it back:
@@ -43,6 +43,8 @@ _ndarray = np.ndarray
 # it here. A plain module global keeps Function.apply's lookup free of any call.
 Tensor = None
 _LEAF = (None, 0)   # the edge to a leaf: the engine finds the leaf itself in ctx.inputs
+_autocast = autocast_state.state          # per thread: .on is False unless autocast is enabled
+_autocast_rules = autocast_state.RULES    # the ops autocast casts the arguments of (minidl/amp/policy.py)
 
 
 class Function:
@@ -128,6 +130,27 @@ class Function:
                 ctx.inputs, ctx.edges = tuple(tensors), tuple(edges)
                 versions.snapshot(ctx, seen, (o,))
         return o
+
+
+_plain_apply = Function.__dict__["apply"].__func__
+
+
+def _apply_under_autocast(cls, *args):
+    """Function.apply while autocast is enabled in some thread: in a thread where it is on, an op
+    with an autocast rule goes to the policy (minidl/amp/policy.py), which casts its arguments
+    and comes back to the plain apply; everything else goes straight there."""
+    if _autocast.on and cls in _autocast_rules:
+        return autocast_state.run(cls, args)
+    return _plain_apply(cls, *args)
+
+
+def _install_seam(on):
+    """Give Function the apply that checks for autocast (on) or the plain one: while no thread has
+    autocast enabled, ops pay nothing for it (autocast_state switches on the first region)."""
+    Function.apply = classmethod(_apply_under_autocast if on else _plain_apply)
+
+
+autocast_state.install_seam = _install_seam
 
 
 def register_tensor_type(cls):

@@ -10,6 +10,8 @@ Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
   ``{"format": "minidl-checkpoint", "version": 1, "root": node}`` where a node is a
   tagged list such as ``["dict", [[key_node, value_node], ...]]``, ``["array", "a0"]``
   or ``["int", 3]``, so int dict keys (optimizer state) and tuples come back as they were.
+  A bfloat16 array (a type NumPy lacks; ml_dtypes provides it) is stored as its uint16 bits
+  under the tag ``["bfloat16", "a0"]`` and comes back as bfloat16.
   Objects may nest at most ``MAX_DEPTH`` levels deep.
 
 Saving to a path writes a temporary file in the target's directory, flushes and fsyncs it, then
@@ -34,6 +36,7 @@ import reprlib
 
 import numpy as np
 
+from ..tensor import dtype as _dtypes
 from ..tensor.tensor import Tensor
 from . import files, locations, temporaries
 from .archive import ARRAY_KINDS, Archive
@@ -44,6 +47,8 @@ FORMAT = "minidl-checkpoint"
 VERSION = 1
 MAX_DEPTH = 100                 # nesting of dicts/lists/tuples, far beyond any real state
 MAX_MANIFEST_BYTES = 32 << 20   # a model with 100k tensors needs about 5 MB
+_BFLOAT16 = _dtypes.bfloat16.dtype if _dtypes.bfloat16 is not None else None
+_ARRAY_TAGS = ("array", "scalar", "bfloat16")
 
 __all__ = ["CheckpointError", "MANIFEST_KEY", "MAX_DEPTH", "MAX_MANIFEST_BYTES", "load", "save"]
 
@@ -87,6 +92,8 @@ def _encode(obj, arrays, where, depth=0):
 
 
 def _encode_array(a, arrays, where, tag):
+    if a.dtype == _BFLOAT16:
+        a, tag = a.view(np.uint16), "bfloat16"
     if a.dtype.hasobject or a.dtype.kind not in ARRAY_KINDS:
         raise TypeError(f"md.save: {where} is an array of dtype {a.dtype}, which cannot be stored without "
                         "pickle; use a numeric, bool or string dtype")
@@ -211,8 +218,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         names = {}
         _check(manifest["root"], archive, names, 0)
         arrays = {name: archive.read(name + ".npy") for name in names}
+    for name, tag in names.items():
+        if tag == "bfloat16":
+            arrays[name] = arrays[name].view(_BFLOAT16)
     if place is not None:
-        arrays = {name: place(a) if names[name] == "array" else a for name, a in arrays.items()}
+        arrays = {name: place(a) if names[name] != "scalar" else a for name, a in arrays.items()}
     return _build(manifest["root"], arrays)
 
 
@@ -254,7 +264,7 @@ def _check(node, archive, names, depth):
     if not isinstance(node, list) or not node or not isinstance(node[0], str):
         bad("has a malformed entry (a node is a list starting with a tag string)")
     tag = node[0]
-    if tag not in _SCALAR_TYPES and tag not in _CONTAINERS and tag not in ("array", "scalar"):
+    if tag not in _SCALAR_TYPES and tag not in _CONTAINERS and tag not in _ARRAY_TAGS:
         bad(f"has an unknown manifest entry {tag[:40]!r}")
     if len(node) != (1 if tag == "none" else 2):
         bad(f"has a {tag!r} entry with {len(node) - 1} values instead of {0 if tag == 'none' else 1}")
@@ -262,7 +272,7 @@ def _check(node, archive, names, depth):
         if tag != "none" and (type(node[1]) not in _SCALAR_TYPES[tag]):
             bad(f"has a {tag!r} entry holding a {type(node[1]).__name__}")
         return
-    if tag in ("array", "scalar"):
+    if tag in _ARRAY_TAGS:
         name = node[1]
         if not isinstance(name, str) or name == MANIFEST_KEY:
             bad(f"has an {tag!r} entry that does not name an array member")
@@ -273,6 +283,9 @@ def _check(node, archive, names, depth):
             bad(f"refers to the array {name!r} twice")
         if tag == "scalar" and member.shape != ():
             bad(f"has a scalar entry whose array {name!r} has shape {member.shape}")
+        if tag == "bfloat16" and (member.dtype != np.uint16 or _BFLOAT16 is None):
+            bad(f"has a bfloat16 entry whose array {name!r} is not uint16 bits (dtype {member.dtype}), or "
+                f"ml_dtypes, which bfloat16 needs, is not installed")
         names[name] = tag
         return
     if depth >= MAX_DEPTH:
@@ -307,7 +320,7 @@ def _build(node, arrays):
         return float(node[1])
     if tag in ("bool", "int", "str"):
         return node[1]
-    if tag == "array":
+    if tag in ("array", "bfloat16"):
         return arrays[node[1]]
     if tag == "scalar":
         return arrays[node[1]][()]

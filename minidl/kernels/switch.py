@@ -18,7 +18,10 @@ holds functions of the same names and arguments. A *family* of ops shares one sw
 
 The environment variable sets a family's default at import. The rule is the same for every family
 and every device: "reference" runs the reference; any other setting runs the kernel of the
-array's device where the op has one, and the reference where it has none.
+array's device where the op has one, and the reference where it has none. One exception: Numba
+cannot type float16 or bfloat16 arrays, so a CPU array of either runs the reference (NumPy in
+that dtype) unless the family's CPU kernels convert such inputs themselves (the norms, which
+compute in float32 and round the result once: ``reads_low_precision``).
 
 An op selects once per node, in forward (``ctx.impl = KERNELS.select(x)``), and backward calls the
 same implementation: the two halves share what forward saved (statistics, layouts), so a setting
@@ -38,10 +41,11 @@ _HOMES = {"rnn": "minidl.ops.rnn._loop"}
 class ImplementationSwitch:
     """The setting of one family of ops; registered under ``family`` when made."""
 
-    def __init__(self, family, env_var, choices=("numba", "reference"), default="numba"):
+    def __init__(self, family, env_var, choices=("numba", "reference"), default="numba", reads_low_precision=False):
         if family in _REGISTRY:
             raise ValueError(f"implementation family {family!r} is already registered")
         self.family, self.env_var, self.choices = family, env_var, tuple(choices)
+        self.reads_low_precision = reads_low_precision   # its CPU kernels take float16/bfloat16 arrays
         self.current = os.environ.get(env_var, default)
         if self.current not in self.choices:
             raise ValueError(f"{env_var}: expected one of {self.choices}, got {self.current!r}")
@@ -74,7 +78,8 @@ class ImplementationSwitch:
     def use_kernel(self, array):
         """For an op whose only kernel is the CPU's: True when that kernel should handle ``array``
         (the rule of ``Kernels.select`` for such an op)."""
-        return not self.reference and type(array).__module__ == "numpy"
+        return not self.reference and type(array).__module__ == "numpy" and (
+            self.reads_low_precision or not _low_precision(array))
 
     def kernels(self, names, reference, fallback=(), **devices):
         """The implementations of one op of this family (see ``Kernels``)."""
@@ -131,13 +136,20 @@ class Kernels:
         """The implementation for ``array`` under the family's setting (the rule in the module docstring)."""
         if not self.switch.reference:
             device = device_of(array)
-            if device in self._modules:
+            if device in self._modules and (device != "cpu" or self.switch.reads_low_precision
+                                            or not _low_precision(array)):
                 return self._load(device)
         return self._load("reference")
 
     @property
     def devices(self):
         return tuple(k for k in self._modules if k != "reference")
+
+
+def _low_precision(array):
+    """float16 or bfloat16 (NumPy files bfloat16 under kind "V"): what Numba cannot type."""
+    dt = array.dtype
+    return dt.itemsize == 2 and dt.kind in "fV"
 
 
 def family(name):
@@ -183,7 +195,7 @@ def implementation(**settings):
         set_implementation(**previous)
 
 
-NORM = ImplementationSwitch("norm", "MINIDL_NORM_IMPL")
+NORM = ImplementationSwitch("norm", "MINIDL_NORM_IMPL", reads_low_precision=True)
 LAYER = ImplementationSwitch("layer", "MINIDL_LAYER_IMPL")
 ATTENTION = ImplementationSwitch("attention", "MINIDL_ATTENTION_IMPL", ("auto", "numba", "fused-softmax", "reference"),
                                  "auto")

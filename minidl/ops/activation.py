@@ -6,6 +6,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
+from .low_precision import float32_compute
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -48,6 +49,7 @@ def _contiguous(a):
 gelu_forward_reference = gelu_reference   # the names the switch looks up
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class Gelu(_KernelActivation):
     """y = x Phi(x), Phi the standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2;
     dy/dx = Phi(x) + x phi(x), with phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
@@ -69,6 +71,7 @@ def gelu_tanh_backward_reference(x, g):
 gelu_tanh_forward_reference = gelu_tanh_reference
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class GeluTanh(_KernelActivation):
     """y = x (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x**3);
     dy/dx = (1 + t) / 2 + x (1 - t**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2), t = tanh u."""

@@ -152,7 +152,7 @@ def _float_dtype(x):
     if t is float or t is int:
         return _NUMBER
     data = getattr(x, "_data", None)
-    if data is None or data.dtype.kind != "f":
+    if data is None or data.dtype.kind not in "fV":   # V: bfloat16
         return None
     return data.dtype
 

@@ -11,8 +11,10 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
+from .low_precision import float32_compute
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Bilinear(Function):
     """See the module docstring."""
 

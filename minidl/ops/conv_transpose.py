@@ -20,6 +20,7 @@ from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
 from ._broadcast import int_pair
+from .low_precision import float32_compute
 from .conv import col2im_reference, im2col_reference
 
 
@@ -29,6 +30,7 @@ def _weight_rows(w, G):
     return w.reshape(G, Cin // G, Cog, kh, kw).transpose(0, 1, 3, 4, 2).reshape(G, Cin // G, kh * kw * Cog)
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class ConvTranspose2d(Function):
     """See the module docstring."""
 

@@ -37,13 +37,24 @@ class Prod(Function):
         return gk * others, None, None
 
 
+def _accumulated(scan, x, axis):
+    """np.cumsum / np.cumprod of x along axis: integers in int64 (as PyTorch), float16 and
+    bfloat16 accumulated in float32 and rounded once (a running sum in 8 bits of significand
+    would lose every small term), float32 and float64 in their own dtype."""
+    if x.dtype.kind not in "fV":
+        return scan(x, axis=axis, dtype=np.int64)
+    if x.dtype.itemsize == 2:
+        return scan(x, axis=axis, dtype=np.float32).astype(x.dtype)
+    return scan(x, axis=axis, dtype=x.dtype)
+
+
 class Cumsum(Function):
     """y_i = sum_{j <= i} x_j;  dL/dx_j = sum_{i >= j} g_i (a reversed cumulative sum)."""
 
     @staticmethod
     def forward(ctx, x, axis):
         ctx.axis = axis
-        return np.cumsum(x, axis=axis, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+        return _accumulated(np.cumsum, x, axis)
 
     @staticmethod
     def backward(ctx, g):
@@ -58,7 +69,7 @@ class Cumprod(Function):
 
     @staticmethod
     def forward(ctx, x, axis):
-        y = np.cumprod(x, axis=axis, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+        y = _accumulated(np.cumprod, x, axis)
         ctx.save_for_backward(x, y)
         ctx.axis = axis
         return y

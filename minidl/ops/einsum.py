@@ -9,6 +9,7 @@ diagonal, "ii->i") is refused for gradients.
 import numpy as np
 
 from ..autograd.function import Function
+from .low_precision import float32_compute
 
 
 def _parse(equation, n):
@@ -28,6 +29,7 @@ def _parse(equation, n):
     return ins, out
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Einsum(Function):
     """See the module docstring."""
 

@@ -2,8 +2,10 @@
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
+from .low_precision import float32_compute
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class MatMul(Function):
     """out = a @ b, batched over leading dims that broadcast.
 

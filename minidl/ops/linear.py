@@ -16,6 +16,7 @@ import math
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
+from .low_precision import float32_compute
 
 
 def _rows(a):
@@ -24,6 +25,7 @@ def _rows(a):
     return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Linear(Function):
     @staticmethod
     def forward(ctx, x, w, b):

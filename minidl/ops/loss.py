@@ -23,6 +23,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
+from .low_precision import float32_compute
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -44,6 +45,7 @@ def _reduce_scale(g, reduction, denom):
     return g / denom if reduction == "mean" else g
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class CrossEntropy(Function):
     """Fused log-softmax + NLL over class indices; see the module docstring."""
 
@@ -96,6 +98,7 @@ class CrossEntropy(Function):
         return dx.astype(logp.dtype, copy=False), None, None, None, None, None
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class CrossEntropyProbs(Function):
     """Cross entropy against class probabilities; see the module docstring."""
 
@@ -237,7 +240,7 @@ def _batch(input, target, op):
         from .shape import unsqueeze
         t = _raw(target)
         t = np.asarray(t) if not hasattr(t, "dtype") else t
-        if t.dtype.kind == "f":
+        if t.dtype.kind in "fV":   # V: bfloat16
             return unsqueeze(input, 0), (unsqueeze(target, 0) if hasattr(target, "_data") else t[None]), True
         return unsqueeze(input, 0), t.reshape(1), True
     if input.ndim < 2:
@@ -262,7 +265,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     C = x.shape[1]
     w = _weight(weight, C, "cross_entropy")
     t = _raw(target)
-    if hasattr(t, "dtype") and t.dtype.kind == "f":
+    if hasattr(t, "dtype") and t.dtype.kind in "fV":
         if tuple(t.shape) != tuple(x.shape):
             raise ValueError(f"cross_entropy: class-probability target must have the input's shape "
                              f"{list(x.shape)}, got {list(t.shape)}")

@@ -5,6 +5,8 @@ to the ``keepdim`` shape so that it broadcasts against the input.
 """
 import builtins
 
+import numpy as np
+
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
@@ -27,7 +29,10 @@ def _spread(g, shape, axes):
 
 
 def _mean(x, axes, keepdim):
-    if x.dtype.itemsize < 4:  # float16: NumPy's mean accumulates in float32
+    if x.dtype.itemsize == 2 and type(x) is np.ndarray and x.dtype.kind in "fV":
+        # float16/bfloat16 accumulated in float32 (the cuda reductions already do)
+        return x.mean(axis=axes, dtype=np.float32, keepdims=keepdim).astype(x.dtype)
+    if x.dtype.itemsize < 4:
         return x.mean(axis=axes, keepdims=keepdim)
     # sum / N is what x.mean computes, minus several microseconds of Python around it
     return x.sum(axis=axes, keepdims=keepdim) / _count(x.shape, axes)
@@ -46,6 +51,9 @@ class Sum(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         ctx.shape, ctx.axes = x.shape, axes
+        if x.dtype.itemsize == 2 and type(x) is np.ndarray and x.dtype.kind in "fV":
+            # float16/bfloat16 summed in float32, as PyTorch (the cuda reductions already do)
+            return x.sum(axis=axes, dtype=np.float32, keepdims=keepdim).astype(x.dtype)
         return x.sum(axis=axes, keepdims=keepdim)
 
     @staticmethod
@@ -75,17 +83,22 @@ class Var(Function):
 
     @staticmethod
     def forward(ctx, x, axes, correction, keepdim):
+        ctx.dtype = x.dtype
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":   # float16/bfloat16: computed in float32
+            x = x.astype(np.float32)
         d = x - _mean(x, axes, True)  # two passes: stable for large means
         denom = builtins.max(_count(x.shape, axes) - correction, 0)
         ctx.save_for_backward(d)
         ctx.axes, ctx.denom = axes, denom
-        return (d * d).sum(axis=axes, keepdims=keepdim) / denom
+        out = (d * d).sum(axis=axes, keepdims=keepdim) / denom
+        return out if out.dtype == ctx.dtype else out.astype(ctx.dtype)
 
     @staticmethod
     def backward(ctx, g):
         (d,) = ctx.saved_tensors
         g = g.reshape(_keepdim_shape(d.shape, ctx.axes))
-        return g * (2 / ctx.denom) * d, None, None, None
+        dx = g * (2 / ctx.denom) * d
+        return (dx if dx.dtype == ctx.dtype else dx.astype(ctx.dtype)), None, None, None
 
 
 class Max(Function):

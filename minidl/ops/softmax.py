@@ -2,8 +2,10 @@
 1e3 do not overflow exp."""
 from ..autograd.function import Function
 from ..backends import namespace_of
+from .low_precision import float32_compute
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class Softmax(Function):
     """y_i = e**(x_i - m) / sum_j e**(x_j - m), m = max_j x_j (the shift cancels).
 
@@ -25,6 +27,7 @@ class Softmax(Function):
         return y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)), None
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class LogSoftmax(Function):
     """y_i = x_i - m - log sum_j e**(x_j - m).
 

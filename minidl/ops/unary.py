@@ -143,7 +143,7 @@ def _floating(x):
     """Integer and bool tensors become float32 first, as in PyTorch (NumPy would give
     float64 for exp, and truncate sigmoid's result back to integers)."""
     data = getattr(x, "_data", None)
-    if data is None or data.dtype.kind == "f":
+    if data is None or data.dtype.kind in "fV":   # V: bfloat16
         return x
     from ..tensor import dtype as dtypes
     return x.to(dtypes.DEFAULT_FLOAT)

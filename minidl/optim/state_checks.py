@@ -12,6 +12,7 @@ import numbers
 import numpy as np
 
 from .. import backends
+from ..tensor import dtype as dtypes
 from ..tensor.tensor import Tensor
 
 
@@ -76,7 +77,7 @@ def param_shaped(where, value, param):
     except (TypeError, ValueError):
         array = None
     kinds = "biufc" if np.dtype(param.dtype).kind == "c" else "biuf"
-    if array is None or array.dtype.kind not in kinds:
+    if array is None or not dtypes.holds_numbers(array.dtype, kinds):
         raise ValueError(f"{where}: expected an array of numbers of shape {tuple(param.shape)}, got {_show(value)}")
     if array.shape != tuple(param.shape):
         raise ValueError(f"{where}: expected shape {tuple(param.shape)} (the parameter's), got {array.shape}")

@@ -14,6 +14,8 @@ IEEE types.
 """
 import numpy as np
 
+from ..autograd import autocast_state
+
 try:
     import ml_dtypes as _ml_dtypes
 except ImportError:          # bfloat16 is then unavailable; everything else works
@@ -101,6 +103,7 @@ ALL = tuple(d for d in (float16, bfloat16, float32, float64, int8, int16, int32,
 _BY_STORAGE = {d.dtype: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 
+_LOW = tuple(d for d in (float16, bfloat16) if d is not None)   # the 2-byte floating dtypes
 SUPPORTED = tuple(d.dtype for d in ALL)          # storage dtypes
 FLOATING = tuple(d.dtype for d in ALL if d.is_floating_point)
 DEFAULT_FLOAT = float32.dtype                    # storage dtype of md.get_default_dtype()
@@ -167,6 +170,13 @@ def is_floating(dtype):
     return np.dtype(dtype) in FLOATING
 
 
+def holds_numbers(dtype, kinds="biufc"):
+    """True for a NumPy dtype of numbers: one of NumPy's ``kinds`` or bfloat16 (which NumPy
+    files under kind "V", beside structured and raw-bytes dtypes)."""
+    dt = np.dtype(dtype)
+    return dt.kind in kinds or (bfloat16 is not None and dt == bfloat16.dtype)
+
+
 def default_dtype_for(array, from_ndarray):
     """The dtype md.tensor picks when none is given, as torch.tensor does: Python floats
     become float32, while an ndarray keeps its own floating dtype (a float64 array stays
@@ -187,22 +197,30 @@ class DtypeMismatchError(RuntimeError, TypeError):
     since a wrong dtype is a wrong type of operand."""
 
 
+def _device_type(x):
+    """"cpu" or "cuda" for an array or a Tensor (only these two devices exist)."""
+    return "cpu" if isinstance(getattr(x, "_data", x), np.ndarray) else "cuda"
+
+
 def check_same_dtype(op, operands, float16_with_float32=False):
     """Raise DtypeMismatchError unless the operands share the first one's dtype.
 
     ``operands`` holds (name, array or Tensor or None) pairs, the input first; None (an absent
     bias, say) is skipped. Nothing is promoted silently: a float64 batch through a float32
     layer is an error, as in PyTorch, not a float64 result. ``float16_with_float32`` is the
-    norms' exception (PyTorch's too): a float16 input may come with float32 parameters, all
-    of them, since the norms accumulate in float32 anyway.
+    norms' exception (PyTorch's too): a float16 or bfloat16 input may come with float32
+    parameters, all of them, since the norms accumulate in float32 anyway. Under autocast, the
+    operands of an op that autocast brings to one dtype (its rule in minidl/amp/policy.py) pass.
     """
     (first, x), rest = operands[0], [(n, p) for n, p in operands[1:] if p is not None]
     if all(p.dtype == x.dtype for _, p in rest):
         return
-    if float16_with_float32 and x.dtype == float16 and all(p.dtype == float32 for _, p in rest):
+    if float16_with_float32 and x.dtype in _LOW and all(p.dtype == float32 for _, p in rest):
         return
+    if autocast_state.state.on and autocast_state.casts(op, _device_type(x)):
+        return   # autocast casts the operands to one dtype at the op (minidl/amp/policy.py)
     name, p = next((n, p) for n, p in rest if p.dtype != x.dtype)
-    also = " (or float32 parameters for a float16 input)" if float16_with_float32 else ""
+    also = " (or float32 parameters for a float16 or bfloat16 input)" if float16_with_float32 else ""
     xn, pn = name_of(x.dtype), name_of(p.dtype)
     fix = f"{first}.to(md.{pn})" + (f" or the module's .to(md.{xn})" if x.dtype.kind == "f" else "")
     raise DtypeMismatchError(f"{op}: dtypes differ: {first} is {xn} but {name} is {pn}; expected "

@@ -9,9 +9,9 @@ fuse into one multiply-add. No set holds "nnan"/"ninf", so NaN and Inf keep thei
 A helper inlined by Numba (``inline="always"``) is compiled under its caller's flags, not its
 own, so the kernels that call such helpers carry the same set.
 
-Precision. Kernels compute in the input's dtype, float32 or float64 (float16 is converted to
-float32 first, see ``compute_dtype``): 16 float32 values per AVX-512 instruction instead of 8
-float64 ones keeps a single thread bound by memory rather than arithmetic. Per-row scalars
+Precision. Kernels compute in the input's dtype, float32 or float64 (float16 and bfloat16 are
+converted to float32 first, see ``compute_dtype``): 16 float32 values per AVX-512 instruction
+instead of 8 float64 ones keeps a single thread bound by memory rather than arithmetic. Per-row scalars
 (mean, rstd) are float64; sums over many rows use float64 partials (``flush``,
 ``sum_partials``). The variance sums deviations from a shift near the mean
 (``mean_var_from_sums``), and centring subtracts a split mean (``split``), so a large mean with
@@ -30,9 +30,10 @@ REASSOC_CONTRACT = REASSOC | CONTRACT    # both: kernels that inline reducing he
 
 
 def compute_dtype(dtype):
-    """The dtype a kernel computes in: float16 is computed in float32 (and rounded back once,
-    at the end); float32 and float64 as they are."""
-    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+    """The dtype a kernel computes in: float16 and bfloat16 are computed in float32 (and rounded
+    back once, at the end: Numba cannot type either); float32 and float64 as they are."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.float32) if dt.itemsize == 2 and dt.kind in "fV" else dt
 
 
 @njit(error_model="numpy", cache=True)

@@ -39,7 +39,7 @@ def _loadable(key, value, target):
         src = np.asarray(value)
     except (TypeError, ValueError) as exc:     # e.g. a ragged list
         src, received = None, f"{received} ({exc})"
-    if src is None or src.dtype.kind not in "biufc":
+    if src is None or not dtypes.holds_numbers(src.dtype):
         return None, (f'While copying the parameter named "{key}", expected a Tensor or array of numbers from '
                       f"checkpoint but received {received if src is None else f'{received} of dtype {src.dtype}'}")
     shape = tuple(target.shape)
@@ -59,7 +59,7 @@ def _cast_problem(src, dtype):
     kind, to = src.dtype.kind, dtype.kind
     if kind == "c" and to != "c":
         return "its values are complex"
-    if to in "fc" or kind == "b" or (kind in "iu" and to in "iu" and np.can_cast(src.dtype, dtype)) or not src.size:
+    if to in "fcV" or kind == "b" or (kind in "iu" and to in "iu" and np.can_cast(src.dtype, dtype)) or not src.size:
         return None
     if kind == "f" and not np.all(np.isfinite(src)):
         return "it holds inf or nan"
@@ -342,6 +342,9 @@ class Module:
 
     def half(self):
         return self.to(dtypes.float16)
+
+    def bfloat16(self):
+        return self.to(dtypes.bfloat16)
 
     def cuda(self):
         return self.to("cuda")

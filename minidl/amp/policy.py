@@ -1,0 +1,247 @@
+"""autocast's op policy: which dtype each op runs in, as PyTorch's tables say, in one place.
+
+Every differentiable op is one ``Function`` subclass, and every call of one goes through
+``Function.apply``. That is the seam: when autocast is enabled in the thread (a thread-local
+flag, ``autograd/autocast_state.py``, checked only while some thread has autocast on),
+``apply`` looks the op's class up in ``RULES`` and, when it is there, hands the call to ``run``
+below, which casts the op's Tensor arguments by the op's rule for their device, then calls the
+op. No op knows about autocast.
+
+The rules (PyTorch's names, from its autocast op reference):
+
+- ``lower`` (linear, matmul/mm/bmm, addmm/baddbmm/addbmm, einsum, conv, conv_transpose,
+  prelu, scaled_dot_product_attention, the LSTM/GRU/RNN layers): the floating inputs are cast to the low dtype
+  (float16 or bfloat16), and the op runs as a tensor core runs it: products of the rounded
+  inputs accumulated in float32 (float32 BLAS, or the device's float32 tiled matmul), the
+  output rounded to the low dtype once, its backward likewise (``ops/low_precision.py``).
+- ``fp32`` (losses and, on cuda, softmax, log_softmax, exp, log, pow, sum, layer_norm,
+  group_norm...): float16/bfloat16 inputs are cast to float32, the op runs in float32.
+- ``promote`` (cat, stack on the CPU; bilinear, scatter_add on cuda): the floating inputs are
+  cast to the widest floating dtype among them.
+- ``promote_sum`` (the fused residual add + norm): the two summands are cast to the wider of
+  their dtypes, as the unfused ``x + r`` promotes; the parameters stay as they are.
+- ``like_input`` (the GRU on the CPU, whose PyTorch kernel runs in its input's dtype: float32 for
+  a float32 input, the low dtype for a low-precision one): weights and states cast to the
+  input's dtype.
+- ``banned`` (binary_cross_entropy on cuda): refused with PyTorch's message.
+- ops without a rule run in whatever dtype their inputs have; a binary op of a low-precision
+  and a float32 tensor then promotes to float32 by the ordinary rules (``ops/arithmetic.py``).
+
+As in PyTorch, a float64 tensor is never cast, nor is a tensor of another device or a
+non-floating one. The CPU and cuda tables differ as PyTorch's do: on the CPU softmax, the
+norms, exp/log/pow and sum have no rule (they run in the input's dtype), on cuda they run in
+float32; batch_norm has no rule on either device (its kernels read a low-precision input with
+float32 parameters and return the input's dtype).
+
+The casts are ordinary recorded ops (``Cast``), whose backward casts the gradient back, so a
+float32 master weight gets a float32 gradient. The cast of a weight (a float32 leaf that
+requires grad, not a view) to the low dtype is cached until the outermost autocast region
+exits (``cache_enabled``), so a weight used by several ops in one forward pass is rounded once;
+the cache is per grad mode (a cast made under no_grad has no history to give). Unlike PyTorch,
+an entry is also renewed when the weight was written in place since (its version counter
+moved), so a region that updates its weights never reads a stale copy.
+"""
+import importlib
+
+import numpy as np
+
+from ..autograd import autocast_state, grad_mode
+from ..autograd import function as _function
+from ..ops.shape import Cast
+from ..tensor import dtype as dtypes
+
+LOWER, FP32, PROMOTE, BANNED = "lower_precision_fp", "fp32", "promote", "banned"
+PROMOTE_SUM = "promote_sum"   # a fused x + r then op: x and r promoted as the unfused + would
+LIKE_INPUT = "like_input"     # the other floating operands cast to the first one's dtype
+
+# minidl Function (module:class)            name in minidl's dtype checks    cpu      cuda
+TABLE = (
+    ("linear:Linear",                          "linear",                          LOWER,   LOWER),
+    ("linalg:MatMul",                          "matmul",                          LOWER,   LOWER),
+    # linear + GELU fused (a Transformer MLP): linear's rule; GELU then runs on the float32
+    # product before the one rounding, where the unfused pair would round twice
+    ("linear_gelu:LinearGelu",                 "linear_gelu",                     LOWER,   LOWER),
+    ("conv:Conv2d",                            "conv2d",                          LOWER,   LOWER),
+    ("conv_transpose:ConvTranspose2d",         "conv_transpose2d",                LOWER,   LOWER),
+    ("attention:ScaledDotProductAttention",    "scaled_dot_product_attention",    LOWER,   LOWER),
+    ("activation_elementwise:PReLU",           "prelu",                           LOWER,   LOWER),
+    # recurrent layers (PyTorch: mkldnn_rnn_layer on the CPU, the cudnn RNN on cuda)
+    ("rnn.lstm:LSTMLayer",                     "LSTM",                            LOWER,   LOWER),
+    ("rnn.gru:GRULayer",                       "GRU",                             LIKE_INPUT, LOWER),
+    ("rnn.rnn_cell:RNNLayer",                  "RNN",                             LOWER,   LOWER),
+    ("addmm:AddMatMul",                        "addmm",                           LOWER,   LOWER),
+    ("addmm:AddMatMul",                        "baddbmm",                         LOWER,   LOWER),
+    ("addmm:AddMatMul",                        "addbmm",                          LOWER,   LOWER),
+    ("einsum:Einsum",                          "einsum",                          LOWER,   LOWER),
+    # losses
+    ("loss:CrossEntropy",                      "cross_entropy",                   FP32,    FP32),
+    ("loss:CrossEntropyProbs",                 "cross_entropy",                   FP32,    FP32),
+    ("loss:NLLLoss",                           "nll_loss",                        FP32,    FP32),
+    ("loss:MSELoss",                           "mse_loss",                        FP32,    FP32),
+    ("loss_pointwise:L1",                      "l1_loss",                         FP32,    FP32),
+    ("loss_pointwise:SmoothL1",                "smooth_l1_loss",                  FP32,    FP32),
+    ("loss_pointwise:Huber",                   "huber_loss",                      FP32,    FP32),
+    ("loss_pointwise:KLDiv",                   "kl_div",                          FP32,    FP32),
+    ("loss_pointwise:BinaryCrossEntropyWithLogits", "binary_cross_entropy_with_logits", FP32, FP32),
+    ("loss_pointwise:BinaryCrossEntropy",      "binary_cross_entropy",            FP32,    BANNED),
+    # reductions and pointwise math
+    ("cumulative:Prod",                        "prod",                            FP32,    FP32),
+    ("cumulative:Cumsum",                      "cumsum",                          None,    FP32),
+    ("cumulative:Cumprod",                     "cumprod",                         None,    FP32),
+    ("cumulative:LogSumExp",                   "logsumexp",                       None,    FP32),
+    ("reduction:Sum",                          "sum",                             None,    FP32),
+    ("softmax:Softmax",                        "softmax",                         None,    FP32),
+    ("softmax:LogSoftmax",                     "log_softmax",                     None,    FP32),
+    ("unary:Exp",                              "exp",                             None,    FP32),
+    ("unary:Log",                              "log",                             None,    FP32),
+    ("arithmetic:Pow",                         "pow",                             None,    FP32),
+    ("elementwise_math:Tan",                   "tan",                             None,    FP32),
+    ("elementwise_math:Log1p",                 "log1p",                           None,    FP32),
+    ("elementwise_math:Expm1",                 "expm1",                           None,    FP32),
+    ("activation_elementwise:Softplus",        "softplus",                        None,    FP32),
+    ("distance:CosineSimilarity",              "cosine_similarity",               None,    FP32),
+    ("normalize:Normalize",                    "normalize",                       None,    FP32),
+    # norms (PyTorch: layer_norm and group_norm in float32 on cuda; the CPU runs them as they come)
+    ("normalization.layer_norm:LayerNormFunction", "layer_norm",                  None,    FP32),
+    # residual add fused with the norm: the unfused x + r promotes (a float32 residual stream plus
+    # a low-precision sublayer output is float32), then the norm's own rule
+    ("normalization.residual_norm:AddLayerNormFunction", "add_layer_norm",        PROMOTE_SUM, FP32),
+    ("normalization.residual_norm:AddRMSNormFunction", "add_rms_norm",            PROMOTE_SUM, PROMOTE_SUM),
+    ("normalization.group_norm:GroupNormFunction", "group_norm",                  None,    FP32),
+    # promotion of mixed floating inputs
+    ("join:Cat",                               "cat",                             PROMOTE, None),
+    ("join:Stack",                             "stack",                           PROMOTE, None),
+    ("bilinear:Bilinear",                      "bilinear",                        None,    PROMOTE),
+    ("scatter:ScatterAdd",                     "scatter_add",                     None,    PROMOTE),
+)
+
+DEVICES = ("cpu", "cuda")
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_BF16 = dtypes.bfloat16.dtype if dtypes.bfloat16 is not None else None
+
+
+_NAMES = {}   # Function class -> the op's name, for messages
+
+
+def _load():
+    """Fill autocast_state.RULES (by Function class) and RULES_BY_NAME (by op name) from TABLE.
+    An op module that is missing (an optional part) is skipped."""
+    for where, name, *rules in TABLE:
+        module, cls_name = where.split(":")
+        try:
+            cls = getattr(importlib.import_module(f"minidl.ops.{module}"), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        per_device = {d: r for d, r in zip(DEVICES, rules) if r is not None}
+        autocast_state.RULES[cls] = per_device
+        _NAMES.setdefault(cls, name)
+        autocast_state.RULES_BY_NAME.setdefault(name, {}).update(per_device)
+
+
+_BANNED_MESSAGES = {
+    "binary_cross_entropy": (
+        "minidl.nn.functional.binary_cross_entropy and minidl.nn.BCELoss are unsafe to autocast.\n"
+        "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+        "In this case, combine the two layers using minidl.nn.functional.binary_cross_entropy_with_logits\n"
+        "or minidl.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+        "safe to autocast."),
+}
+
+
+def _device_type(data):
+    return "cpu" if type(data) is np.ndarray else "cuda"
+
+
+def _eligible(a, device):
+    """A floating tensor of the autocast device that is not float64: what autocast casts."""
+    if not isinstance(a, _function.Tensor):
+        return False
+    dt = a._data.dtype
+    return (dt.kind == "f" or dt == _BF16) and dt != _F64 and _device_type(a._data) == device
+
+
+def _call(cls, args):
+    """cls.apply(*args) with autocast off for the op itself (its own internals are not cast
+    again, as in PyTorch, where the autocast layer is excluded while the op runs)."""
+    state = autocast_state.state
+    state.on = False
+    try:
+        return cls.apply(*args)
+    finally:
+        state.on = True
+
+
+def _lowered(a, low, state):
+    """Cast(a, low), from the region's cache for a weight."""
+    if a._data.dtype == low:
+        return a
+    cacheable = (state.cache_enabled and a._requires_grad and a._node is None and a._base is None
+                 and a._data.dtype == _F32)
+    if not cacheable:
+        return Cast.apply(a, low)
+    key = (id(a), low, grad_mode._state.enabled)
+    hit = state.cache.get(key)
+    version = a._version_counter.value
+    if hit is not None and hit[0] is a and hit[1] == version:
+        return hit[2]
+    out = Cast.apply(a, low)
+    state.cache[key] = (a, version, out)    # holds the weight: the key's id stays its own
+    return out
+
+
+def _lower(cls, args, device, state):
+    low = dtypes.to_dtype(state.dtype[device])
+    new, cast, kept = [], False, None
+    for a in args:
+        if _eligible(a, device):
+            a, cast = _lowered(a, low, state), True
+        elif isinstance(a, _function.Tensor) and a._data.dtype == _F64:
+            kept = a
+        new.append(a)
+    if cast and kept is not None:   # float64 is never cast: PyTorch refuses the mix as well
+        raise dtypes.DtypeMismatchError(
+            f"{_NAMES[cls]}: expected all floating operands in one dtype under autocast, but got float64 and "
+            f"{dtypes.name_of(low)} (autocast casts float32, float16 and bfloat16 operands to "
+            f"{dtypes.name_of(low)}, never float64 ones)")
+    return _call(cls, new)
+
+
+def _cast_all(cls, args, device, target):
+    new = [Cast.apply(a, target) if _eligible(a, device) and a._data.dtype != target else a for a in args]
+    return _call(cls, new)
+
+
+def run(cls, args):
+    """Call the op ``cls`` with ``args`` under its autocast rule for the device of its first
+    Tensor argument (Function.apply hands every call of an op in RULES here)."""
+    state = autocast_state.state
+    device = next((_device_type(a._data) for a in args if isinstance(a, _function.Tensor)), None)
+    rule = autocast_state.RULES[cls].get(device) if device is not None and state.enabled[device] else None
+    if rule is None:
+        return _call(cls, args)
+    if rule == LOWER:
+        return _lower(cls, args, device, state)
+    if rule == FP32:
+        return _cast_all(cls, args, device, _F32)
+    if rule == PROMOTE:
+        floating = [a._data.dtype for a in args if _eligible(a, device)]
+        if not floating:
+            return _call(cls, args)
+        return _cast_all(cls, args, device, np.result_type(*floating))
+    if rule == LIKE_INPUT:
+        first = args[0]
+        if not _eligible(first, device):
+            return _call(cls, args)
+        return _cast_all(cls, args, device, first._data.dtype)
+    if rule == PROMOTE_SUM:
+        x, r = args[:2]
+        if _eligible(x, device) and _eligible(r, device) and x._data.dtype != r._data.dtype:
+            wide = np.result_type(x._data.dtype, r._data.dtype)
+            args = tuple(Cast.apply(a, wide) if a._data.dtype != wide else a for a in (x, r)) + tuple(args[2:])
+        return _call(cls, args)
+    raise RuntimeError(_BANNED_MESSAGES[_NAMES[cls]])
+
+
+_load()
+autocast_state.run = run
