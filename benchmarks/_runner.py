@@ -37,17 +37,28 @@ def step_parser(description):
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--quick", action="store_true", help="a short run: 3 steps after 1, one round, no profile")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="with --threads 1: time the process's CPU time instead of the wall clock, so that other "
+                        "processes on a loaded machine count less (memory-bandwidth contention still does)")
     _peer.add_argument(p)
     return p
 
 
 def parse(parser):
     """The parsed arguments; ``--quick`` changes the defaults only, so explicit flags still win."""
+    global CLOCK
     args = parser.parse_args()
     if args.quick:
         parser.set_defaults(steps=3, warmup=1, rounds=1, no_profile=True)
         args = parser.parse_args()
+    if args.cpu_time:
+        if args.threads != 1:
+            parser.error("--cpu-time needs --threads 1 (waiting threads' spinning would count as work)")
+        CLOCK = time.process_time
     return args
+
+
+CLOCK = time.perf_counter   # --cpu-time: time.process_time
 
 
 def median_time(fn, steps, warmup):
@@ -57,9 +68,9 @@ def median_time(fn, steps, warmup):
         fn()
     ts = []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(CLOCK() - t0)
     return float(np.median(ts))
 
 

@@ -1,73 +1,88 @@
-"""Training-step throughput (images/s) of minidl's CNNs beside PyTorch CPU, in one run.
+"""Training-step throughput (images/s) of minidl's CNNs beside PyTorch CPU, and where the step's
+time goes.
 
-    python benchmarks/bench_cnn.py                 # all cores
-    python benchmarks/bench_cnn.py --threads 1 --steps 10
+    python benchmarks/bench_cnn.py --threads 2 --rounds 5
+    python benchmarks/bench_cnn.py --threads 2 --rounds 5 --write-results   # also docs/results.md
+    python benchmarks/bench_cnn.py --quick
 
-Cases: ResNet-8 with BatchNorm, batch 64 of 3x32x32 random images, and LeNet-5
-on 1x28x28. A training step is forward, cross-entropy, backward and an SGD (momentum)
-update. Each framework gets the same thread count (BLAS, Numba, torch intra-op), a few
-warm-up steps (Numba compiles, caches fill), then the median over --steps timed steps.
-PyTorch runs equivalent models built here (same layers, shapes and optimizer) when it is
-installed, in a process of its own started by this script (see _peer). Finally a cProfile of minidl's ResNet-8 steps shows where the time goes.
+Cases: ResNet-8 with BatchNorm and with GroupNorm, batch 64 of 3x32x32 random images, and
+LeNet-5 on 1x28x28. A training step is forward, cross-entropy, backward and an SGD (momentum)
+update. Each framework gets the same thread count (BLAS, Numba, torch intra-op) and a few
+warm-up steps (Numba compiles, caches fill); PyTorch runs equivalent models built here (same
+layers, shapes and optimizer) in a process of its own started by this script (see _peer).
+A shared machine's speed drifts by 10-30% over minutes, so the two are measured alternately
+over ``--rounds`` rounds (PyTorch's process, then minidl, each case the median of ``--steps``
+steps), and each ratio is the median of the rounds' ratios.
+
+Then, per case, the step's accounting (``_step_accounting``): its FLOPs and the GEMM rate,
+the other op work and the bytes it moves against the copy bandwidth, and the time in neither;
+and, with ``--profile-steps``, a cProfile of minidl's first case.
 """
-import argparse
 import os
 import sys
 
 import _peer
+import _runner
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description="CNN training-step throughput, minidl vs PyTorch CPU")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--steps", type=int, default=15)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--profile-steps", type=int, default=5)
-    p.add_argument("--no-torch", action="store_true")
-    p.add_argument("--cases", default="resnet8_bn,lenet")
-    p.add_argument("--quick", action="store_true", help="a short run: 3 steps after 1, no profile")
-    _peer.add_argument(p)
-    args = p.parse_args()
-    if args.quick:   # explicit flags still win
-        p.set_defaults(steps=3, warmup=1, profile_steps=0)
-        args = p.parse_args()
+    p = _runner.step_parser("CNN training-step throughput, minidl vs PyTorch CPU")
+    p.set_defaults(batch_size=64, steps=15, rounds=3)
+    p.add_argument("--profile-steps", type=int, default=0, help="cProfile this many steps of the first case")
+    p.add_argument("--cases", default="resnet8_bn,resnet8_gn,lenet")
+    p.add_argument("--no-accounting", action="store_true")
+    p.add_argument("--write-results", action="store_true",
+                   help="write the throughput and accounting tables into docs/results.md")
+    args = _runner.parse(p)
+    if args.quick:
+        args.profile_steps = 0
     return args
 
 
 ARGS = parse_args()
-# thread counts must be fixed before NumPy / BLAS / Numba start their pools
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ[var] = str(ARGS.threads)
+_runner.set_threads(ARGS.threads)   # before NumPy / BLAS / Numba / torch start their pools
 
 if ARGS.peer_json:
     import torch  # noqa: F401,E402  (first, so its thread runtime loads with its own defaults; see _peer)
-import cProfile  # noqa: E402
-import io  # noqa: E402
-import pstats  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import minidl as md  # noqa: E402
-import minidl.nn.functional as F  # noqa: E402
-from minidl import optim  # noqa: E402
-from minidl.zoo import LeNet, resnet8  # noqa: E402
+
+CASES = {   # name: (description, input shape without the batch)
+    "resnet8_bn": ("ResNet-8 + BatchNorm, 3x32x32", (3, 32, 32)),
+    "resnet8_gn": ("ResNet-8 + GroupNorm(8), 3x32x32", (3, 32, 32)),
+    "lenet": ("LeNet-5, 1x28x28", (1, 28, 28)),
+}
+RESULTS_BEGIN = "<!-- bench_cnn: begin (written by benchmarks/bench_cnn.py --write-results) -->"
+RESULTS_END = "<!-- bench_cnn: end -->"
+CLOCK = _runner.CLOCK   # wall-clock, or the process's CPU time with --cpu-time (see _runner)
+median_time = _runner.median_time
+
+
+def _data(name, bs):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((bs, *CASES[name][1])).astype(np.float32)
+    y = rng.integers(0, 10, bs).astype(np.int64)
+    return x, y
 
 
 # minidl ------------------------------------------------------------------------------------
 def minidl_case(name, bs):
+    """(step, optimizer) for one case."""
+    import minidl as md
+    import minidl.nn.functional as F
+    from minidl import optim
+    from minidl.zoo import LeNet, resnet8
     md.manual_seed(0)
-    if name == "resnet8_bn":
-        model, shape = resnet8(in_channels=3, num_classes=10, norm="batch"), (bs, 3, 32, 32)
+    if name.startswith("resnet8"):
+        model = resnet8(in_channels=3, num_classes=10, norm="batch" if name == "resnet8_bn" else "group")
     else:
-        model, shape = LeNet(in_channels=1, num_classes=10, input_size=28), (bs, 1, 28, 28)
+        model = LeNet(in_channels=1, num_classes=10, input_size=28)
     opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    rng = np.random.default_rng(0)
-    x = md.from_numpy(rng.standard_normal(shape).astype(np.float32))
-    y = md.from_numpy(rng.integers(0, 10, bs).astype(np.int64))
+    xa, ya = _data(name, bs)
+    x, y = md.from_numpy(xa), md.from_numpy(ya)
 
     def step():
         loss = F.cross_entropy(model(x), y)
@@ -75,7 +90,7 @@ def minidl_case(name, bs):
         loss.backward()
         opt.step()
         return loss
-    return step
+    return step, opt
 
 
 # PyTorch equivalents -----------------------------------------------------------------------
@@ -84,36 +99,36 @@ def torch_case(name, bs):
     from torch import nn
     torch.manual_seed(0)
 
+    def norm(c):
+        return nn.BatchNorm2d(c) if name == "resnet8_bn" else nn.GroupNorm(8, c)
+
     class Block(nn.Module):
         def __init__(self, cin, c, stride):
             super().__init__()
             self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
-            self.norm1 = nn.BatchNorm2d(c)
+            self.norm1 = norm(c)
             self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
-            self.norm2 = nn.BatchNorm2d(c)
+            self.norm2 = norm(c)
             self.shortcut = None
             if stride != 1 or cin != c:
-                self.shortcut = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), nn.BatchNorm2d(c))
+                self.shortcut = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), norm(c))
 
         def forward(self, x):
             out = torch.relu(self.norm1(self.conv1(x)))
             out = self.norm2(self.conv2(out))
             return torch.relu(out + (x if self.shortcut is None else self.shortcut(x)))
 
-    if name == "resnet8_bn":
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+    if name.startswith("resnet8"):
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), norm(16), nn.ReLU(),
                               Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2),
                               nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
-        shape = (bs, 3, 32, 32)
     else:
         model = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                               nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                               nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
-        shape = (bs, 1, 28, 28)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    rng = np.random.default_rng(0)
-    x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
-    y = torch.from_numpy(rng.integers(0, 10, bs).astype(np.int64))
+    xa, ya = _data(name, bs)
+    x, y = torch.from_numpy(xa), torch.from_numpy(ya)
 
     def step():
         loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -124,56 +139,113 @@ def torch_case(name, bs):
     return step
 
 
-def time_steps(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def peer_main():
     """The PyTorch half, in its own process (see _peer)."""
     import torch
     torch.set_num_threads(ARGS.threads)
     _peer.write(ARGS.peer_json, {"version": torch.__version__,
-                                 "step_s": {name: time_steps(torch_case(name, ARGS.batch_size), ARGS.warmup,
-                                                             ARGS.steps) for name in ARGS.cases.split(",")}})
+                                 "step_s": {name: median_time(torch_case(name, ARGS.batch_size), ARGS.steps,
+                                                                      ARGS.warmup)
+                                            for name in ARGS.cases.split(",")}})
+
+
+def measure_rounds(cases, steps):
+    """{case: [minidl seconds per round]}, {case: [torch seconds per round]} (empty without
+    PyTorch), the torch version or None."""
+    t_md = {n: [] for n in cases}
+    t_pt = {n: [] for n in cases}
+    version = None
+    for r in range(max(ARGS.rounds, 1)):
+        peer = None if ARGS.no_torch else _peer.run(__file__)
+        line = [f"round {r + 1}:"]
+        for name in cases:
+            t = median_time(steps[name][0], ARGS.steps, ARGS.warmup)
+            t_md[name].append(t)
+            part = f"{name} minidl {1e3 * t:.1f}"
+            if peer:
+                version = peer["version"]
+                t_pt[name].append(peer["step_s"][name])
+                part += f" torch {1e3 * peer['step_s'][name]:.1f} ms ({peer['step_s'][name] / t:.2f})"
+            line.append(part)
+        print("  ".join(line), flush=True)
+    return t_md, {n: v for n, v in t_pt.items() if v}, version
+
+
+def throughput_lines(cases, bs, t_md, t_pt):
+    lines = ["| model, batch %d | minidl ms/step | PyTorch ms/step | minidl img/s | PyTorch img/s "
+             "| ratio: median (range) over rounds |" % bs, "|---|---|---|---|---|---|"]
+    for name in cases:
+        md_s = statistics.median(t_md[name])
+        row = f"| {CASES[name][0]} | {1e3 * md_s:.1f} "
+        if name in t_pt:
+            pt_s = statistics.median(t_pt[name])
+            ratios = [p / m for p, m in zip(t_pt[name], t_md[name])]
+            row += (f"| {1e3 * pt_s:.1f} | {bs / md_s:,.0f} | {bs / pt_s:,.0f} | **{statistics.median(ratios):.2f}** "
+                    f"({min(ratios):.2f}-{max(ratios):.2f}), {len(ratios)} |")
+        else:
+            row += f"| - | {bs / md_s:,.0f} | - | - |"
+        lines.append(row)
+    return lines
+
+
+def write_results(text):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results.md")
+    with open(path) as f:
+        doc = f.read()
+    if RESULTS_BEGIN not in doc or RESULTS_END not in doc:
+        print(f"docs/results.md has no {RESULTS_BEGIN!r} ... {RESULTS_END!r} section; not written")
+        return
+    head, rest = doc.split(RESULTS_BEGIN, 1)
+    tail = rest.split(RESULTS_END, 1)[1]
+    with open(path, "w") as f:
+        f.write(head + RESULTS_BEGIN + "\n" + text + "\n" + RESULTS_END + tail)
+    print("written into docs/results.md")
 
 
 def main():
     if ARGS.peer_json:
         return peer_main()
-    bs = ARGS.batch_size
-    peer = None if ARGS.no_torch else _peer.run(__file__)
-    try:
-        import numba
-        numba.set_num_threads(min(ARGS.threads, numba.config.NUMBA_NUM_THREADS))
-    except ImportError:
-        pass
-    cases = ARGS.cases.split(",")
-    print(f"threads {ARGS.threads}, batch {bs}, median of {ARGS.steps} steps after {ARGS.warmup} warm-up; "
-          f"numpy {np.__version__}" + (f", torch {peer['version']} (own process)" if peer else ", no torch"))
-    rows = []
-    for name in cases:
-        t_md = time_steps(minidl_case(name, bs), ARGS.warmup, ARGS.steps)
-        t_pt = peer["step_s"][name] if peer else None
-        rows.append((name, bs / t_md, None if t_pt is None else bs / t_pt))
-        print(f"  {name}: minidl {1e3 * t_md:.1f} ms/step" +
-              ("" if t_pt is None else f", torch {1e3 * t_pt:.1f} ms/step"), flush=True)
+    import numba
+    import subprocess
 
+    import minidl  # noqa: F401  (process tuning before anything is measured)
+    import _step_accounting as acc
+    from minidl.autograd.function import Function
+    acc.CLOCK = CLOCK
+    numba.set_num_threads(min(ARGS.threads, numba.config.NUMBA_NUM_THREADS))
+    bs = ARGS.batch_size
+    cases = ARGS.cases.split(",")
+    steps = {name: minidl_case(name, bs) for name in cases}
+    print(f"threads {ARGS.threads}, batch {bs}, median of {ARGS.steps} steps after {ARGS.warmup} warm-up in each of "
+          f"{ARGS.rounds} alternating rounds; numpy {np.__version__}; "
+          f"{'CPU time' if ARGS.cpu_time else 'wall-clock'}", flush=True)
+    t_md, t_pt, version = measure_rounds(cases, steps)
+    lines = throughput_lines(cases, bs, t_md, t_pt)
     print()
-    print(f"{'case':<14}{'minidl img/s':>14}{'torch img/s':>14}{'minidl/torch':>14}")
-    for name, a, b in rows:
-        bt = "-" if b is None else f"{b:.0f}"
-        ratio = "-" if b is None else f"{a / b:.2f}"
-        print(f"{name:<14}{a:>14.0f}{bt:>14}{ratio:>14}")
+    print("\n".join(lines))
+
+    acc_lines = []
+    if not ARGS.no_accounting:
+        bandwidth, peak = acc.copy_bandwidth(), acc.gemm_rate()
+        acc_lines = acc.HEADER[:]
+        rows = {}
+        for name in cases:
+            step, opt = steps[name]
+            rows[name] = a = acc.account(step, opt, Function)
+            acc_lines += acc.table(CASES[name][0], a, bandwidth, peak)
+        print(f"\nstep accounting (one instrumented step; copy bandwidth {bandwidth / 1e9:.1f} GB/s read+write, "
+              f"one 1536^3 SGEMM {peak / 1e9:.0f} GFLOP/s):")
+        print("\n".join(acc_lines))
+        for name in cases:
+            print(f"\n{name}: the ops' own time outside GEMMs, ms (calls, MB moved)")
+            for label, s, nbytes, calls in rows[name]["rows"][:14]:
+                print(f"  {label:34s} {1e3 * s:7.2f}  ({calls}, {nbytes / 1e6:.0f} MB)")
 
     if ARGS.profile_steps:
-        step = minidl_case(cases[0], bs)
+        import cProfile
+        import io
+        import pstats
+        step = steps[cases[0]][0]
         step()
         prof = cProfile.Profile()
         prof.enable()
@@ -181,10 +253,23 @@ def main():
             step()
         prof.disable()
         out = io.StringIO()
-        stats = pstats.Stats(prof, stream=out).sort_stats("tottime")
-        stats.print_stats(18)
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
         print(f"\ncProfile of {ARGS.profile_steps} minidl {cases[0]} training steps (sorted by own time):")
         print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
+
+    if ARGS.write_results:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "?"
+        flags = f"--threads {ARGS.threads} --rounds {ARGS.rounds} --steps {ARGS.steps}" + \
+            (" --cpu-time" if ARGS.cpu_time else "")
+        text = [f"`python benchmarks/bench_cnn.py {flags} --write-results` (working tree on {commit}; "
+                f"PyTorch {version or 'not run'}, own process; {'CPU time' if ARGS.cpu_time else 'wall-clock'}, "
+                f"medians of {ARGS.steps} steps per round):", "", *lines]
+        if acc_lines:
+            text += ["", f"Where one step goes (one instrumented step per model, after the rounds; copy bandwidth "
+                     f"{bandwidth / 1e9:.1f} GB/s read+write, one 1536^3 SGEMM {peak / 1e9:.0f} GFLOP/s; see "
+                     f"benchmarks/_step_accounting.py for what each column counts):", "", *acc_lines]
+        write_results("\n".join(text))
 
 
 if __name__ == "__main__":

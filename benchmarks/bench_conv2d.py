@@ -1,5 +1,7 @@
 """conv2d forward+backward time, minidl beside PyTorch CPU (when installed), on the shapes a
-CIFAR ResNet at batch 64 uses, plus the 64x64x32x32 3x3 reference case.
+CIFAR ResNet at batch 64 uses, plus the 64x64x32x32 3x3 reference case. minidl's time is that of
+the path conv2d picks (Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions of 8 or more input
+channels, im2col + GEMM otherwise); the im2col column times the im2col path on every case.
 
     python benchmarks/bench_conv2d.py            # wall-clock, all threads
     python benchmarks/bench_conv2d.py --quick    # one repeat of the smallest case
@@ -15,6 +17,7 @@ import numpy as np
 import _peer
 import minidl as md
 import minidl.nn.functional as F
+from minidl.ops import conv as conv_ops
 
 CASES = [
     # N, C, O, H, kernel, stride, padding
@@ -53,7 +56,8 @@ def main():
     if torch is not None and args.threads:
         torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
-    print(f"{'case':32s} {'minidl ms':>10s} {'torch ms':>10s} {'torch/minidl':>12s}   (min of {args.reps}, "
+    print(f"{'case':32s} {'path':>9s} {'minidl ms':>10s} {'im2col ms':>10s} {'torch ms':>10s} {'torch/minidl':>12s}   "
+          f"(min of {args.reps}, "
           f"{'CPU time' if args.cpu_time else 'wall-clock'})")
     for N, C, O, H, k, s, p in CASES[-1:] if args.quick else CASES:
         x = rng.standard_normal((N, C, H, H)).astype(np.float32)
@@ -67,6 +71,12 @@ def main():
             mx.grad = mw.grad = mb.grad = None
             F.conv2d(mx, mw, mb, stride=s, padding=p).backward(g)
         t_ours = timeit(ours, args.reps, clock)[0]
+        path = "winograd" if conv_ops._use_winograd(x, w, (s, s), (1, 1), 1) else "im2col"
+        conv_ops.USE_WINOGRAD = False
+        try:
+            t_im2col = timeit(ours, args.reps, clock)[0]
+        finally:
+            conv_ops.USE_WINOGRAD = True
         t_torch = float("nan")
         if torch is not None:
             tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
@@ -77,7 +87,8 @@ def main():
                 torch.nn.functional.conv2d(tx, tw, tb, stride=s, padding=p).backward(tg)
             t_torch = timeit(theirs, args.reps, clock)[0]
         name = f"N{N} C{C}->{O} {H}x{H} k{k} s{s} p{p}"
-        print(f"{name:32s} {t_ours * 1e3:10.1f} {t_torch * 1e3:10.1f} {t_torch / t_ours:12.2f}")
+        print(f"{name:32s} {path:>9s} {t_ours * 1e3:10.1f} {t_im2col * 1e3:10.1f} {t_torch * 1e3:10.1f} "
+              f"{t_torch / t_ours:12.2f}")
 
 
 if __name__ == "__main__":

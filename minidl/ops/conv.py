@@ -29,9 +29,48 @@ cols fit in KEEP_COLS_BYTES, forward writes the blocks into one array kept for b
 (ResNet-8 at batch 64: 126 MB over its nine convs, read back at memory speed); otherwise
 backward rebuilds each block's cols from x, which keeps a step's memory at the size of the
 activations at the cost of a second gather (about 10% of a ResNet-8 step on 2 cores).
+
+Winograd F(2x2, 3x3) (Lavin & Gray, 2016) computes the 3x3, stride-1, ungrouped convolutions of
+float32/float64 CPU arrays (``_use_winograd``) with 2.25x fewer multiplications, and a transform
+domain 4x the size of x instead of im2col's 9x. In one dimension, F(2, 3) takes an input tile
+d = (d0, d1, d2, d3) and the filter g = (g0, g1, g2) to the two outputs of the correlation,
+
+    y = A^T [(G g) * (B^T d)]       (* elementwise, four multiplications instead of six)
+    B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+    G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+    A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+
+(check: y0 = m0 + m1 + m2 = g0 d0 + g1 d1 + g2 d2 and y1 = m1 - m2 - m3 = g0 d1 + g1 d2 + g2 d3,
+with m = (G g) * (B^T d)). Nesting it over rows and columns gives the 2-D tile: output tile
+(th, tw), rows 2*th, 2*th + 1, reads the 4x4 input tile d at rows 2*th - ph .. 2*th - ph + 3
+(zero outside the image; tiles overlap by two rows and columns), and, summed over channels c,
+
+    V[xi, t, c] = (B^T d_tc B)[xi]        U[xi, o, c] = (G w_oc G^T)[xi]       (xi: 16 positions)
+    M[xi] = V[xi] @ U[xi]^T               (16 GEMMs, (T, C) @ (C, O); T = N*TH*TW tiles)
+    y_to = A^T M_to A                     (2x2, cropped where OH or OW is odd)
+
+Every step is linear, so backward is each step's adjoint, in reverse (no flipped-filter
+convolution needed), with g_to the 2x2 tile of dL/dy:
+
+    dM_to = A g_to A^T
+    dU[xi] = dM[xi]^T @ V[xi]     ->  dW_oc = G^T dU_oc G
+    dV[xi] = dM[xi] @ U[xi]       ->  dx = sum over tiles of B dV_tc B^T, added where d_tc was read
+
+The gradients are those of the Winograd forward, so exact up to rounding like im2col's. The
+transforms take additions only (G's halves are exact in binary); float32 error measured against
+direct summation in float64 is in docs/performance.md (F(4x4, 3x3) would save more
+multiplications but its transforms have entries up to 8 and 1/24, which costs float32 accuracy;
+F(2x2, 3x3) is the tile the float32 measurement chose). The tile transforms are the NumPy
+references below and Numba kernels in ``minidl.kernels.cpu.winograd``; V is kept from forward for
+dW under the same KEEP_COLS_BYTES budget as cols (otherwise rebuilt from x). The GPU device keeps
+im2col + GEMM. The batch is processed in blocks of a few images (``_winograd_blocks``): the
+transform of a block, its 16 GEMMs and the inverse transform, so that M, dM and dV stay in
+cache; only V (kept for dW) and the outputs go to memory.
 """
 import math
 import threading
+
+import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
@@ -40,6 +79,7 @@ from ..tensor.dtype import check_same_dtype
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
 from ._kernel_switch import LAYER
+from .low_precision import float32_compute
 
 
 def conv_output_size(size, k, s, p, d):
@@ -85,6 +125,106 @@ IM2COL = LAYER.kernels(("im2col", "col2im"), __name__, cpu="minidl.kernels.cpu.i
                        cuda="minidl.kernels.cuda.im2col")
 
 
+# Winograd F(2x2, 3x3) -----------------------------------------------------------------------
+WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+
+
+def winograd_tiles(OH, OW):
+    """(TH, TW): the 2x2 output tiles that cover an OH x OW output."""
+    return -(-OH // 2), -(-OW // 2)
+
+
+def _padded(x, ph, pw, TH, TW):
+    """x zero-padded to the (2*TH + 2, 2*TW + 2) rows and columns the tiles read."""
+    xp = namespace_of(x)
+    N, C, H, W = x.shape
+    xpad = xp.zeros((N, C, 2 * TH + 2, 2 * TW + 2), dtype=x.dtype)
+    xpad[:, :, ph:ph + H, pw:pw + W] = x
+    return xpad
+
+
+def winograd_input_reference(x, ph, pw, TH, TW, out=None):
+    """x (N, C, H, W) -> V (16, N*TH*TW, C): V[(a, b), (n, th, tw), c] = (B^T d B)[a, b] with
+    d[i, j] = xpad[n, c, 2*th + i, 2*tw + j]."""
+    xp = namespace_of(x)
+    N, C = x.shape[:2]
+    xpad = _padded(x, ph, pw, TH, TW)
+    d = xp.stack([xp.stack([xpad[:, :, i:i + 2 * TH - 1:2, j:j + 2 * TW - 1:2] for j in range(4)])
+                  for i in range(4)])                                       # (4, 4, N, C, TH, TW)
+    bt = xp.asarray(WINOGRAD_BT.astype(x.dtype))
+    v = xp.einsum("ai,bj,ijnchw->abnhwc", bt, bt, d)
+    return into(out, v.reshape(16, N * TH * TW, C))
+
+
+def winograd_input_adjoint_reference(dV, N, C, H, W, ph, pw, TH, TW, out=None):
+    """The adjoint of winograd_input: dd = B dV B^T per tile, added back where the tile was read."""
+    xp = namespace_of(dV)
+    bt = xp.asarray(WINOGRAD_BT.astype(dV.dtype))
+    dd = xp.einsum("ai,bj,abnhwc->ijnchw", bt, bt, dV.reshape(4, 4, N, TH, TW, C))
+    dxpad = xp.zeros((N, C, 2 * TH + 2, 2 * TW + 2), dtype=dV.dtype)
+    for i in range(4):
+        for j in range(4):
+            dxpad[:, :, i:i + 2 * TH - 1:2, j:j + 2 * TW - 1:2] += dd[i, j]
+    return into(out, xp.ascontiguousarray(dxpad[:, :, ph:ph + H, pw:pw + W]))
+
+
+def winograd_output_reference(M, N, O, OH, OW, TH, TW, out=None):
+    """M (16, N*TH*TW, O) -> y (N, O, OH, OW): each 2x2 output tile is A^T M_to A."""
+    xp = namespace_of(M)
+    at = xp.asarray(WINOGRAD_AT.astype(M.dtype))
+    y2 = xp.einsum("ai,bj,ijnhwo->abnohw", at, at, M.reshape(4, 4, N, TH, TW, O))   # (2, 2, N, O, TH, TW)
+    y = xp.empty((N, O, 2 * TH, 2 * TW), dtype=M.dtype)
+    for a in range(2):
+        for b in range(2):
+            y[:, :, a::2, b::2] = y2[a, b]
+    return into(out, xp.ascontiguousarray(y[:, :, :OH, :OW]))
+
+
+def winograd_output_adjoint_reference(g, TH, TW, out=None):
+    """The adjoint of winograd_output: dM_to = A g_to A^T (g zero past OH, OW)."""
+    xp = namespace_of(g)
+    N, O, OH, OW = g.shape
+    gpad = xp.zeros((N, O, 2 * TH, 2 * TW), dtype=g.dtype)
+    gpad[:, :, :OH, :OW] = g
+    gt = xp.stack([xp.stack([gpad[:, :, a::2, b::2] for b in range(2)]) for a in range(2)])  # (2, 2, N, O, TH, TW)
+    at = xp.asarray(WINOGRAD_AT.astype(g.dtype))
+    dm = xp.einsum("ai,bj,abnohw->ijnhwo", at, at, gt)
+    return into(out, dm.reshape(16, N * TH * TW, O))
+
+
+def winograd_filter(w):
+    """W (O, C, 3, 3) -> U (16, O, C): U[(a, b), o, c] = (G W_oc G^T)[a, b] (tiny: plain NumPy)."""
+    xp = namespace_of(w)
+    G = xp.asarray(WINOGRAD_G.astype(w.dtype))
+    O, C = w.shape[:2]
+    return xp.ascontiguousarray(xp.einsum("ai,bj,ocij->aboc", G, G, w).reshape(16, O, C))
+
+
+def winograd_filter_adjoint(dU):
+    """The adjoint of winograd_filter: dU (16, O, C) -> dW (O, C, 3, 3) = G^T dU_oc G."""
+    xp = namespace_of(dU)
+    G = xp.asarray(WINOGRAD_G.astype(dU.dtype))
+    O, C = dU.shape[1:]
+    return xp.einsum("ai,bj,aboc->ocij", G, G, dU.reshape(4, 4, O, C))
+
+
+WINOGRAD = LAYER.kernels(("winograd_input", "winograd_input_adjoint", "winograd_output", "winograd_output_adjoint"),
+                         __name__, cpu="minidl.kernels.cpu.winograd")
+USE_WINOGRAD = True   # 3x3 stride-1 convolutions of CPU float32/float64 arrays by Winograd F(2x2, 3x3)
+# Below this many input channels im2col + GEMM is faster (the 3-channel first layer of a CIFAR
+# ResNet: the transforms cost more than the small GEMM they save; docs/performance.md).
+WINOGRAD_MIN_CHANNELS = 8
+WINOGRAD_BLOCK_BYTES = 1 << 20   # per thread: images per block whose M (or dM, dV) take about this much
+
+
+def _use_winograd(x, w, stride, dilation, groups):
+    return (USE_WINOGRAD and type(x) is np.ndarray and x.dtype in (np.float32, np.float64)
+            and tuple(w.shape[2:]) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and groups == 1 and x.shape[1] >= WINOGRAD_MIN_CHANNELS)
+
+
 def _weight_rows(w, G):
     """W (O, Cg, kh, kw) -> (G, O/G, kh*kw*Cg), axes ordered (i, j, cg) as cols' rows are."""
     O, Cg, kh, kw = w.shape
@@ -121,15 +261,20 @@ def _blocks(N, row_bytes):
     return [(n0, min(n0 + per, N)) for n0 in range(0, N, per)]
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Conv2d(Function):
-    """conv2d via blocked im2col + GEMM; see the module docstring for the derivation."""
+    """conv2d by Winograd F(2x2, 3x3) where ``_use_winograd`` says so, else by blocked im2col + GEMM;
+    see the module docstring for both derivations."""
 
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups):
         xp = namespace_of(x)
-        impl = ctx.impl = IM2COL.select(x)
         if not getattr(getattr(x, "flags", None), "c_contiguous", True):
             x = xp.ascontiguousarray(x)           # the kernels read x as one C-ordered block per image
+        ctx.winograd = _use_winograd(x, w, stride, dilation, groups)
+        if ctx.winograd:
+            return _winograd_forward(ctx, x, w, b, padding)
+        impl = ctx.impl = IM2COL.select(x)
         N, C, H, W = x.shape
         O, Cg, kh, kw = w.shape
         (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
@@ -165,6 +310,8 @@ class Conv2d(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.winograd:
+            return _winograd_backward(ctx, g) + (None, None, None, None)
         x, wr = ctx.saved_tensors
         kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom = ctx.geom
         O, Cg = ctx.wshape[:2]
@@ -197,6 +344,72 @@ class Conv2d(Function):
         if nw:
             dw_ = dwr.reshape(G, Og, kh, kw, Cg).transpose(0, 1, 4, 2, 3).reshape(ctx.wshape)
         return dx, dw_, db, None, None, None, None
+
+
+def _winograd_blocks(N, per_image_bytes):
+    """[n0, n1) ranges of whole images whose transform-domain products (M, dM, dV) take about
+    WINOGRAD_BLOCK_BYTES per thread, so that each thread's share stays in its L2 cache between
+    the GEMM and the transform."""
+    import numba
+    threads = numba.get_num_threads()
+    per = threads * max(1, round(WINOGRAD_BLOCK_BYTES / max(per_image_bytes, 1)))
+    return [(n0, min(n0 + per, N)) for n0 in range(0, N, per)]
+
+
+def _winograd_forward(ctx, x, w, b, padding):
+    """Conv2d.forward by Winograd F(2x2, 3x3); see the module docstring."""
+    xp = np
+    impl = ctx.impl = WINOGRAD.select(x)
+    N, C, H, W = x.shape
+    O = w.shape[0]
+    ph, pw = padding
+    OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
+    TH, TW = winograd_tiles(OH, OW)
+    TT = TH * TW
+    U = winograd_filter(w)                                                    # (16, O, C)
+    keep = ctx.needs_input_grad[1] and 16 * N * TT * C * x.itemsize <= KEEP_COLS_BYTES
+    V = xp.empty((16, N * TT, C), dtype=x.dtype) if keep else None            # kept for dW
+    out = xp.empty((N, O, OH, OW), dtype=x.dtype)
+    for n0, n1 in _winograd_blocks(N, 16 * TT * max(C, O) * x.itemsize):
+        t0, t1 = n0 * TT, n1 * TT
+        Vb = impl.winograd_input(x[n0:n1], ph, pw, TH, TW, out=None if V is None else V[:, t0:t1])   # (16, Tb, C)
+        M = _scratch_buffer("winograd_m", (16, t1 - t0, O), x.dtype, xp)
+        xp.matmul(Vb, U.transpose(0, 2, 1), out=M)                            # 16 GEMMs (Tb, C) @ (C, O)
+        impl.winograd_output(M, n1 - n0, O, OH, OW, TH, TW, out=out[n0:n1])
+    if b is not None:
+        out += b.reshape(1, O, 1, 1)
+    ctx.save_for_backward(x, U, V)
+    ctx.geom = (ph, pw, OH, OW, TH, TW)
+    return out
+
+
+def _winograd_backward(ctx, g):
+    """The adjoint of each step of _winograd_forward, in reverse: (dx, dW, db)."""
+    xp = np
+    x, U, V = ctx.saved_tensors
+    impl = ctx.impl
+    ph, pw, OH, OW, TH, TW = ctx.geom
+    TT = TH * TW
+    nx, nw, nb = ctx.needs_input_grad[:3]
+    N, C, H, W = x.shape
+    O = U.shape[1]
+    g = xp.ascontiguousarray(g)
+    dU = xp.zeros((16, O, C), dtype=g.dtype) if nw else None
+    dx = xp.empty((N, C, H, W), dtype=g.dtype) if nx else None
+    for n0, n1 in _winograd_blocks(N, 16 * TT * max(C, O) * x.itemsize):
+        t0, t1 = n0 * TT, n1 * TT
+        dM = impl.winograd_output_adjoint(g[n0:n1], TH, TW,
+                                          out=_scratch_buffer("winograd_m", (16, t1 - t0, O), g.dtype, xp))
+        if nw:
+            Vb = V[:, t0:t1] if V is not None else impl.winograd_input(x[n0:n1], ph, pw, TH, TW)
+            dU += xp.matmul(dM.transpose(0, 2, 1), Vb)                        # (16, O, C)
+        if nx:
+            dV = _scratch_buffer("winograd_dv", (16, t1 - t0, C), g.dtype, xp)
+            xp.matmul(dM, U, out=dV)
+            impl.winograd_input_adjoint(dV, n1 - n0, C, H, W, ph, pw, TH, TW, out=dx[n0:n1])
+    dw = winograd_filter_adjoint(dU) if nw else None                          # (O, C, 3, 3)
+    db = g.sum(axis=(0, 2, 3)) if nb else None
+    return dx, dw, db
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

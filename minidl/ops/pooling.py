@@ -26,6 +26,7 @@ from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
 from ._kernel_switch import LAYER
+from .low_precision import float32_compute
 
 
 def pool_output_size(size, k, s, p, d, ceil_mode):
@@ -183,6 +184,7 @@ def adaptive_pool_matrix(size, out, dtype=np.float64, xp=np):
     return xp.asarray(a.astype(dtype))
 
 
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class AdaptiveAvgPool2d(Function):
     """out = A_h x A_w^T;  dL/dx = A_h^T g A_w (and a plain mean for a 1x1 output)."""
 

@@ -57,12 +57,40 @@ def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw):
                 idx[n, c, oh, ow] = arg
 
 
+@njit(error_model="numpy", cache=True)
+def _max_fwd_planes_inside(x, out, idx, p0, p1, kh, kw, sh, sw):
+    """_max_fwd_planes for windows that all lie inside the input (no padding, no dilation, no
+    ceil_mode overhang: LeNet's 2x2 pools): no clipping arithmetic per window (docs/performance.md)."""
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2], out.shape[3]
+    for p in range(p0, p1):
+        n = p // C
+        c = p % C
+        for oh in range(OH):
+            h0 = oh * sh
+            for ow in range(OW):
+                w0 = ow * sw
+                best = -np.inf
+                arg = h0 * W + w0
+                for i in range(kh):
+                    for j in range(kw):
+                        v = x[n, c, h0 + i, w0 + j]
+                        if v > best or np.isnan(v):
+                            best = v
+                            arg = (h0 + i) * W + w0 + j
+                out[n, c, oh, ow] = best
+                idx[n, c, oh, ow] = arg
+
+
 @njit(error_model="numpy", cache=True, parallel=True)
-def _max_fwd_parallel(x, out, idx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw):
+def _max_fwd_parallel(x, out, idx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, inside):
     planes = x.shape[0] * x.shape[1]
     for t in prange(n_chunks):
-        _max_fwd_planes(x, out, idx, t * planes // n_chunks, (t + 1) * planes // n_chunks,
-                        kh, kw, sh, sw, ph, pw, dh, dw)
+        if inside:
+            _max_fwd_planes_inside(x, out, idx, t * planes // n_chunks, (t + 1) * planes // n_chunks, kh, kw, sh, sw)
+        else:
+            _max_fwd_planes(x, out, idx, t * planes // n_chunks, (t + 1) * planes // n_chunks,
+                            kh, kw, sh, sw, ph, pw, dh, dw)
 
 
 def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
@@ -74,10 +102,14 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     idx = np.empty((N, C, OH, OW), dtype=np.int64)
     if out.size == 0:
         return out, idx
-    if _serial(x):
-        _max_fwd_planes(x, out, idx, 0, N * C, kh, kw, sh, sw, ph, pw, dh, dw)
+    H, W = x.shape[2:]
+    inside = ph == pw == 0 and dh == dw == 1 and (OH - 1) * sh + kh <= H and (OW - 1) * sw + kw <= W
+    if not _serial(x):
+        _max_fwd_parallel(x, out, idx, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, dh, dw, inside)
+    elif inside:
+        _max_fwd_planes_inside(x, out, idx, 0, N * C, kh, kw, sh, sw)
     else:
-        _max_fwd_parallel(x, out, idx, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, dh, dw)
+        _max_fwd_planes(x, out, idx, 0, N * C, kh, kw, sh, sw, ph, pw, dh, dw)
     return out, idx
 
 
