@@ -1,6 +1,7 @@
 """The README's commands work: CI runs its test command verbatim, and every other fenced shell
 command runs here in a quick form (the same program and flags, shortened as ``QUICK`` says)."""
 import configparser
+import os
 import pathlib
 import re
 import shlex
@@ -21,6 +22,7 @@ SETUP = re.compile(r'^python3 -m venv \.venv && \.venv/bin/pip install -e "\.\[(
 #   bench --quick              -> bench --quick --no-torch autograd (the shortest benchmark)
 #   lab NAME                   -> lab NAME --help (the quick mode of every experiment is tests/test_lab.py)
 #   pytest ...                 -> pytest ... --collect-only -q tests/test_readme.py
+#   .venv/bin/mpiexec -n K CMD -> the environment's mpiexec -n K, then CMD's quick form (1 thread per rank)
 QUICK_STEPS = ["--steps", "2"]
 
 
@@ -52,6 +54,10 @@ def quick_form(command, tmp):
         assert setup.group(1) in _extras(), f"no extra [{setup.group(1)}] in setup.cfg"
         command = setup.group(2)
     argv = shlex.split(command)
+    launcher = []
+    if argv[0] == ".venv/bin/mpiexec":
+        assert argv[1] == "-n", f"README: expected mpiexec -n K in {command}"
+        launcher, argv = [os.path.join(os.path.dirname(sys.executable), "mpiexec"), "-n", argv[2]], argv[3:]
     program, args = argv[0], argv[1:]
     if program in (".venv/bin/minidl", "minidl"):
         program, args = [sys.executable, "-m", "minidl"], args
@@ -87,7 +93,7 @@ def quick_form(command, tmp):
         out += ["--out", str(tmp / "runs" / "example")]
     if trains:
         out += ["--no-progress"]
-    return program + out
+    return launcher + program + out
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
@@ -116,5 +122,7 @@ def test_readme_is_a_short_guide_that_links_the_results_and_the_lab():
 def test_every_readme_command_runs_in_its_quick_form(tmp_path):
     for command in _commands(_readme()):
         argv = quick_form(command, tmp_path)
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        env = dict(os.environ, **({v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")}
+                                  if "mpiexec" in argv[0] else {}))
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
         assert done.returncode == 0, f"{command}\n-> {argv}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

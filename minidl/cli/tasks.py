@@ -10,6 +10,12 @@ computes the loss of a batch and evaluates a model.
   default_rng((seed, step)); evaluation: validation loss in nats/char over fixed batches.
 - SeqTask ("count"): the synthetic variable-length classification task of the lab
   (minidl.lab.seqdata.CountTask), padded per batch; evaluation: accuracy on a fixed test set.
+
+In a data-parallel run (``replicas`` of several ranks, minidl.train.replicas) ``--batch-size``
+is per rank, as with PyTorch's DistributedDataParallel: each rank draws its own batch, the
+images from its DistributedSampler shard of each epoch's order (ShardedImageTask, whose
+checkpointed state holds the sampler's epoch), text windows and sequences from
+default_rng((seed, step, rank)). Evaluation is the same on every rank (the models are).
 """
 import numpy as np
 
@@ -33,16 +39,25 @@ class ImageTask:
         self.xtr, self.ytr = digits_arrays("train")
         self.xte, self.yte = digits_arrays("test")
         self.batch_size, self.seed, self.device = batch_size, seed, device
-        if batch_size > len(self.xtr):
-            raise UsageError(f"--batch-size {batch_size} exceeds the {len(self.xtr)} training images")
-        self.steps_per_epoch = len(self.xtr) // batch_size
+        n = self._per_rank()
+        if batch_size > n:
+            raise UsageError(f"--batch-size {batch_size} exceeds the {n} training images" + self._of_rank)
+        self.steps_per_epoch = n // batch_size
+
+    _of_rank = ""
+
+    def _per_rank(self):
+        return len(self.xtr)
+
+    def _order(self, epoch):
+        return np.random.default_rng((self.seed, epoch)).permutation(len(self.xtr))
 
     def describe(self):
         return f"digits: {len(self.xtr)} train / {len(self.xte)} test 8x8 images"
 
     def batch(self, step):
         epoch, i = divmod(step, self.steps_per_epoch)
-        perm = np.random.default_rng((self.seed, epoch)).permutation(len(self.xtr))
+        perm = self._order(epoch)
         idx = perm[i * self.batch_size:(i + 1) * self.batch_size]
         return _to(tensor(self.xtr[idx]), self.device), _to(tensor(self.ytr[idx]), self.device)
 
@@ -62,12 +77,42 @@ class ImageTask:
         return {"test_loss": loss, "test_acc": acc}
 
 
+class ShardedImageTask(ImageTask):
+    """ImageTask on one rank of ``replicas``: each epoch's order is the rank's shard of a
+    DistributedSampler (shuffled by (seed, epoch), drop_last: every rank takes as many steps)."""
+
+    def __init__(self, data, batch_size, seed, device, replicas):
+        from ..utils.data.distributed import DistributedSampler
+        from ..data.digits import digits_arrays
+        n = len(digits_arrays("train")[0])
+        self.sampler = DistributedSampler(range(n), num_replicas=replicas.world_size, rank=replicas.rank,
+                                          shuffle=True, seed=seed, drop_last=True)
+        self._of_rank = f" of rank {replicas.rank} (of {replicas.world_size})"
+        self._cached = (None, None)
+        super().__init__(data, batch_size, seed, device)
+
+    def _per_rank(self):
+        return len(self.sampler)
+
+    def _order(self, epoch):
+        if self._cached[0] != epoch:
+            self.sampler.set_epoch(epoch)
+            self._cached = (epoch, np.fromiter(iter(self.sampler), np.int64))
+        return self._cached[1]
+
+    def state_dict(self):
+        return {"sampler_epoch": int(self.sampler.epoch)}
+
+    def load_state_dict(self, state):
+        self.sampler.set_epoch(int(state["sampler_epoch"]))
+
+
 class TextTask:
     kind = "text"
     datasets = ("pydoc", "<path to a text file>")
     unit = "tok"
 
-    def __init__(self, data, batch_size, seed, device, block_size, tokenizer=None, eval_batches=8):
+    def __init__(self, data, batch_size, seed, device, block_size, tokenizer=None, eval_batches=8, rank_key=()):
         from ..data.text import CharCorpus, CharTokenizer, load_text
         try:
             text = load_text(None if data in (None, "pydoc") else data)
@@ -80,7 +125,7 @@ class TextTask:
             raise UsageError(f"--block-size {block_size}: the text's smaller split has {shortest} characters; "
                              f"expected a block size below that (a longer text or a smaller --block-size)")
         self.batch_size, self.seed, self.device, self.block_size = batch_size, seed, device, block_size
-        self.eval_batches = eval_batches
+        self.eval_batches, self.rank_key = eval_batches, tuple(rank_key)   # (rank,) on each of several ranks
         self.steps_per_epoch = max(1, len(self.corpus.train) // (batch_size * block_size))
 
     def describe(self):
@@ -89,7 +134,7 @@ class TextTask:
 
     def batch(self, step):
         x, y = self.corpus.batch("train", self.batch_size, self.block_size,
-                                 generator=np.random.default_rng((self.seed, step)))
+                                 generator=np.random.default_rng((self.seed, step) + self.rank_key))
         return _to(x, self.device), _to(y, self.device)
 
     def items(self, batch):
@@ -115,10 +160,10 @@ class SeqTask:
     datasets = ("count",)
     unit = "seq"
 
-    def __init__(self, data, batch_size, seed, device, n_test=256):
+    def __init__(self, data, batch_size, seed, device, n_test=256, rank_key=()):
         from ..lab.seqdata import CountTask
         self.task = CountTask()
-        self.batch_size, self.seed, self.device = batch_size, seed, device
+        self.batch_size, self.seed, self.device, self.rank_key = batch_size, seed, device, tuple(rank_key)
         self.test = self.task.sample(n_test, np.random.default_rng((seed, 2 ** 31)))
         self.steps_per_epoch = 100   # an endless generator: an "epoch" is 100 batches
 
@@ -131,7 +176,7 @@ class SeqTask:
                 f"{self.task.num_classes} classes, padded per batch")
 
     def batch(self, step):
-        seqs, y = self.task.sample(self.batch_size, np.random.default_rng((self.seed, step)))
+        seqs, y = self.task.sample(self.batch_size, np.random.default_rng((self.seed, step) + self.rank_key))
         ids, kpm = self.task.pad(seqs)
         return _to(tensor(ids), self.device), kpm, _to(tensor(y), self.device)
 

@@ -3,8 +3,10 @@
     python -m minidl train resnet8 --norm group --epochs 5 --out runs/rn8-gn
     python -m minidl train gpt --steps 800 --norm rms --norm-position pre --out runs/gpt
     python -m minidl train lstm --steps 800 --hidden-size 256 --norm layer --out runs/lstm
+    python -m minidl train resnet8 --precision fp16 --epochs 5 --out runs/rn8-fp16   # autocast + GradScaler
     python -m minidl train gpt --out runs/gpt --resume                  # continue an interrupted run
     python -m minidl train gpt --steps 1600 --out runs/gpt --resume     # extend it to step 1600
+    mpiexec -n 2 python -m minidl train resnet8 --norm syncbatch --out runs/rn8-sync   # data parallel, 2 ranks
 
 This module turns flags into a model, a task (minidl.cli.tasks: data, loss, evaluation) and an
 optimizer; minidl.train does the rest, as for the example scripts: a progress bar, ``metrics.csv``,
@@ -14,18 +16,32 @@ architecture, hyper-parameters and run length stored in the checkpoint hold (a f
 again must agree), ``--steps``/``--epochs`` set a new length, ``--eval-every``, ``--device``
 and ``--no-progress`` may change. Batches are a function of (seed, step), so a resumed run
 reproduces the uninterrupted one exactly.
+
+``--precision fp16`` / ``bf16`` trains in mixed precision (minidl.train.precision): the forward
+pass and the loss under ``md.autocast``, float32 master weights, and for fp16 a GradScaler whose
+state is in the checkpoint. Before training, the activation bytes one step keeps for backward are
+measured on the first batch in fp32 and in the run's precision and printed (and in metrics.json).
+
+Under an MPI launcher (``mpiexec -n K``) the run is data parallel (minidl.train.replicas): each
+rank trains the model wrapped in DistributedDataParallel on its own batch of ``--batch-size``
+(images: its DistributedSampler shard of each epoch), rank 0 alone writes and prints, every rank
+resumes from the checkpoint, which records K (a run resumes on as many ranks). ``--norm
+syncbatch`` builds the BatchNorm model and converts it with nn.SyncBatchNorm.convert_sync_batchnorm
+(on one process it is BatchNorm, with a warning).
 """
 import os
 
 from .. import optim, random
 from ..train import Run, add_arguments as add_run_arguments, fit, same_data
+from ..train.precision import PRECISIONS, Precision
+from ..train.replicas import Replicas
 from ..train.run import flag
 from ..zoo import MODELS as CNN_MODELS
 from ..zoo import NORMS as CNN_NORMS
 from ..zoo.char_lstm import NORMS as LSTM_NORMS
 from ..zoo.transformer import NORM_KINDS, NORM_POSITIONS
 from .args import UsageError, check_heads, nonnegative_float, nonnegative_int, positive_float, positive_int
-from .tasks import ImageTask, SeqTask, TextTask
+from .tasks import ImageTask, SeqTask, ShardedImageTask, TextTask
 
 PROGRAM = "minidl train"
 
@@ -33,7 +49,8 @@ TRANSFORMERS = ("gpt", "encoder", "vit")
 LANGUAGE_MODELS = ("gpt", "lstm")   # character-level, on the text corpus
 MODEL_NAMES = tuple(sorted(CNN_MODELS)) + TRANSFORMERS + ("lstm",)
 RESNETS = tuple(m for m in MODEL_NAMES if m.startswith("resnet"))
-ALL_NORMS = tuple(dict.fromkeys(CNN_NORMS + NORM_KINDS + LSTM_NORMS))
+SYNC_NORM = "syncbatch"   # BatchNorm with statistics over every rank (nn.SyncBatchNorm): where "batch" is valid
+ALL_NORMS = tuple(dict.fromkeys(CNN_NORMS + NORM_KINDS + LSTM_NORMS + (SYNC_NORM,)))
 ARCH_DEFAULTS = {"d_model": 64, "n_layer": 2, "n_head": 4, "block_size": 64, "width": 16, "embed_dim": 64,
                  "hidden_size": 128}
 ARCH_HELP = {"d_model": "Transformers", "n_layer": "Transformers and lstm: layers", "n_head": "Transformers",
@@ -57,8 +74,9 @@ def valid_norms(model):
     if model == "lstm":
         return LSTM_NORMS
     if model in TRANSFORMERS:
-        return tuple(n for n in NORM_KINDS if not (model == "gpt" and n == "batch"))
-    return CNN_NORMS
+        return tuple(n for n in NORM_KINDS if not (model == "gpt" and n == "batch")) + ((SYNC_NORM,) if model != "gpt"
+                                                                                         else ())
+    return CNN_NORMS + (SYNC_NORM,)
 
 
 def task_kind(model):
@@ -79,6 +97,9 @@ def add_arguments(p):
                    help="linear warm-up steps (default: 5%% of the steps)")
     p.add_argument("--norm", default=None, choices=ALL_NORMS, help="the model's normalization layer")
     p.add_argument("--norm-position", default=None, choices=NORM_POSITIONS, help="Transformers: pre, post or deepnorm")
+    p.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help="fp32 (default), or mixed precision: fp16 (autocast + GradScaler) or bf16 (autocast); "
+                        "parameters stay float32")
     for dest, default in ARCH_DEFAULTS.items():
         p.add_argument("--" + dest.replace("_", "-"), type=positive_int, default=None,
                        help=f"{ARCH_HELP[dest]} (default {default})")
@@ -91,9 +112,6 @@ def check_applicable(args):
     for dest, (label, models) in APPLIES_TO.items():
         if getattr(args, dest) is not None and args.model not in models:
             raise TrainError(f"{flag(dest)} applies to {label}, not {args.model}")
-    if args.model == "lstm" and args.device != "cpu":
-        raise TrainError(f"--device {args.device}: the lstm runs on the CPU only (its recurrent layers' loops over "
-                         "time are NumPy code)")
     norm = args.norm
     if norm is not None and norm not in valid_norms(args.model):
         raise TrainError(f"--norm {norm!r} is not available for {args.model}; choose from "
@@ -128,6 +146,9 @@ def model_config(args, task):
 
 
 def build_model(name, cfg):
+    if cfg.get("norm") == SYNC_NORM:   # the BatchNorm model, its BatchNorms made SyncBatchNorms (PyTorch's idiom)
+        from ..nn import SyncBatchNorm
+        return SyncBatchNorm.convert_sync_batchnorm(build_model(name, {**cfg, "norm": "batch"}))
     from .. import zoo
     try:
         if name in CNN_MODELS:
@@ -143,20 +164,25 @@ def build_model(name, cfg):
         raise TrainError(f"cannot build {name} with {cfg}: {exc}") from None
 
 
-def make_task(args, tokenizer=None):
+def make_task(args, tokenizer=None, replicas=None):
+    """The task of ``args``; on one of several ``replicas`` it draws that rank's batches."""
     kind = task_kind(args.model)
     data = args.data
+    ranks = replicas is not None and replicas.world_size > 1
+    rank_key = (replicas.rank,) if ranks else ()
     if kind == "image":
         if data != "digits":
             raise TrainError(f"--data {data!r}: image models train on 'digits'")
+        if ranks:
+            return ShardedImageTask(data, args.batch_size, args.seed, args.device, replicas)
         return ImageTask(data, args.batch_size, args.seed, args.device)
     if kind == "seq":
         if data != "count":
             raise TrainError(f"--data {data!r}: the encoder trains on 'count'")
-        return SeqTask(data, args.batch_size, args.seed, args.device)
+        return SeqTask(data, args.batch_size, args.seed, args.device, rank_key=rank_key)
     if data != "pydoc" and not os.path.isfile(data):
         raise TrainError(f"--data {data!r}: expected 'pydoc' or the path of a text file")
-    return TextTask(data, args.batch_size, args.seed, args.device, args.block_size, tokenizer)
+    return TextTask(data, args.batch_size, args.seed, args.device, args.block_size, tokenizer, rank_key=rank_key)
 
 
 def make_optimizer(args, model):
@@ -185,6 +211,8 @@ def fill_defaults(args):
         args.weight_decay = 0.01 if args.optimizer == "adamw" else 5e-4
     if args.seed is None:
         args.seed = 0
+    if args.precision is None:
+        args.precision = "fp32"
     for dest, default in ARCH_DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, default)
@@ -204,13 +232,14 @@ def adopt_stored(run, args):
         raise TrainError(f"--resume: {run.path} holds a {ckpt.get('model_name')!r} model, not {args.model!r}")
     stored = {k: ckpt["args"][k] for k in _STORED}
     stored["data"] = stored["data"] or DEFAULT_DATA[task_kind(args.model)]
+    stored["precision"] = ckpt["args"].get("precision") or "fp32"   # checkpoints from before --precision: fp32
     if args.model == "lstm":   # its block size shapes the batches, not the model; its config names differ
         cfg = ckpt["config"]
         stored.update(block_size=ckpt["args"]["block_size"], embed_dim=cfg["embed_dim"],
                       hidden_size=cfg["hidden_size"], n_layer=cfg["num_layers"], norm=cfg["norm"])
     else:
         stored.update({k: ckpt["config"][k] for k in _ARCH if k in ckpt["config"]})
-    keys = (*_STORED, *_ARCH)
+    keys = (*_STORED, "precision", *_ARCH)
     run.adopt(args, keys, {k for k in keys if getattr(args, k) is not None}, stored=stored, same={"data": same_data})
     if args.eval_every is None:
         args.eval_every = ckpt["args"].get("eval_every")
@@ -220,14 +249,20 @@ def run(args):
     """Train as ``args`` says; returns 0, 1 when the loss diverges, or 128 + the signal's number
     when stopped by SIGINT/SIGTERM (after saving a checkpoint of the last whole step)."""
     check_applicable(args)
+    replicas = Replicas.join()   # under mpiexec: this rank of the data-parallel run
+    k = replicas.world_size
     args.out = args.out or os.path.join("runs", "train", args.model)
-    train_run = Run(args.out, PROGRAM, resume=args.resume, command=f"python -m minidl train {args.model}",
+    launch = f"mpiexec -n {k} " if k > 1 else ""
+    train_run = Run(args.out, PROGRAM, resume=args.resume, command=f"{launch}python -m minidl train {args.model}",
                     device=args.device)
     ckpt = train_run.checkpoint
     if ckpt is not None:
         adopt_stored(train_run, args)
+        if ckpt.get("world_size", 1) != k:   # --batch-size is per rank: another count would be another run
+            raise TrainError(f"--resume: the run in {args.out} trained on {ckpt.get('world_size', 1)} rank(s), this "
+                             f"one has {k}; resume it with as many (mpiexec -n {ckpt.get('world_size', 1)})")
     fill_defaults(args)
-    task = make_task(args, tokenizer=ckpt.get("tokenizer") if ckpt else None)
+    task = make_task(args, tokenizer=ckpt.get("tokenizer") if ckpt else None, replicas=replicas)
     total = train_run.length(args.steps, args.epochs, task.steps_per_epoch)
     if args.warmup is None:
         args.warmup = max(1, total // 20) if total > 1 else 0
@@ -241,15 +276,29 @@ def run(args):
             model.to(args.device)
         except RuntimeError as exc:   # no GPU (and no simulator): say so as an argument error
             raise TrainError(f"--device {args.device}: {exc}") from None
+    trained = model   # what computes the loss: the model, or on several ranks its DistributedDataParallel
+    if k > 1:
+        from ..nn.parallel import DistributedDataParallel
+        trained = DistributedDataParallel(model)
     opt = make_optimizer(args, model)
     sched = optim.lr_scheduler.linear_warmup_cosine(opt, args.warmup, total, min_lr_ratio=0.1)
-    print(f"{args.model} {cfg}; {task.describe()}; batch {args.batch_size}, {args.optimizer} lr {args.lr:g}, "
-          f"warm-up {args.warmup}", flush=True)
+    per_rank = f" per rank on each of {k} ranks" if k > 1 else ""
+    if replicas.main:
+        print(f"{args.model} {cfg}; {task.describe()}; batch {args.batch_size}{per_rank}, {args.optimizer} lr "
+              f"{args.lr:g}, warm-up {args.warmup}", flush=True)
     extra = {"model_name": args.model}
+    if k > 1:
+        extra["world_size"] = k
     if task.kind == "text":
         extra["tokenizer"] = task.corpus.tokenizer.to_dict()
-    result = fit(train_run, model, opt, sched, task, lambda batch: task.loss(model, batch), total,
+    loss = lambda batch: task.loss(trained, batch)  # noqa: E731
+    precision = Precision(args.precision, args.device)
+    if precision.mixed:   # one batch's graph in fp32 and in the run's precision; the run itself is unchanged
+        precision.measure_memory(model, loss, task.batch(train_run.step))
+        if replicas.main:
+            print(f"{args.precision} mixed precision: {precision.memory_line()}", flush=True)
+    result = fit(train_run, model, opt, sched, task, loss, total,
                  evaluate=lambda: task.evaluate(model), eval_every=args.eval_every or min(task.steps_per_epoch, 200),
                  progress=not args.no_progress, unit=task.unit, items=task.items, args=vars(args), config=cfg,
-                 extra=extra, title=f"{args.model} {cfg.get('norm', '')}")
+                 extra=extra, title=f"{args.model} {cfg.get('norm', '')}", precision=precision, replicas=replicas)
     return result.status
