@@ -14,9 +14,15 @@
    hidden projections and their backward, the all-steps input projections, the weight-gradient
    GEMMs, the head), the gate kernels alone, and what is left (framework, embedding, loss, Adam).
 3. A cProfile of minidl's steps: the functions with the most own time.
+
+Each round also records both frameworks' CPU time per step (process time, median). On a machine
+shared with other jobs the wall clock of a one-thread step measures the load as much as the code,
+while its CPU time is what an idle machine's wall clock would show; at 2 threads CPU time also
+counts the second thread (and any spinning), so there the wall-clock ratio is the one to read.
 """
 import os
 import sys
+import time
 
 import _peer
 import _runner
@@ -84,12 +90,22 @@ def accounting():
     f32 = lambda *s: g.standard_normal(s).astype(np.float32)  # noqa: E731
     N = B * T
     h, w_hh, gates, dg = f32(B, H), f32(4 * H, H), f32(B, 4 * H), f32(B, 4 * H)
+    w_hh_t = np.ascontiguousarray(w_hh.T)    # as the layer keeps it for its forward steps
     out_g, out_h = np.empty((B, 4 * H), np.float32), np.empty((B, H), np.float32)
     reps = 50
 
     def per(fn):
-        return median_time(fn, reps, 5)
-    hidden_fwd = per(lambda: np.matmul(h, w_hh.T, out=out_g)) * T * L
+        if args.threads != 1:
+            return median_time(fn, reps, 5)
+        for _ in range(5):    # one thread: CPU time, which the machine's load does not inflate
+            fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.process_time()
+            fn()
+            ts.append(time.process_time() - t0)
+        return float(np.median(ts))
+    hidden_fwd = per(lambda: np.matmul(h, w_hh_t, out=out_g)) * T * L
     hidden_bwd = per(lambda: np.matmul(dg, w_hh, out=out_h)) * T * L
     parts = {"hidden projections h W_hh^T, per step (forward)": hidden_fwd,
              "dh = dG W_hh, per step (backward)": hidden_bwd}
@@ -113,10 +129,58 @@ def accounting():
     return parts, gemm_flops
 
 
+class CPUTimed:
+    """A step function that records the process time of each call, per round."""
+
+    def __init__(self, step):
+        self.step, self.rounds = step, []
+
+    def new_round(self):
+        self.rounds.append([])
+
+    def __call__(self):
+        t0 = time.process_time()
+        out = self.step()
+        if self.rounds:
+            self.rounds[-1].append(time.process_time() - t0)
+        return out
+
+    def round_medians(self, skip):
+        return [float(np.median(r[skip:])) for r in self.rounds if len(r) > skip]
+
+
 def peer_main():
     import torch
-    _peer.write(args.peer_json, {"version": torch.__version__,
-                                 "step_s": median_time(torch_step_fn(), args.steps, args.warmup)})
+    step = CPUTimed(torch_step_fn())
+    step.new_round()
+    wall = median_time(step, args.steps, args.warmup)
+    _peer.write(args.peer_json, {"version": torch.__version__, "step_s": wall,
+                                 "cpu_s": step.round_medians(args.warmup)[0]})
+
+
+def cpu_rounds(step):
+    """Wrap ``_peer.run`` so that every round starts a new CPU-time record for minidl's step and
+    keeps the peer's answer; returns the list the peers' answers go to."""
+    peers, run = [], _peer.run
+
+    def recording_run(*a, **k):
+        step.new_round()
+        got = run(*a, **k)
+        peers.append(got)
+        return got
+    _peer.run = recording_run
+    return peers
+
+
+def print_cpu_ratio(step, peers):
+    md_cpu = step.round_medians(args.warmup)
+    pairs = [(p["cpu_s"], m) for p, m in zip(peers, md_cpu) if p and "cpu_s" in p]
+    line = f"CPU time per step (process time, median of the rounds): minidl {1e3 * np.median(md_cpu):.1f} ms"
+    if pairs:
+        line += (f", torch {1e3 * np.median([p for p, _ in pairs]):.1f} ms; ratio minidl/torch tokens per CPU "
+                 f"second {np.median([p / m for p, m in pairs]):.2f} (rounds: "
+                 + " ".join(f"{p / m:.2f}" for p, m in pairs) + ")")
+    print(line)
 
 
 def main():
@@ -126,11 +190,18 @@ def main():
     print(f"threads={args.threads}; char-LM: embedding {args.embed}, LSTM hidden {args.hidden} x {args.layers} "
           f"layers, vocab {args.vocab}, sequence {args.seq}, batch {args.batch_size}, Adam, float32; median of "
           f"{args.steps} steps after {args.warmup} warm-up, {args.rounds} alternating rounds")
-    step = minidl_step_fn()
+    step = CPUTimed(minidl_step_fn())
+    peers = cpu_rounds(step)
+    if args.no_torch:
+        step.new_round()
     t_md, _ = _runner.compare_rounds(step, args, __file__, tokens, target=0.8)
+    print_cpu_ratio(step, peers)
 
     parts, flops = accounting()
-    print(f"\nwhere minidl's {1e3 * t_md:.1f} ms go (each part timed alone at the step's shapes):")
+    if args.threads == 1:   # CPU times on both sides of the subtraction
+        t_md = float(np.median(step.round_medians(args.warmup)))
+    clock = "CPU time" if args.threads == 1 else "wall clock"
+    print(f"\nwhere minidl's {1e3 * t_md:.1f} ms go (each part timed alone at the step's shapes, {clock}):")
     for name, t in parts.items():
         print(f"  {name:66s} {1e3 * t:7.1f} ms")
     rest = t_md - sum(parts.values())
@@ -142,7 +213,7 @@ def main():
     if not args.no_profile:
         import cProfile
         import pstats
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time if args.threads == 1 else time.perf_counter)
         prof.enable()
         for _ in range(args.steps):
             step()

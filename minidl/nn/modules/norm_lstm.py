@@ -34,7 +34,7 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
-from .rnn import cpu_only
+from .rnn import same_device, zeros_like_device
 
 NORMS = ("layer", "batch")
 
@@ -124,15 +124,15 @@ class NormLSTM(Module):
         if not isinstance(input, Tensor) or input.ndim != 3:
             raise ValueError(f"{type(self).__name__}: Expected input to be 3D (T, B, I) or (B, T, I), got "
                              f"{getattr(input, 'ndim', type(input).__name__)}D instead")
-        cpu_only(type(self).__name__, [("input", input), *self.named_parameters()])
+        same_device(type(self).__name__, input, self.named_parameters(),
+                    [(f"hx[{i}]", s) for i, s in enumerate(hx or ())])
         x = input.transpose(0, 1) if self.batch_first else input
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {x.shape[-1]}")
         L, B, H = self.num_layers, x.shape[1], self.hidden_size
         if hx is None:
-            from ...tensor.factories import zeros
-            h0 = c0 = [zeros(B, H, dtype=x.dtype) for _ in range(L)]
+            h0 = c0 = [Tensor._wrap(zeros_like_device(x, (B, H)), None, 0) for _ in range(L)]
         else:
             h0, c0 = hx
             for i, s in enumerate((h0, c0)):

@@ -12,8 +12,9 @@ and, for an LSTM with ``proj_size`` P > 0, ``weight_hr_l{k}`` (P, H); gates = 4 
 Every parameter starts U(-1/sqrt(H), 1/sqrt(H)), as PyTorch.
 
 Each (layer, direction) is one Function over the whole sequence (minidl.ops.rnn: the derivation,
-the loop over time, the fused gate kernels). Dropout, when given, applies to every layer's
-output but the last, in training mode only.
+the loop over time, the fused gate kernels), on the device of its input: ``lstm.to("cuda")`` runs
+the same loop on cuda arrays with the cuda gate kernels. Dropout, when given, applies to every
+layer's output but the last, in training mode only.
 """
 import math
 import numbers
@@ -21,6 +22,8 @@ import warnings
 
 import numpy as np
 
+from ...autograd import autocast_state
+from ...backends import namespace_of
 from ...ops.join import cat, stack
 from ...ops.rnn import GRULayer, LSTMLayer, RNNLayer
 from ...tensor import dtype as dtypes
@@ -39,18 +42,25 @@ def _param(shape, dtype):
 
 
 def _check_dtypes(name, x, params, states):
+    if autocast_state.state.on and autocast_state.casts(name, "cpu" if type(x._data) is np.ndarray else "cuda"):
+        return   # autocast casts the input, weights and states to one dtype (minidl/amp/policy.py)
     for pname, t in list(params) + list(states):
         if isinstance(t, Tensor) and t.dtype != x.dtype:
             raise RuntimeError(f"{name}: input must have the type {t.dtype} of {pname}, got {x.dtype}")
 
 
-def cpu_only(name, tensors):
-    """The recurrent layers' loops over time are NumPy code: refuse other devices by name rather
-    than fail inside the loop."""
-    for what, t in tensors:
-        if isinstance(t, Tensor) and str(t.device) != "cpu":
-            raise NotImplementedError(f"{name}: the recurrent layers run on the CPU only; {what} is on {t.device} "
-                                      "(move the module and its inputs to 'cpu')")
+def same_device(name, x, params, states):
+    """Input, parameters and states on one device, or PyTorch's RuntimeError naming the two."""
+    for kind, tensors in (("parameter", params), ("hidden", states)):
+        for what, t in tensors:
+            if isinstance(t, Tensor) and t.device != x.device:
+                raise RuntimeError(f"{name}: Input and {kind} tensors are not at the same device, found input "
+                                   f"tensor at {x.device} and {kind} tensor {what} at {t.device}")
+
+
+def zeros_like_device(x, shape):
+    """A zero state of x's dtype on x's device (a raw array: the layers take it as is)."""
+    return namespace_of(x._data).zeros(shape, x.dtype)
 
 
 def _raw(t):
@@ -172,8 +182,9 @@ class RNNBase(Module):
                                f"got {x.shape[-1]}")
         if not packed:
             x = x.reshape(T * B, self.input_size)
+        given = list(hx) if isinstance(hx, (tuple, list)) else [hx]
+        same_device(name, x, self.named_parameters(), [(f"hx[{i}]", s) for i, s in enumerate(given)])
         h0, c0 = self._initial_states(hx, x, B, batched, sorted_indices)
-        cpu_only(name, [("input", x), *self.named_parameters(), ("hx", h0), ("cx", c0)])
         _check_dtypes(name, x, self.named_parameters(), [("hx", h0), ("cx", c0)])
 
         D = 2 if self.bidirectional else 1
@@ -215,8 +226,8 @@ class RNNBase(Module):
         lstm = self.mode == "LSTM"
         h_shape, c_shape = (L * D, B, P), (L * D, B, H)
         if hx is None:
-            h0 = np.zeros(h_shape, x.dtype)
-            return h0, (np.zeros(c_shape, x.dtype) if lstm else None)
+            h0 = zeros_like_device(x, h_shape)
+            return h0, (zeros_like_device(x, c_shape) if lstm else None)
         if lstm:
             if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                 raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
@@ -257,7 +268,7 @@ class RNNBase(Module):
 
 
 def _pick(states, k):
-    return states[k] if isinstance(states, Tensor) else np.ascontiguousarray(states[k])
+    return states[k] if isinstance(states, Tensor) else namespace_of(states).ascontiguousarray(states[k])
 
 
 class RNN(RNNBase):
@@ -334,10 +345,11 @@ class RNNCellBase(Module):
         if x.shape[1] != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {x.shape[1]} expected {self.input_size}")
         B = x.shape[0]
+        same_device(name, x, self.named_parameters(), [(f"hidden{i}", s) for i, s in enumerate(states)])
         out = []
         for i, s in enumerate(states):
             if s is None:
-                out.append(np.zeros((B, self.hidden_size), x.dtype))
+                out.append(zeros_like_device(x, (B, self.hidden_size)))
                 continue
             s = s if batched or s.ndim == 2 else s.unsqueeze(0)
             if s.shape[0] != B:
@@ -346,7 +358,6 @@ class RNNCellBase(Module):
                 raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, "
                                    f"expected {self.hidden_size}")
             out.append(s)
-        cpu_only(name, [("input", x), *self.named_parameters(), *((f"hidden{i}", s) for i, s in enumerate(out))])
         _check_dtypes(name, x, self.named_parameters(), [(f"hidden{i}", s) for i, s in enumerate(out)])
         return x, out, batched
 

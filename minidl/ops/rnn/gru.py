@@ -20,26 +20,27 @@ Backward, dh_t = dL/dh_t (output gradient plus what step t+1 sent back):
 
 The forward keeps (r, z, n), b_n and h_{t-1} per step. Elementwise step: ``gru_step_forward_reference`` /
 ``gru_step_backward_reference`` below (NumPy) or the fused kernels of
-``minidl.kernels.cpu.rnn_gates``; the loop and the GEMMs outside it are as in ``_loop``.
+``minidl.kernels.cpu.rnn_gates`` (cuda: ``kernels.cuda.rnn_gates``); the loop is ``_loop``'s.
 """
-import numpy as np
-
 from ...autograd.function import Function
+from ...backends import namespace_of
+from ..low_precision import float32_compute
 from . import _loop
 
 
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+def _sigmoid(xp, x):
+    return 1.0 / (1.0 + xp.exp(-x))
 
 
 def gru_step_forward_reference(gates, hg, bhh, h_prev, ghn_out, h_out):
     """Reference: gates (n, 3H) = x W_ih^T + b_ih in, (r, z, n) out; hg = h W_hh^T (no bias),
     bhh added here; b_n (hidden side of the candidate, with its bias) and h_t written out."""
+    xp = namespace_of(gates)
     H = h_prev.shape[1]
     b = hg + bhh
-    gates[:, :2 * H] = _sigmoid(gates[:, :2 * H] + b[:, :2 * H])
+    gates[:, :2 * H] = _sigmoid(xp, gates[:, :2 * H] + b[:, :2 * H])
     r, z = gates[:, :H], gates[:, H:2 * H]
-    gates[:, 2 * H:] = np.tanh(gates[:, 2 * H:] + r * b[:, 2 * H:])
+    gates[:, 2 * H:] = xp.tanh(gates[:, 2 * H:] + r * b[:, 2 * H:])
     ghn_out[...] = b[:, 2 * H:]
     h_out[...] = (1 - z) * gates[:, 2 * H:] + z * h_prev
 
@@ -58,9 +59,10 @@ def gru_step_backward_reference(gates, ghn, h_prev, dy, dh, dgi, dgh):
     dh[...] = dht * z
 
 
-GRU_GATES = _loop.RNN.kernels(("gru_step_forward", "gru_step_backward"), __name__, cpu=_loop.CPU_GATES)
+GRU_GATES = _loop.gate_kernels(("gru_step_forward", "gru_step_backward"), __name__)
 
 
+@float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class GRULayer(Function):
     """(y (N, H), h_n (B, H)) = GRU over packed x (N, I). Arguments: x, w_ih (3H, I), w_hh (3H, H),
     b_ih, b_hh (3H,) or None, h0 (B, H), batch_sizes, reverse."""
@@ -68,21 +70,23 @@ class GRULayer(Function):
     @staticmethod
     def forward(ctx, x, w_ih, w_hh, b_ih, b_hh, h0, batch_sizes, reverse):
         impl = ctx.impl = GRU_GATES.select(x)   # backward runs the same implementation
+        xp = namespace_of(x)
         dt = x.dtype
         N, H = x.shape[0], w_hh.shape[0] // 3
         plan = _loop.steps(batch_sizes, reverse)
-        x = np.ascontiguousarray(x)
+        x = xp.ascontiguousarray(x)
         G = _loop.projection(x, w_ih, b_ih)
-        bhh = np.zeros(3 * H, dt) if b_hh is None else np.ascontiguousarray(b_hh, dtype=dt)
+        bhh = xp.zeros(3 * H, dt) if b_hh is None else xp.ascontiguousarray(b_hh, dtype=dt)
         h = _loop.state(h0, dt)
-        Y, GHN, Hprev = np.empty((N, H), dt), np.empty((N, H), dt), np.empty((N, H), dt)
-        hg = np.empty((h.shape[0], 3 * H), dt)
-        w_hh_t = w_hh.T
+        Y, GHN, Hprev = xp.empty((N, H), dt), xp.empty((N, H), dt), xp.empty((N, H), dt)
+        hg = xp.empty((h.shape[0], 3 * H), dt)
+        w_hh_t = _loop.transposed(w_hh)
+        step = impl.gru_step_forward   # looked up once per layer, not once per step
         for off, n in plan:
             s = slice(off, off + n)
             Hprev[s] = h[:n]
-            np.matmul(h[:n], w_hh_t, out=hg[:n])
-            impl.gru_step_forward(G[s], hg[:n], bhh, Hprev[s], GHN[s], Y[s])
+            xp.matmul(h[:n], w_hh_t, out=hg[:n])
+            step(G[s], hg[:n], bhh, Hprev[s], GHN[s], Y[s])
             h[:n] = Y[s]
         ctx.save_for_backward(x, w_ih, w_hh, G, GHN, Hprev)
         ctx.plan, ctx.has_bias, ctx.batch = plan, b_ih is not None, h.shape[0]
@@ -91,20 +95,22 @@ class GRULayer(Function):
     @staticmethod
     def backward(ctx, dY, dhn):
         x, w_ih, w_hh, G, GHN, Hprev = ctx.saved_tensors
+        xp = namespace_of(x)
         dt = x.dtype
         N, H = Hprev.shape
-        dY = _loop.grad_or_zeros(dY, (N, H), dt)
-        dh = _loop.grad_or_zeros(dhn, (ctx.batch, H), dt)
-        dGI, dGH = np.empty((N, 3 * H), dt), np.empty((N, 3 * H), dt)
-        through_w = np.empty((ctx.batch, H), dt)
+        dY = _loop.grad_for_reading(dY, (N, H), dt, x)
+        dh = _loop.grad_or_zeros(dhn, (ctx.batch, H), dt, x)
+        dGI, dGH = xp.empty((N, 3 * H), dt), xp.empty((N, 3 * H), dt)
+        through_w = xp.empty((ctx.batch, H), dt)
+        step = ctx.impl.gru_step_backward
         for off, n in reversed(ctx.plan):
             s = slice(off, off + n)
-            ctx.impl.gru_step_backward(G[s], GHN[s], Hprev[s], dY[s], dh[:n], dGI[s], dGH[s])
-            np.matmul(dGH[s], w_hh, out=through_w[:n])
-            dh[:n] += through_w[:n]
+            step(G[s], GHN[s], Hprev[s], dY[s], dh[:n], dGI[s], dGH[s])
+            xp.matmul(dGH[s], w_hh, out=through_w[:n])
+            xp.add(dh[:n], through_w[:n], out=dh[:n])
         need = ctx.needs_input_grad
         dx, dw_ih = _loop.input_grads(ctx, dGI, x, w_ih)
-        dw_hh = np.matmul(dGH.T, Hprev) if need[2] else None
+        dw_hh = xp.matmul(dGH.T, Hprev) if need[2] else None
         db_ih = _loop.bias_grad(ctx.has_bias and need[3], dGI)
         db_hh = _loop.bias_grad(ctx.has_bias and need[4], dGH)
         return dx, dw_ih, dw_hh, db_ih, db_hh, dh, None, None

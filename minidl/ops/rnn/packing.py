@@ -4,11 +4,13 @@ A padded time-major batch x (T, B, *) whose sequences are sorted by length (long
 into data (N, *): step t contributes rows x[t, :batch_sizes[t]], batch_sizes[t] = #{b: len_b > t}.
 Packing is a gather at the index pairs (t, b) with b < batch_sizes[t]; its backward scatters the
 gradient back (zero at padded positions, which took no part). Padding is the inverse scatter
-(padded positions get ``padding_value``) and its backward the gather.
+(padded positions get ``padding_value``) and its backward the gather. The (t, b) index arrays
+are host arrays (batch_sizes lives on the host, as in PyTorch); the data may be on any device.
 """
 import numpy as np
 
 from ...autograd.function import Function
+from ...backends import namespace_of
 
 
 def batch_sizes_of(lengths):
@@ -35,11 +37,11 @@ class Pack(Function):
     def forward(ctx, x, batch_sizes):
         t, b = packed_index(batch_sizes)
         ctx.index, ctx.shape = (t, b), x.shape
-        return np.ascontiguousarray(x[t, b])
+        return namespace_of(x).ascontiguousarray(x[t, b])
 
     @staticmethod
     def backward(ctx, g):
-        dx = np.zeros(ctx.shape, g.dtype)
+        dx = namespace_of(g).zeros(ctx.shape, g.dtype)
         dx[ctx.index] = g
         return dx, None
 
@@ -51,14 +53,14 @@ class Unpack(Function):
     def forward(ctx, data, batch_sizes, total_length, value):
         t, b = packed_index(batch_sizes)
         B = int(batch_sizes[0]) if len(batch_sizes) else 0
-        out = np.full((total_length, B) + data.shape[1:], value, data.dtype)
+        out = namespace_of(data).full((total_length, B) + data.shape[1:], value, data.dtype)
         out[t, b] = data
         ctx.index = (t, b)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        return np.ascontiguousarray(g[ctx.index]), None, None, None
+        return namespace_of(g).ascontiguousarray(g[ctx.index]), None, None, None
 
 
 class PadSequences(Function):
@@ -67,20 +69,23 @@ class PadSequences(Function):
 
     @staticmethod
     def forward(ctx, time_major, left, value, *seqs):
+        xp = namespace_of(seqs[0]) if seqs else np
         L = max((s.shape[0] for s in seqs), default=0)
         trailing = seqs[0].shape[1:] if seqs else ()
-        out = np.full((len(seqs), L) + trailing, value, np.result_type(*seqs) if seqs else np.float32)
+        dtype = np.result_type(*(s.dtype for s in seqs)) if seqs else np.float32
+        out = xp.full((len(seqs), L) + trailing, value, dtype)
         ctx.spans = []
         for i, s in enumerate(seqs):
             start = L - s.shape[0] if left else 0
             out[i, start:start + s.shape[0]] = s
             ctx.spans.append((start, s.shape[0], s.dtype))
         ctx.time_major = time_major
-        return np.ascontiguousarray(out.swapaxes(0, 1)) if time_major else out
+        return xp.ascontiguousarray(out.swapaxes(0, 1)) if time_major else out
 
     @staticmethod
     def backward(ctx, g):
+        xp = namespace_of(g)
         if ctx.time_major:
             g = g.swapaxes(0, 1)
-        return (None, None, None) + tuple(np.ascontiguousarray(g[i, a:a + n], dtype=dt)
+        return (None, None, None) + tuple(xp.ascontiguousarray(g[i, a:a + n], dtype=dt)
                                           for i, (a, n, dt) in enumerate(ctx.spans))
