@@ -174,3 +174,26 @@ def test_weights_only_is_accepted_either_way_and_never_unpickles():
         md.load(io.BytesIO(_saved()), pickle_module=object())
     with pytest.raises(TypeError, match="weights_only must be a bool"):
         md.load(io.BytesIO(_saved()), weights_only="yes")
+
+
+def test_an_optimizer_whose_state_lives_on_cuda_saves_and_resumes_exactly():
+    try:
+        md.backends.get("cuda")
+    except RuntimeError as exc:
+        pytest.skip(f"cuda device unavailable: {exc}")
+    md.manual_seed(0)
+    lin = md.nn.Linear(3, 2).to("cuda")
+    opt = md.optim.Adam(lin.parameters(), lr=0.1)
+    x = md.randn(4, 3).to("cuda")
+    lin(x).square().sum().backward()
+    opt.step()
+    buf = io.BytesIO()
+    md.save({"model": lin.state_dict(), "optimizer": opt.state_dict()}, buf)
+    saved = md.load(io.BytesIO(buf.getvalue()))
+    state = opt.state_dict()["state"][0]
+    expected = state["exp_avg"]
+    expected = expected.cpu().numpy() if isinstance(expected, md.Tensor) else expected.copy_to_host()
+    np.testing.assert_array_equal(np.asarray(saved["optimizer"]["state"][0]["exp_avg"]), expected)
+    resumed = md.optim.Adam(lin.parameters(), lr=0.1)
+    resumed.load_state_dict(saved["optimizer"])
+    assert resumed.state_dict()["state"][0]["step"] == state["step"]

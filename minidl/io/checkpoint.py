@@ -36,6 +36,7 @@ import reprlib
 
 import numpy as np
 
+from .. import backends
 from ..tensor import dtype as _dtypes
 from ..tensor.tensor import Tensor
 from . import files, locations, temporaries
@@ -71,6 +72,9 @@ def _encode(obj, arrays, where, depth=0):
         return _encode_array(obj, arrays, where, "array")
     if isinstance(obj, np.generic):
         return _encode_array(np.asarray(obj), arrays, where, "scalar")
+    device = backends.device_of(obj)
+    if device != "cpu":   # a device array held directly (an optimizer's state on cuda): its values
+        return _encode_array(backends.get(device).to_host(obj), arrays, where, "array")
     if isinstance(obj, (dict, list, tuple)) and depth >= MAX_DEPTH:
         raise ValueError(f"md.save: {where[:200]}... is nested more than {MAX_DEPTH} levels deep (does the "
                          "object contain itself?)")
