@@ -154,3 +154,14 @@ def test_norms_under_cpu_autocast_keep_the_input_dtype_as_pytorch():
         h = F.linear(x, md.randn(8, 8))
         assert F.layer_norm(h, (8,)).dtype is md.bfloat16
         assert F.layer_norm(x, (8,)).dtype is md.float32
+
+
+def test_a_value_past_float16s_range_casts_to_inf_without_a_warning():
+    import warnings
+    x = md.tensor(np.array([1e6, -1e6, 1.0], np.float32), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = x.half()
+        y.float().backward(md.tensor([0.5, 2.0, 1.0]))
+    assert y.numpy().tolist() == [np.inf, -np.inf, 1.0]
+    assert x.grad.numpy().tolist() == [0.5, 2.0, 1.0]

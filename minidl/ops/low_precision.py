@@ -79,8 +79,16 @@ def float32_compute(cls):
     return cls
 
 
+def cast_array(a, dtype):
+    """``a.astype(dtype)``, where a value past a narrower float's range becomes inf as in a GPU's
+    conversion (and PyTorch's), without NumPy's overflow warning: in float16 training an
+    overflow is expected, and GradScaler is what answers it."""
+    with np.errstate(over="ignore"):
+        return a.astype(dtype)
+
+
 def _narrow(a, dtype):
     """A float32 result rounded to ``dtype`` (left alone when it is not float32 or dtype is None)."""
     if dtype is None or getattr(a, "dtype", None) != _FLOAT32 or dtype == _FLOAT32:
         return a
-    return a.astype(dtype)
+    return cast_array(a, dtype)

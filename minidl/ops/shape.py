@@ -7,6 +7,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, unbroadcast
+from .low_precision import cast_array
 
 
 class Reshape(Function):
@@ -57,11 +58,11 @@ class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.dtype = x.dtype
-        return x.astype(dtype)
+        return cast_array(x, dtype)
 
     @staticmethod
     def backward(ctx, g):
-        return g.astype(ctx.dtype), None
+        return cast_array(g, ctx.dtype), None
 
 
 class ToDevice(Function):
