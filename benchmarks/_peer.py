@@ -54,15 +54,17 @@ def import_torch():
     return torch
 
 
-def run(script, argv=None):
+def run(script, argv=None, env=None):
     """The JSON the PyTorch half of ``script`` wrote, or None when PyTorch is not installed (or
-    not wanted) or the child failed (with a line saying so)."""
+    not wanted) or the child failed (with a line saying so). ``env``: variables to set in the
+    child on top of this process's environment."""
     if not torch_installed():
         return None
     argv = sys.argv[1:] if argv is None else argv
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "peer.json")
-        proc = subprocess.run([sys.executable, os.path.abspath(script), *argv, FLAG, path])
+        child_env = None if env is None else {**os.environ, **env}
+        proc = subprocess.run([sys.executable, os.path.abspath(script), *argv, FLAG, path], env=child_env)
         if proc.returncode != 0 or not os.path.exists(path):
             print(f"torch peer process failed (exit status {proc.returncode}); no peer measurements")
             return None

@@ -120,6 +120,9 @@ def registry():
     # normalization, functional
     spec("layer_norm", "norm", lambda x, w, b: F.layer_norm(x, (5,), w, b), _randn((3, 5), (5,), (5,)))
     spec("rms_norm", "norm", lambda x, w: F.rms_norm(x, (5,), w), _randn((3, 5), (5,)))
+    spec("add_layer_norm", "norm", lambda x, r, w, b: F.add_layer_norm(x, r, (5,), w, b),
+         _randn((3, 5), (3, 5), (5,), (5,)))
+    spec("add_rms_norm", "norm", lambda x, r, w: F.add_rms_norm(x, r, (5,), w), _randn((3, 5), (3, 5), (5,)))
     spec("scale_norm", "norm", lambda x, g: F.scale_norm(x, g), _randn((3, 5), (1,), low=1.0))
     spec("batch_norm(training)", "norm",
          lambda x, w, b: F.batch_norm(x, md.zeros(3, dtype=md.float64), md.ones(3, dtype=md.float64), w, b,
@@ -135,9 +138,16 @@ def registry():
     spec("instance_norm", "norm", lambda x, w, b: F.instance_norm(x, weight=w, bias=b),
          _randn((2, 3, 2, 3), (3,), (3,)))
     spec("group_norm", "norm", lambda x, w, b: F.group_norm(x, 2, w, b), _randn((2, 4, 2, 3), (4,), (4,)))
+    # r and d clipped (running variance far below the batch's, mean far off): constants, so the
+    # closed-form backward is the forward's exact gradient; momentum 0 keeps them so
+    spec("batch_renorm(clipped)", "norm",
+         lambda x, w, b: F.batch_renorm(x, md.tensor(np.array([5.0, -5.0, 5.0])), md.tensor(np.full(3, 1e-3)), w, b,
+                                        True, 0.0, 1e-5, 2.0, 1.0), _randn((4, 3, 2), (3,), (3,)))
+    spec("weight_standardization", "norm", lambda w: F.weight_standardization(w), _randn((3, 2, 2, 2)))
     # layers (input and every parameter)
     module_spec("Linear", lambda: nn.Linear(4, 3), (2, 4))
     module_spec("Conv2d", lambda: nn.Conv2d(2, 3, 3, padding=1), (1, 2, 4, 4))
+    module_spec("WSConv2d", lambda: nn.WSConv2d(2, 3, 3, padding=1), (1, 2, 4, 4))
     module_spec("Embedding", lambda: nn.Embedding(5, 3), (2, 4), x_kind=5, grad_inputs=[1])
     module_spec("BatchNorm1d", lambda: nn.BatchNorm1d(3), (4, 3, 2))
     module_spec("BatchNorm2d", lambda: nn.BatchNorm2d(2), (3, 2, 2, 2))

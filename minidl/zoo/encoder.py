@@ -16,12 +16,13 @@ from .. import nn
 from ..backends import get as get_backend
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
-from .transformer import SeqNorm, make_blocks
+from .transformer import SeqNorm, make_blocks, run_blocks
 
 
 class TransformerEncoderClassifier(nn.Module):
     def __init__(self, vocab_size, num_classes, max_len, d_model=64, n_head=4, n_layer=2, d_ff=None,
-                 dropout=0.1, norm_position="pre", norm="layer", pos="sinusoidal", pad_idx=0, gelu="none"):
+                 dropout=0.1, norm_position="pre", norm="layer", pos="sinusoidal", pad_idx=0, gelu="none",
+                 qk_norm=None):
         super().__init__()
         self.pad_idx = pad_idx
         self.tok_emb = nn.Embedding(vocab_size, d_model)
@@ -37,7 +38,7 @@ class TransformerEncoderClassifier(nn.Module):
             raise ValueError(f"unknown pos {pos!r}; expected 'learned', 'sinusoidal' or 'rotary'")
         self.drop = nn.Dropout(dropout)
         self.blocks = make_blocks(n_layer, d_model, n_head, d_ff, dropout, norm_position, norm, causal=False,
-                                  rotary=rotary, role="encoder", gelu=gelu)
+                                  rotary=rotary, role="encoder", gelu=gelu, qk_norm=qk_norm)
         self.norm = SeqNorm(norm, d_model) if norm_position == "pre" else None
         self.head = nn.Linear(d_model, num_classes)
 
@@ -62,12 +63,7 @@ class TransformerEncoderClassifier(nn.Module):
         x = self.tok_emb(idx if isinstance(idx, Tensor) else Tensor._wrap(ids.astype(np.int64), None, 0))
         if self.pos_emb is not None:
             x = self.pos_emb(x)
-        x = self.drop(x)
-        for blk in self.blocks:
-            x = blk(x, kpm)
-        if self.norm is not None:
-            x = self.norm(x, kpm)
-        return x, kpm
+        return run_blocks(self.blocks, self.drop(x), kpm, self.norm), kpm
 
     def forward(self, idx, key_padding_mask=None):
         x, kpm = self.encode(idx, key_padding_mask)

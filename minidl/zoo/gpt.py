@@ -11,7 +11,9 @@ logits. The MLP's GELU is GPT-2's tanh approximation by default (``gelu="none"``
 Init as GPT-2: N(0, 0.02^2) for Linear and Embedding weights, zero biases, and the
 residual output projections (attention ``proj`` and MLP ``fc2``) N(0, (0.02/sqrt(2 n_layer))^2)
 so the residual stream's variance does not grow with depth (not for "deepnorm", which has
-its own init). ``tie_weights`` shares the embedding matrix with the head.
+its own init). ``tie_weights`` shares the embedding matrix with the head. ``qk_norm`` ("layer"
+or "rms") normalizes each head's queries and keys (see zoo/transformer.py). The blocks run
+through ``run_blocks``, which fuses each residual add with the norm that reads it.
 """
 import math
 
@@ -21,14 +23,15 @@ from .. import nn, random
 from ..autograd import grad_mode
 from ..nn import functional as F
 from ..tensor.tensor import Tensor
-from .transformer import SeqNorm, make_blocks
+from .transformer import SeqNorm, make_blocks, run_blocks
 
 POSITIONS = ("learned", "sinusoidal", "rotary")
 
 
 class GPT(nn.Module):
     def __init__(self, vocab_size, block_size, n_layer=4, n_head=4, d_model=128, d_ff=None, dropout=0.0,
-                 norm_position="pre", norm="layer", pos="learned", bias=True, tie_weights=False, gelu="tanh"):
+                 norm_position="pre", norm="layer", pos="learned", bias=True, tie_weights=False, gelu="tanh",
+                 qk_norm=None):
         super().__init__()
         if pos not in POSITIONS:
             raise ValueError(f"GPT: unknown pos {pos!r}; expected one of {', '.join(POSITIONS)}")
@@ -46,7 +49,7 @@ class GPT(nn.Module):
             rotary = nn.RotaryEmbedding(d_model // n_head, max_len=block_size)
         self.drop = nn.Dropout(dropout)
         self.blocks = make_blocks(n_layer, d_model, n_head, d_ff, dropout, norm_position, norm, causal=True,
-                                  bias=bias, rotary=rotary, role="decoder", gelu=gelu)
+                                  bias=bias, rotary=rotary, role="decoder", gelu=gelu, qk_norm=qk_norm)
         self.ln_f = SeqNorm(norm, d_model) if norm_position == "pre" else None
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self._init_weights(norm_position)
@@ -78,11 +81,7 @@ class GPT(nn.Module):
         x = self.tok_emb(idx)
         if self.pos != "rotary":
             x = self.pos_emb(x)
-        x = self.drop(x)
-        for blk in self.blocks:
-            x = blk(x)
-        if self.ln_f is not None:
-            x = self.ln_f(x)
+        x = run_blocks(self.blocks, self.drop(x), None, self.ln_f)
         logits = self.head(x)
         loss = None
         if targets is not None:

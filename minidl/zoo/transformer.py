@@ -25,18 +25,44 @@ positions of the whole batch, so a causal model with it is not causal during tra
 statistics include later tokens); use it for encoders.
 
 The MLP is Linear(d, d_ff) -> GELU -> Linear(d_ff, d), d_ff = 4 d by default; ``gelu`` is
-"none" (exact, erf) or "tanh" (the approximation GPT-2 used; cheaper on the CPU).
+"none" (exact, erf) or "tanh" (the approximation GPT-2 used; cheaper on the CPU). The first
+Linear's bias and the GELU run as one pass after its GEMM (``ops.linear_gelu``).
 Attention (``SelfAttention``) packs W_q, W_k, W_v in one (3d, d) Linear and runs the fused
-``F.scaled_dot_product_attention``; optional rotary embeddings rotate q and k.
+``F.scaled_dot_product_attention``; optional rotary embeddings rotate q and k. ``qk_norm``
+("layer" or "rms") normalizes each head's queries and keys over the head's features before the
+dot product (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion Parameters";
+Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer training
+instabilities"): a normalized head's queries and keys have norm about sqrt(D) times the norms'
+gains, so the attention logits q.k / sqrt(D) are bounded by those gains instead of growing with
+the projection weights, which is what lets training survive larger learning rates.
+The two norms (``attn.q_norm``, ``attn.k_norm``, of size head_dim, shared by the heads) exist only
+with the option, so the state_dict names of a model without it are unchanged.
+
+Residual adds fused with the next norm. In a Pre-LN stack every residual add x + f(...) is
+read by one norm (the next sublayer's, or the model's final one), and the two run as one op,
+``SeqNorm.add_forward`` (``F.add_layer_norm`` / ``F.add_rms_norm`` for "layer" and "rms"): one
+pass over memory each way instead of an add, a norm and, in backward, an add of the two
+gradients of the sum (as llm.c's fused residual kernel). ``run_blocks`` carries the last add
+of one block into the next block's first norm; the values are those of the plain composition
+(tests/test_residual_norm.py). A module with hooks runs unfused, so its hooks see what they
+always saw.
 """
 import numpy as np
 
 from .. import nn
 from ..nn import functional as F
 from ..ops.heads import split_heads
+from ..ops.linear_gelu import linear_gelu
 
 NORM_POSITIONS = ("pre", "post", "deepnorm")
 NORM_KINDS = ("layer", "rms", "scale", "batch")
+QK_NORMS = (None, "layer", "rms")
+
+
+def _hooked(module):
+    """Does ``module`` have forward or backward hooks (which an op fused across it would skip)?"""
+    d = module.__dict__
+    return bool(d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks"))
 
 
 def deepnorm_constants(n_encoder_layers=0, n_decoder_layers=0):
@@ -89,25 +115,46 @@ class SeqNorm(nn.Module):
             valid = ~_raw_mask(key_padding_mask)
         return self.norm(x.transpose(1, 2), mask=valid).transpose(1, 2)
 
+    def add_forward(self, x, r, key_padding_mask=None, keep_sum=True):
+        """(x + r, this norm of x + r), or only the norm when ``keep_sum`` is False: one fused op
+        for "layer" and "rms" (``F.add_layer_norm``, ``F.add_rms_norm``), an add and the norm
+        otherwise or when this module or its norm has hooks."""
+        n = self.norm
+        if self.kind in ("layer", "rms") and not (_hooked(self) or _hooked(n)):
+            if self.kind == "layer":
+                return F.add_layer_norm(x, r, n.normalized_shape, n.weight, n.bias, n.eps, return_sum=keep_sum)
+            return F.add_rms_norm(x, r, n.normalized_shape, n.weight, n.eps, return_sum=keep_sum)
+        s = x + r
+        y = self(s, key_padding_mask)
+        return (s, y) if keep_sum else y
+
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention over (B, T, d): packed qkv projection, fused SDPA, output
-    projection. ``rotary`` (a RotaryEmbedding for head_dim) rotates q and k."""
+    projection. ``rotary`` (a RotaryEmbedding for head_dim) rotates q and k; ``qk_norm``
+    ("layer", "rms" or None) normalizes them per head first (see the module docstring)."""
 
-    def __init__(self, d_model, n_heads, dropout=0.0, bias=True, causal=False, rotary=None):
+    def __init__(self, d_model, n_heads, dropout=0.0, bias=True, causal=False, rotary=None, qk_norm=None):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"SelfAttention: d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        if qk_norm not in QK_NORMS:
+            raise ValueError(f"SelfAttention: unknown qk_norm {qk_norm!r}; expected None, 'layer' or 'rms'")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.causal, self.dropout = causal, float(dropout)
+        self.causal, self.dropout, self.qk_norm = causal, float(dropout), qk_norm
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.rotary = rotary
+        if qk_norm is not None:
+            make = nn.LayerNorm if qk_norm == "layer" else nn.RMSNorm
+            self.q_norm, self.k_norm = make(self.head_dim), make(self.head_dim)
 
     def forward(self, x, key_padding_mask=None):
         B, T, d = x.shape
         H, D = self.n_heads, self.head_dim
         q, k, v = split_heads(self.qkv(x), 3, H)                          # (B, H, T, D) each
+        if self.qk_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         mask = None
@@ -119,6 +166,9 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
+    """fc2(gelu(fc1(x))), with fc1's bias add and the GELU run as one pass after fc1's GEMM
+    (``ops.linear_gelu``) unless fc1 or the activation has hooks."""
+
     def __init__(self, d_model, d_ff, bias=True, gelu="none"):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
@@ -126,7 +176,9 @@ class MLP(nn.Module):
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+        if _hooked(self.fc1) or _hooked(self.act):
+            return self.fc2(self.act(self.fc1(x)))
+        return self.fc2(linear_gelu(x, self.fc1.weight, self.fc1.bias, self.act.approximate))
 
 
 class TransformerBlock(nn.Module):
@@ -135,7 +187,7 @@ class TransformerBlock(nn.Module):
     ``deepnorm_constants``); alpha scales the residual, beta the init."""
 
     def __init__(self, d_model, n_heads, d_ff=None, dropout=0.0, norm_position="pre", norm="layer",
-                 causal=False, bias=True, rotary=None, deepnorm=None, gelu="none"):
+                 causal=False, bias=True, rotary=None, deepnorm=None, gelu="none", qk_norm=None):
         super().__init__()
         if norm_position not in NORM_POSITIONS:
             raise ValueError(f"unknown norm_position {norm_position!r}; expected one of {', '.join(NORM_POSITIONS)}")
@@ -144,7 +196,7 @@ class TransformerBlock(nn.Module):
                              "see deepnorm_constants()")
         self.norm_position = norm_position
         self.alpha = float(deepnorm[0]) if norm_position == "deepnorm" else 1.0
-        self.attn = SelfAttention(d_model, n_heads, dropout, bias, causal, rotary)
+        self.attn = SelfAttention(d_model, n_heads, dropout, bias, causal, rotary, qk_norm)
         self.mlp = MLP(d_model, d_ff or 4 * d_model, bias, gelu)
         self.norm1 = SeqNorm(norm, d_model)
         self.norm2 = SeqNorm(norm, d_model)
@@ -168,13 +220,26 @@ class TransformerBlock(nn.Module):
     def forward(self, x, key_padding_mask=None):
         kpm = key_padding_mask
         if self.norm_position == "pre":
-            x = x + self.drop(self.attn(self.norm1(x, kpm), kpm))
-            return x + self.drop(self.mlp(self.norm2(x, kpm)))
+            h, m = self.residual_forward(x, None, kpm)
+            return h + m
         a = self.alpha
         r = x if a == 1.0 else x * a
-        x = self.norm1(r + self.drop(self.attn(x, kpm)), kpm)
+        x = self.norm1.add_forward(r, self.drop(self.attn(x, kpm)), kpm, keep_sum=False)
         r = x if a == 1.0 else x * a
-        return self.norm2(r + self.drop(self.mlp(x)), kpm)
+        return self.norm2.add_forward(r, self.drop(self.mlp(x)), kpm, keep_sum=False)
+
+    def residual_forward(self, x, r=None, key_padding_mask=None):
+        """A Pre-LN block applied to the residual stream x + r (x alone when r is None), its
+        output returned as the pair (h, m) whose sum it is: x + attn(norm1(x)) = h, and
+        m = mlp(norm2(h)). The caller fuses h + m into the norm that reads it (``run_blocks``);
+        each norm here reads a sum made in the same op."""
+        kpm = key_padding_mask
+        if r is None:
+            h, n = x, self.norm1(x, kpm)
+        else:
+            h, n = self.norm1.add_forward(x, r, kpm)
+        h, n = self.norm2.add_forward(h, self.drop(self.attn(n, kpm)), kpm)
+        return h, self.drop(self.mlp(n))
 
     def extra_repr(self):
         return f"norm_position={self.norm_position!r}" + (f", alpha={self.alpha:.4g}" if self.alpha != 1.0 else "")
@@ -188,12 +253,32 @@ def _xavier_normal(shape, gain, dtype):
     return t.numpy()
 
 
+def run_blocks(blocks, x, key_padding_mask=None, final_norm=None):
+    """x through ``blocks`` and then ``final_norm`` (a SeqNorm, or None): the values of
+    ``for blk in blocks: x = blk(x, key_padding_mask)`` followed by ``final_norm(x, key_padding_mask)``,
+    with each Pre-LN block's last residual add fused into the norm that reads its sum, the next
+    block's first norm or ``final_norm`` (see the module docstring). A block with hooks is
+    called as a module, so that its hooks run."""
+    r = None
+    for blk in blocks:
+        if blk.norm_position == "pre" and not _hooked(blk):
+            x, r = blk.residual_forward(x, r, key_padding_mask)
+        else:
+            x, r = blk(x if r is None else x + r, key_padding_mask), None
+    if final_norm is None:
+        return x if r is None else x + r
+    if r is None:
+        return final_norm(x, key_padding_mask)
+    return final_norm.add_forward(x, r, key_padding_mask, keep_sum=False)
+
+
 def make_blocks(n_layers, d_model, n_heads, d_ff=None, dropout=0.0, norm_position="pre", norm="layer",
-                causal=False, bias=True, rotary=None, role=None, gelu="none", deepnorm=None):
+                causal=False, bias=True, rotary=None, role=None, gelu="none", deepnorm=None, qk_norm=None):
     """A ModuleList of ``n_layers`` blocks. For "deepnorm" the (alpha, beta) come from the depth
     as an encoder-only (``role="encoder"``, default unless causal) or decoder-only stack
     (``role="decoder"``, default when causal); pass ``deepnorm=(alpha, beta)`` to override, e.g.
-    ``deepnorm_constants(N, M)["encoder"]`` for the encoder of an N + M encoder-decoder."""
+    ``deepnorm_constants(N, M)["encoder"]`` for the encoder of an N + M encoder-decoder.
+    ``qk_norm``: see SelfAttention."""
     if norm_position == "deepnorm" and deepnorm is None:
         role = role or ("decoder" if causal else "encoder")
         if role not in ("encoder", "decoder"):
@@ -201,4 +286,4 @@ def make_blocks(n_layers, d_model, n_heads, d_ff=None, dropout=0.0, norm_positio
         consts = deepnorm_constants(n_layers if role == "encoder" else 0, n_layers if role == "decoder" else 0)
         deepnorm = consts[role]
     return nn.ModuleList([TransformerBlock(d_model, n_heads, d_ff, dropout, norm_position, norm, causal, bias,
-                                           rotary, deepnorm, gelu) for _ in range(n_layers)])
+                                           rotary, deepnorm, gelu, qk_norm) for _ in range(n_layers)])

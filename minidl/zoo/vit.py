@@ -15,13 +15,13 @@ from .. import nn
 from ..autograd import grad_mode
 from ..nn.parameter import Parameter
 from .. import ops
-from .transformer import SeqNorm, make_blocks
+from .transformer import SeqNorm, make_blocks, run_blocks
 
 
 class ViT(nn.Module):
     def __init__(self, image_size=8, patch_size=2, in_channels=1, num_classes=10, d_model=64, n_layer=2,
                  n_head=4, d_ff=None, dropout=0.0, norm_position="pre", norm="layer", pool="cls",
-                 gelu="none"):
+                 gelu="none", qk_norm=None):
         super().__init__()
         if image_size % patch_size:
             raise ValueError(f"ViT: image_size {image_size} is not a multiple of patch_size {patch_size}")
@@ -34,7 +34,7 @@ class ViT(nn.Module):
         self.pos_emb = nn.LearnedPositionalEmbedding(self.n_patches + 1, d_model)
         self.drop = nn.Dropout(dropout)
         self.blocks = make_blocks(n_layer, d_model, n_head, d_ff, dropout, norm_position, norm, role="encoder",
-                                  gelu=gelu)
+                                  gelu=gelu, qk_norm=qk_norm)
         self.norm = SeqNorm(norm, d_model) if norm_position == "pre" else None
         self.head = nn.Linear(d_model, num_classes)
         with grad_mode.no_grad():
@@ -55,9 +55,6 @@ class ViT(nn.Module):
         tokens = self.patch_embed(self.patchify(x))
         cls = self.cls_token.expand(B, 1, self.cls_token.shape[-1])
         x = self.drop(self.pos_emb(ops.cat([cls, tokens], dim=1)))
-        for blk in self.blocks:
-            x = blk(x)
-        if self.norm is not None:
-            x = self.norm(x)
+        x = run_blocks(self.blocks, x, None, self.norm)
         h = x[:, 0] if self.pool == "cls" else x[:, 1:].mean(dim=1)
         return self.head(h)

@@ -1,11 +1,14 @@
 """Functional forms of the norms that normalize over the trailing feature dims:
-``layer_norm``, ``rms_norm`` and ``scale_norm``. Each checks its arguments and calls the
-Function in ``minidl.ops.normalization``, whose backward is written out by hand."""
+``layer_norm``, ``rms_norm`` and ``scale_norm``, and the residual add fused with the first two,
+``add_layer_norm`` and ``add_rms_norm`` (a Pre-LN Transformer's ``x + f(x)`` followed by the next
+norm). Each checks its arguments and calls the Function in ``minidl.ops.normalization``, whose
+backward is written out by hand."""
 import numbers
 
 import numpy as np
 
 from ...ops.normalization import LayerNormFunction, RMSNormFunction, ScaleNormFunction
+from ...ops.normalization.residual_norm import AddLayerNormFunction, AddRMSNormFunction
 from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
 
@@ -56,6 +59,39 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     if eps is None:
         eps = float(np.finfo(x.dtype).eps)
     return RMSNormFunction.apply(x, weight, d, float(eps))
+
+
+def _check_residual(op, x, residual):
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"{op}: expected a Tensor residual, got {type(residual).__name__}")
+    if tuple(residual.shape) != tuple(x.shape):
+        raise RuntimeError(f"{op}: expected residual of the input's shape {list(x.shape)}, but got residual "
+                           f"of size {list(residual.shape)} (the fused add does not broadcast)")
+    check_same_dtype(op, [("input", x), ("residual", residual)])
+
+
+def add_layer_norm(x, residual, normalized_shape, weight=None, bias=None, eps=1e-5, return_sum=True):
+    """(s, layer_norm(s, ...)) with s = x + residual, in one pass over memory each way: the same
+    values as ``s = x + residual; y = layer_norm(s, normalized_shape, weight, bias, eps)``, and the
+    gradients of both uses of s summed inside the op. ``residual`` has x's shape and dtype.
+    ``return_sum=False``: only y (the sum is not needed later, as after a Post-LN sublayer)."""
+    shape, d = _normalized_shape("add_layer_norm", x, normalized_shape)
+    _check_residual("add_layer_norm", x, residual)
+    _check_param("add_layer_norm", "weight", weight, shape)
+    _check_param("add_layer_norm", "bias", bias, shape)
+    check_same_dtype("add_layer_norm", [("input", x), ("weight", weight), ("bias", bias)], float16_with_float32=True)
+    return AddLayerNormFunction.apply(x, residual, weight, bias, d, float(eps), bool(return_sum))
+
+
+def add_rms_norm(x, residual, normalized_shape, weight=None, eps=None, return_sum=True):
+    """(s, rms_norm(s, ...)) with s = x + residual, fused as ``add_layer_norm``; ``eps=None`` uses
+    the machine epsilon of x's dtype, as rms_norm; ``return_sum`` as in add_layer_norm."""
+    shape, d = _normalized_shape("add_rms_norm", x, normalized_shape)
+    _check_residual("add_rms_norm", x, residual)
+    _check_param("add_rms_norm", "weight", weight, shape)
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    return AddRMSNormFunction.apply(x, residual, weight, d, float(eps), bool(return_sum))
 
 
 def scale_norm(x, scale, eps=1e-5):

@@ -1,5 +1,6 @@
 """Normalization ops: each norm as a Function with a closed-form backward, a NumPy reference
-and a fused kernel, one norm per file (<norm>.py).
+and a fused kernel, one norm per file (<norm>.py); ``residual_norm`` fuses a residual add with
+LayerNorm or RMSNorm of its sum.
 
 Implementation switch (one for every norm in this package; API stable):
 
@@ -26,6 +27,7 @@ from ._dispatch import (IMPLEMENTATIONS, get_implementation, implementation, par
                         set_implementation, use_kernel)
 from .layer_norm import LayerNormFunction, layer_norm_backward_reference, layer_norm_forward_reference  # noqa: F401
 from .rms_norm import RMSNormFunction, rms_norm_backward_reference, rms_norm_forward_reference  # noqa: F401
+from .residual_norm import AddLayerNormFunction, AddRMSNormFunction  # noqa: F401
 from .scale_norm import ScaleNormFunction, scale_norm_backward_reference, scale_norm_forward_reference  # noqa: F401
 from .batch_norm import BatchNormFunction, batch_norm_backward_reference, batch_norm_forward_reference  # noqa: F401
 from .instance_norm import InstanceNormFunction, instance_norm_backward_reference, instance_norm_forward_reference  # noqa: F401

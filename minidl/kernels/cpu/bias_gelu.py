@@ -1,0 +1,145 @@
+"""Numba kernels for the epilogue of a Linear + GELU (minidl/ops/linear_gelu.py, where the math
+is): forward a = gelu(U + b), backward dU = da * gelu'(U + b) with db = sum_rows dU in the same
+pass, over the rows of the GEMM's result U (M, out).
+
+Rows are split into one chunk per thread; each chunk sums its rows' dU into a block in the
+input's dtype, flushed every FLUSH_ROWS rows into its float64 partial (see _numerics.flush), and
+the partials are added at the end: no atomics, nothing of size (M, out) but dU itself. The GELU
+arithmetic is kernels/cpu/gelu.py's (float32: the vectorisable exp32 and erf_f32, multiply-adds
+fused; float64: libm), inlined here so that the loops vectorise. Parallel when the layer kernels
+may be (``_threads.layer_parallel``), else on one thread.
+"""
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
+from ._threads import chunk_bounds, layer_parallel, threads_for
+from .gelu import _ONE32, _TWO32, _K32, _K3_32, _SQRT_2_OVER_PI, _dgelu, _dgelu32, _gelu, _gelu32
+from .gelu import _half_one_plus_tanh, _half_one_plus_tanh32
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
+def _forward32(u, b, a, nchunks, tanh):
+    n, m = u.shape
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        for i in range(start, stop):
+            if tanh:
+                for j in range(m):
+                    v = u[i, j] + b[j]
+                    a[i, j] = v * _half_one_plus_tanh32(v)
+            else:
+                for j in range(m):
+                    a[i, j] = _gelu32(u[i, j] + b[j])
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
+def _forward64(u, b, a, nchunks, tanh):
+    n, m = u.shape
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        for i in range(start, stop):
+            if tanh:
+                for j in range(m):
+                    v = u[i, j] + b[j]
+                    a[i, j] = v * _half_one_plus_tanh(v)
+            else:
+                for j in range(m):
+                    a[i, j] = _gelu(u[i, j] + b[j])
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
+def _backward32(u, b, g, du, db_part, tanh):
+    n, m = u.shape
+    nchunks = db_part.shape[0]
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        block = np.zeros(m, np.float32)
+        for i in range(start, stop):
+            if tanh:
+                for j in range(m):
+                    v = u[i, j] + b[j]
+                    s = _half_one_plus_tanh32(v)
+                    d = g[i, j] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+                    du[i, j] = d
+                    block[j] += d
+            else:
+                for j in range(m):
+                    d = g[i, j] * _dgelu32(u[i, j] + b[j])
+                    du[i, j] = d
+                    block[j] += d
+            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+                flush(db_part, c, block)
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
+def _backward64(u, b, g, du, db_part, tanh):
+    n, m = u.shape
+    nchunks = db_part.shape[0]
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        block = np.zeros(m, np.float64)
+        for i in range(start, stop):
+            if tanh:
+                for j in range(m):
+                    v = u[i, j] + b[j]
+                    s = _half_one_plus_tanh(v)
+                    d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
+                    du[i, j] = d
+                    block[j] += d
+            else:
+                for j in range(m):
+                    d = g[i, j] * _dgelu(u[i, j] + b[j])
+                    du[i, j] = d
+                    block[j] += d
+            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+                flush(db_part, c, block)
+
+
+def _chunks(u):
+    """(work for threads_for, chunks): all threads when the layer kernels run in parallel, else one."""
+    if u.shape[0] == 0:
+        return 0, 0
+    if layer_parallel(u.size):
+        return u.size, max(1, min(u.shape[0], numba.get_num_threads()))
+    return 0, 1
+
+
+def _bias(b, m, dtype):
+    return np.zeros(m, dtype) if b is None else np.ascontiguousarray(b, dtype=dtype)
+
+
+def bias_gelu_forward(u, b, approximate):
+    """gelu(u + b) for the float32/float64 (M, out) GEMM result u; b (out,) or None."""
+    if u.dtype not in (np.float32, np.float64):       # float16 and others: the reference's arithmetic
+        from ...ops.linear_gelu import bias_gelu_forward_reference
+        return bias_gelu_forward_reference(u, b, approximate)
+    u = np.ascontiguousarray(u)
+    a = np.empty_like(u)
+    work, nchunks = _chunks(u)
+    if nchunks:
+        with threads_for(work):
+            (_forward32 if u.dtype == np.float32 else _forward64)(u, _bias(b, u.shape[1], u.dtype), a, nchunks,
+                                                                 approximate == "tanh")
+    return a
+
+
+def bias_gelu_backward(u, b, g, approximate, need_db=True):
+    """(dU, db): dU = g * gelu'(u + b), db its float64 sum over rows (None if not needed)."""
+    if u.dtype not in (np.float32, np.float64) or g.dtype != u.dtype:
+        from ...ops.linear_gelu import bias_gelu_backward_reference
+        return bias_gelu_backward_reference(u, b, g, approximate, need_db)
+    u, g = np.ascontiguousarray(u), np.ascontiguousarray(g)
+    du = np.empty_like(u)
+    work, nchunks = _chunks(u)
+    part = np.zeros((nchunks, u.shape[1]))
+    if nchunks:
+        with threads_for(work):
+            (_backward32 if u.dtype == np.float32 else _backward64)(u, _bias(b, u.shape[1], u.dtype), g, du, part,
+                                                                   approximate == "tanh")
+    if not need_db:
+        return du, None
+    db = np.empty(u.shape[1])
+    sum_partials(part, db)
+    return du, db

@@ -1,0 +1,310 @@
+"""Fused Numba kernels for a residual add and the norm of its sum, (s, y) = (x + r, norm(x + r)),
+over the rows of (N, D) arrays, for LayerNorm and RMSNorm. The math and its derivation:
+minidl/ops/normalization/residual_norm.py.
+
+Forward, one parallel pass over row chunks: the loop that adds row i (x and r read from memory
+once) writes s; the row's shifted sums (LayerNorm, see _numerics.mean_var_from_sums) or its sum
+of squares (RMSNorm) and then the normalized row are computed from s, which is still in L1.
+
+Backward, one parallel pass over row chunks: per row the sums sum(g) and sum(g xhat)
+(g = dy w), then one loop adding the row's terms to the chunk's dgamma/dbeta partials (float64
+in the end, see _numerics.flush) and writing
+
+    dx = ds + g rstd - c0 - (s - m_hi) k2       (LayerNorm; c0, k2 as in layer_norm.py)
+    dx = ds + g rstd - s c2,  c2 = rstd^3 mean(g s)   (RMSNorm)
+
+where ds is the residual stream's own gradient: the autograd add of two gradients that
+unfused code makes is this loop's one extra read.
+
+Every row sum is taken in a loop that only reads, separate from the loops that store. A loop
+that stores and reduces at once is vectorised behind a run-time check that its stores do not
+overlap its loads, and falls back to scalar code (another summation order, other roundings) when
+two arrays merely lie close together in memory: the results would depend on where malloc put
+them. The extra loop reads a row already in L1.
+
+Unlike kernels/cpu/layer_norm.py these loops are neither software-pipelined nor prefetched:
+with two input streams (x and r; dy, s and ds) both measured slower here, single-threaded at
+8192 x 768 (docs/performance.md).
+
+Outputs of STREAM_MIN_BYTES or more are written with streaming stores (see _stream): s and y
+are computed into L1 scratch rows and streamed out, as is dx.
+
+Arithmetic is in the inputs' dtype (float32 or float64; float16 in float32, rounded back once)
+with float64 per-row statistics; the wrappers take C-contiguous (N, D) arrays.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._numerics import (FLUSH_ROWS, HEAD, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, split,
+                        sum_partials)
+from ._row_norm import empty_rows_backward, empty_rows_forward, ones, param, zeros
+from ._stream import should_stream, store_fence, stream_row
+from ._threads import chunk_bounds, launch, num_chunks
+
+# as kernels/cpu/layer_norm.py: reductions regroup into SIMD lanes, a * b + c may fuse; the
+# loops below are inlined into the kernels, which therefore carry the same flags
+_FUSED = REASSOC_CONTRACT
+
+
+@njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
+def _add_row(x, r, i, sb, si):
+    """sb[si] = x[i] + r[i]."""
+    for j in range(x.shape[1]):
+        sb[si, j] = x[i, j] + r[i, j]
+
+
+@njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
+def _shifted_sums(sb, si):
+    """(shift, sum d, sum d^2) of the row sb[si] (in L1), d = s - shift, the shift the mean of
+    its first HEAD values (see _numerics.mean_var_from_sums)."""
+    m = min(sb.shape[1], HEAD)
+    acc = sb.dtype.type(0.0)
+    for j in range(m):
+        acc += sb[si, j]
+    shift = sb.dtype.type(acc / m)
+    s1 = sb.dtype.type(0.0)
+    s2 = sb.dtype.type(0.0)
+    for j in range(sb.shape[1]):
+        dv = sb[si, j] - shift
+        s1 += dv
+        s2 += dv * dv
+    return shift, s1, s2
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FUSED)
+def _ln_forward(x, r, w, b, eps, s, y, mean, rstd, nchunks, stream):
+    n, d = x.shape
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        srow = np.empty((1, d if stream else 0), s.dtype)    # L1 scratch rows when streaming
+        yrow = np.empty((1, d if stream else 0), y.dtype)
+        sb = srow if stream else s
+        out = yrow if stream else y
+        for i in range(start, stop):
+            si = 0 if stream else i
+            _add_row(x, r, i, sb, si)
+            shift, s1, s2 = _shifted_sums(sb, si)
+            m, var = mean_var_from_sums(shift, s1, s2, d)
+            rs = 1.0 / np.sqrt(var + eps)
+            mean[i] = m
+            rstd[i] = rs
+            m_hi, m_lo = split(x, m)
+            rc = x.dtype.type(rs)
+            for j in range(d):
+                out[si, j] = ((sb[si, j] - m_hi) - m_lo) * (rc * w[j]) + b[j]
+            if stream:
+                stream_row(s, i, srow, 0)
+                stream_row(y, i, yrow, 0)
+        if stream:
+            store_fence()
+
+
+@njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
+def _ln_sums(dy, s, w, i, m_hi, m_lo):
+    """Row i's (sum g, sum g (s - m)), g = dy w: a loop that only reads."""
+    a = s.dtype.type(0.0)
+    q = s.dtype.type(0.0)
+    for j in range(s.shape[1]):
+        g = dy[i, j] * w[j]
+        a += g
+        q += g * ((s[i, j] - m_hi) - m_lo)
+    return a, q
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FUSED)
+def _ln_backward(dy, ds, s, mean, rstd, w, dx, dw_part, db_part, has_ds, need_dx, stream):
+    n, d = s.shape
+    nchunks = dw_part.shape[0]
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        bw = np.zeros(d, s.dtype)     # this chunk's running dgamma, dbeta
+        bb = np.zeros(d, s.dtype)
+        row = np.empty((1, d if stream else 0), dx.dtype)
+        out = row if stream else dx
+        for i in range(start, stop):
+            oi = 0 if stream else i
+            m_hi, m_lo = split(s, mean[i])
+            rs = rstd[i]
+            rc = s.dtype.type(rs)
+            sum_g, sum_gsc = _ln_sums(dy, s, w, i, m_hi, m_lo)
+            # dx = ds + r (g - mean(g) - xhat mean(g xhat)) = ds + g r - c0 - (s - m_hi) k2 (layer_norm.py)
+            k2 = s.dtype.type(rs * rs * rs * sum_gsc / d)
+            c0 = s.dtype.type(rs * sum_g / d - np.float64(m_lo) * np.float64(k2))
+            for j in range(d):
+                sc = s[i, j] - m_hi
+                bw[j] += (dy[i, j] * rc) * (sc - m_lo)
+                bb[j] += dy[i, j]
+                if need_dx:
+                    v = (dy[i, j] * w[j]) * rc - c0 - sc * k2
+                    if has_ds:
+                        v += ds[i, j]
+                    out[oi, j] = v
+            if stream and need_dx:
+                stream_row(dx, i, row, 0)
+            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+                flush(dw_part, c, bw)
+                flush(db_part, c, bb)
+        if stream:
+            store_fence()
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FUSED)
+def _rms_forward(x, r, w, eps, s, y, rstd, nchunks, stream):
+    n, d = x.shape
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        srow = np.empty((1, d if stream else 0), s.dtype)
+        yrow = np.empty((1, d if stream else 0), y.dtype)
+        sb = srow if stream else s
+        out = yrow if stream else y
+        for i in range(start, stop):
+            si = 0 if stream else i
+            for j in range(d):
+                sb[si, j] = x[i, j] + r[i, j]
+            sq = x.dtype.type(0.0)
+            for j in range(d):          # (a loop that only reads: see the module docstring)
+                sq += sb[si, j] * sb[si, j]
+            rs = 1.0 / np.sqrt(np.float64(sq) / d + eps)
+            rstd[i] = rs
+            rc = x.dtype.type(rs)
+            for j in range(d):
+                out[si, j] = sb[si, j] * (rc * w[j])
+            if stream:
+                stream_row(s, i, srow, 0)
+                stream_row(y, i, yrow, 0)
+        if stream:
+            store_fence()
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FUSED)
+def _rms_backward(dy, ds, s, rstd, w, dx, dw_part, has_ds, need_dx, stream):
+    n, d = s.shape
+    nchunks = dw_part.shape[0]
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        bw = np.zeros(d, s.dtype)     # this chunk's running dgamma
+        row = np.empty((1, d if stream else 0), dx.dtype)
+        out = row if stream else dx
+        for i in range(start, stop):
+            oi = 0 if stream else i
+            rs = rstd[i]
+            rc = s.dtype.type(rs)
+            dot = s.dtype.type(0.0)
+            for j in range(d):
+                dot += dy[i, j] * w[j] * s[i, j]
+            # dx = ds + r (g - xhat mean(g xhat)) = ds + g r - s c2,  xhat = s r,  g = dy w
+            c2 = s.dtype.type(rs * rs * rs * np.float64(dot) / d)
+            for j in range(d):
+                g = dy[i, j]
+                bw[j] += g * (s[i, j] * rc)
+                if need_dx:
+                    v = g * w[j] * rc - s[i, j] * c2
+                    if has_ds:
+                        v += ds[i, j]
+                    out[oi, j] = v
+            if stream and need_dx:
+                stream_row(dx, i, row, 0)
+            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+                flush(dw_part, c, bw)
+        if stream:
+            store_fence()
+
+
+# ----------------------------------------------------------------------------- array wrappers
+
+def _check_rows(op, x, r):
+    if x.ndim != 2 or r.shape != x.shape:
+        raise ValueError(f"{op}: expected x and r of the same (N, D) shape, got {x.shape} and {r.shape}")
+
+
+def _forward(op, kernel, x, r, out, sum_out, stream, nstats, params):
+    """(s, y, *stats) of a fused forward: ``kernel(x, r, *params(ct), s, y, *stats, nchunks, stream)``
+    with every (N, D) array C-contiguous in the compute dtype ct."""
+    _check_rows(op, x, r)
+    n, d = x.shape
+    ct = compute_dtype(x.dtype)
+    if out is None:
+        out = np.empty((n, d), x.dtype)
+    if sum_out is None:
+        sum_out = np.empty((n, d), x.dtype)
+    if x.size == 0:
+        return (sum_out,) + empty_rows_forward(out, nstats)
+    xc = np.ascontiguousarray(x, dtype=ct)
+    rc = np.ascontiguousarray(r, dtype=ct)
+    yc = out if out.dtype == ct else np.empty((n, d), ct)
+    sc = sum_out if sum_out.dtype == ct else np.empty((n, d), ct)
+    stats = tuple(np.empty(n, np.float64) for _ in range(nstats))
+    stream = should_stream(yc) if stream is None else bool(stream)
+    launch(kernel, 2 * n * d, xc, rc, *params(ct), sc, yc, *stats, num_chunks(n, 2 * n * d), stream)
+    if yc is not out:
+        out[...] = yc
+    if sc is not sum_out:
+        sum_out[...] = sc
+    return (sum_out, out) + stats
+
+
+def _backward(kernel, dy, ds, s, need_dx, dx_out, stream, inputs, partials):
+    """(dx or None, partials) of a fused backward of a non-empty s:
+    ``kernel(dy, ds, s, *inputs(ct), dx, *partials(nchunks), has_ds, need_dx, stream)``; without
+    ``ds`` (None) dy stands in for it, unread."""
+    n, d = s.shape
+    ct = compute_dtype(s.dtype)
+    dyc = np.ascontiguousarray(dy, dtype=ct)
+    sc = np.ascontiguousarray(s, dtype=ct)
+    dsc = dyc if ds is None else np.ascontiguousarray(ds, dtype=ct)
+    dx = None
+    if need_dx:
+        dx = dx_out if dx_out is not None else np.empty((n, d), s.dtype)
+    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
+    parts = partials(num_chunks(n, n * d))
+    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
+    launch(kernel, 2 * n * d, dyc, dsc, sc, *inputs(ct), dxc, *parts, ds is not None, need_dx, stream)
+    if need_dx and dxc is not dx:
+        dx[...] = dxc
+    return dx, parts
+
+
+def _summed(part):
+    out = np.empty(part.shape[1])
+    sum_partials(part, out)
+    return out
+
+
+def add_layer_norm_forward(x, r, weight, bias, eps, out=None, sum_out=None, stream=None):
+    """(s, y, mean, rstd) for the rows of x + r (N, D); weight/bias (D,) or None; ``out`` and
+    ``sum_out`` C-contiguous (N, D) arrays of x's dtype to write y and s into (allocated if None);
+    ``stream`` forces streaming stores on or off (default: on for outputs of STREAM_MIN_BYTES)."""
+    d = x.shape[1]
+    return _forward("add_layer_norm_forward", _ln_forward, x, r, out, sum_out, stream, 2,
+                    lambda ct: (param(weight, d, ct, ones), param(bias, d, ct, zeros), float(eps)))
+
+
+def add_layer_norm_backward(dy, ds, s, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True,
+                            dx_out=None, stream=None):
+    """(dx, dweight, dbias) for the rows of s (N, D): dx = dL/ds (the gradient of x and of r),
+    ``ds`` the stream's own gradient or None; dweight, dbias float64 (D,) or None."""
+    n, d = s.shape
+    if s.size == 0:
+        return empty_rows_backward(s, dx_out, need_dx, need_dweight, need_dbias)
+    dx, (dw_part, db_part) = _backward(
+        _ln_backward, dy, ds, s, need_dx, dx_out, stream, lambda ct: (mean, rstd, param(weight, d, ct, ones)),
+        lambda nchunks: (np.zeros((nchunks, d)), np.zeros((nchunks, d))))
+    return dx, (_summed(dw_part) if need_dweight else None), (_summed(db_part) if need_dbias else None)
+
+
+def add_rms_norm_forward(x, r, weight, eps, out=None, sum_out=None, stream=None):
+    """(s, y, rstd) for the rows of x + r (N, D); as add_layer_norm_forward, for RMSNorm."""
+    d = x.shape[1]
+    return _forward("add_rms_norm_forward", _rms_forward, x, r, out, sum_out, stream, 1,
+                    lambda ct: (param(weight, d, ct, ones), float(eps)))
+
+
+def add_rms_norm_backward(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None, stream=None):
+    """(dx, dweight) for the rows of s (N, D); as add_layer_norm_backward, for RMSNorm."""
+    n, d = s.shape
+    if s.size == 0:
+        return empty_rows_backward(s, dx_out, need_dx, need_dweight)
+    dx, (dw_part,) = _backward(_rms_backward, dy, ds, s, need_dx, dx_out, stream,
+                               lambda ct: (rstd, param(weight, d, ct, ones)),
+                               lambda nchunks: (np.zeros((nchunks, d)),))
+    return dx, (_summed(dw_part) if need_dweight else None)

@@ -1,0 +1,89 @@
+"""A Linear layer followed by GELU, with the bias add and the activation as the GEMM's epilogue:
+a = gelu(x W^T + b), for a Transformer MLP's first layer.
+
+With X the (M, in) rows of x and U = X W^T the GEMM's result (M, out):
+
+    forward:   a = gelu(U + b)                              one pass over U after the GEMM
+    backward:  dU = da * gelu'(U + b)                       one pass over U and da ...
+               db = sum_rows dU                             ... summed in the same pass
+               dX = dU W,   dW = dU^T X                     the two GEMMs, as nn.Linear's
+
+gelu' as in ops/activation.py: exact, Phi(v) + v phi(v); tanh, with s = (1 + tanh u) / 2 and
+u = sqrt(2/pi) (v + 0.044715 v^3), s + 2 v s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 v^2).
+
+Unfused, the GEMM's output is read and written once more to add the bias, GELU reads it again
+and writes its output, its backward reads da and its input and writes dU, and the bias gradient
+reads dU again: six passes over an (M, out) array against three here. U is saved without the
+bias (b is added again where it is read), so the forward writes nothing but a.
+
+Saved: U (the unfused pair saved GELU's input, the same size), X if W needs a gradient and W if
+x does, as nn.Linear's op.
+"""
+import math
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ..tensor.dtype import check_same_dtype
+from ._kernel_switch import LAYER
+from .low_precision import float32_compute
+from .activation import gelu_backward_reference, gelu_reference, gelu_tanh_backward_reference, gelu_tanh_reference
+
+
+def _rows(a):
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
+def bias_gelu_forward_reference(u, b, approximate):
+    """gelu(u + b) for the GEMM result u (M, out) and the bias b (out,) or None."""
+    v = u if b is None else u + b
+    return gelu_tanh_reference(v) if approximate == "tanh" else gelu_reference(v)
+
+
+def bias_gelu_backward_reference(u, b, g, approximate, need_db=True):
+    """(dU, db): dU = g * gelu'(u + b) and db = sum_rows dU (float64; None if not needed)."""
+    v = u if b is None else u + b
+    du = gelu_tanh_backward_reference(v, g) if approximate == "tanh" else gelu_backward_reference(v, g)
+    return du, (du.astype(np.float64).sum(axis=0) if need_db else None)
+
+
+BIAS_GELU = LAYER.kernels(("bias_gelu_forward", "bias_gelu_backward"), __name__, cpu="minidl.kernels.cpu.bias_gelu")
+
+
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
+class LinearGelu(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, approximate):
+        ctx.impl = BIAS_GELU.select(x)
+        u = namespace_of(x).matmul(_rows(x), w.T)
+        a = ctx.impl.bias_gelu_forward(u, b, approximate)
+        nx, nw, _ = ctx.needs_input_grad[:3]
+        ctx.x_shape, ctx.approximate = x.shape, approximate
+        ctx.save_for_backward(x if nw else None, w if nx else None, u, b)
+        return a if x.ndim == 2 else a.reshape(x.shape[:-1] + (w.shape[0],))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, u, b = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        du, db = ctx.impl.bias_gelu_backward(u, b, _rows(g), ctx.approximate, nb)
+        xp = namespace_of(du)
+        dx = xp.matmul(du, w).reshape(ctx.x_shape) if nx else None
+        dw = xp.matmul(du.T, _rows(x)) if nw else None
+        return dx, dw, (db.astype(b.dtype) if nb else None), None
+
+
+def linear_gelu(input, weight, bias=None, approximate="none"):
+    """``F.gelu(F.linear(input, weight, bias), approximate)`` as one op (see the module docstring)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"linear_gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {list(weight.shape)}")
+    if input.ndim < 1 or input.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {list(input.shape)} does not match weight of shape "
+                         f"{list(weight.shape)} (expected last dim {weight.shape[1]})")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
+    check_same_dtype("linear", [("input", input), ("weight", weight), ("bias", bias)])
+    return LinearGelu.apply(input, weight, bias, approximate)
