@@ -53,6 +53,7 @@ from ..kernels.switch import ATTENTION
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import unbroadcast
 from .heads import packed_like
+from .low_precision import float32_compute
 
 IMPLEMENTATIONS = ATTENTION.choices
 set_implementation, get_implementation, implementation = ATTENTION.set, ATTENTION.get, ATTENTION.use
@@ -146,6 +147,7 @@ def _matmul(xp, a, b, out):
 
 
 # ----------------------------------------------------------------------------- Function
+@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class ScaledDotProductAttention(Function):
     """out = softmax(scale * q k^T + bias, masked) (dropout) v; see the module docstring."""
 
@@ -332,7 +334,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                              f"broadcast to the scores' shape {list(batch + (L, S))}")
         if m.dtype.kind == "b":
             allow = m
-        elif m.dtype.kind == "f":
+        elif m.dtype.kind in "fV":   # V: bfloat16
             bias = attn_mask if isinstance(attn_mask, Tensor) else m.astype(query.dtype)
             if bias.dtype != query.dtype:
                 bias = bias.to(query.dtype)
