@@ -9,6 +9,7 @@ or ``python -m minidl lab groupnorm --quick``. Every experiment has a quick mode
 two minutes on two cores) and a full mode (larger models, more steps). See docs/lab.md.
 """
 import importlib
+import inspect
 import os
 
 from ._common import LabResult, Table, progress_bars
@@ -24,6 +25,14 @@ EXPERIMENTS = {
     "groupnorm": ("groupnorm", "GroupNorm from 1 to C groups: from LayerNorm to InstanceNorm"),
     "precision": ("precision", "float16 LayerNorm: float16 vs float32 accumulation across eps"),
     "axes": ("axes", "which axes BN, LN, IN and GN reduce over, probed from the layers"),
+    "fp16-eps": ("fp16_eps", "float16 training with GradScaler: norm eps, float16 vs float32 statistics"),
+    "renorm": ("renorm", "non-i.i.d. batches: BatchNorm vs Batch Renormalization vs precise statistics"),
+    "weight-std": ("weight_std", "GroupNorm + Weight Standardization at batch 1-2 vs BatchNorm at batch 64"),
+    "signal-prop": ("signal_prop", "residual stream variance at init and training: BN, none, SkipInit, Fixup"),
+    "landscape": ("landscape", "VGG with/without BN: loss and gradient change along the gradient; noisy BN"),
+    "ln-lstm": ("ln_lstm", "LSTM vs LayerNorm-LSTM vs recurrent BatchNorm; sequences longer than in training"),
+    "qk-norm": ("qk_norm", "attention-logit growth with the learning rate, with and without qk-norm"),
+    "sync-bn": ("sync_bn", "BatchNorm per device vs SyncBatchNorm vs GroupNorm at 2 images/device; ghost batches"),
 }
 
 
@@ -34,13 +43,20 @@ def get(name):
     return importlib.import_module(f".{EXPERIMENTS[name][0]}", __name__)
 
 
-def run(name, quick=True, out=None, seed=0, save=True, progress=None):
+def run(name, quick=True, out=None, seed=0, save=True, progress=None, **options):
     """Run experiment ``name``; its figure (and result.json) go to ``out`` (default
     runs/lab/NAME). Returns the LabResult. ``progress``: a progress bar per training loop
-    (default: in full mode, whose runs take minutes)."""
-    out = out or os.path.join("runs", "lab", name)
+    (default: in full mode, whose runs take minutes). ``options``: the experiment's own
+    keyword arguments (``dataset="shapes"`` for batch-size); one it does not take is an error."""
+    module = get(name)
+    accepted = inspect.signature(module.run).parameters
+    unknown = [k for k in options if k not in accepted]
+    if unknown:
+        raise ValueError(f"lab experiment {name!r} takes no option {', '.join(map(repr, unknown))}")
+    out = out or os.path.join("runs", "lab", name if not options.get("dataset") or options["dataset"] == "digits"
+                              else f"{name}-{options['dataset']}")
     with progress_bars(not quick if progress is None else progress):
-        result = get(name).run(quick=quick, out=out, seed=seed)
+        result = module.run(quick=quick, out=out, seed=seed, **options)
     if save:
         result.save_json(os.path.join(out, "result.json"))
     return result

@@ -2,7 +2,10 @@
 then global average pooling and a linear classifier.
 
 ``cfg`` lists output channels, "M" for a pool; the default (32, 32, M, 64, 64, M, 128)
-turns an 8x8 digit into 128 channels at 2x2 and a 32x32 image into 128 at 8x8.
+turns an 8x8 digit into 128 channels at 2x2 and a 32x32 image into 128 at 8x8. ``norm`` is a
+name of zoo.norms (``"batch"``, ``"group"``, ``"none"``, ...) or a callable that makes the layer
+for a channel count (``norm=lambda c: nn.BatchRenorm2d(c)``), for experiments with norms of
+their own. ``weight_std=True`` makes every 3x3 convolution a WSConv2d (Weight Standardization).
 """
 from .. import nn
 from .norms import make_norm
@@ -11,14 +14,16 @@ DEFAULT_CFG = (32, 32, "M", 64, 64, "M", 128)
 
 
 class VGG(nn.Module):
-    def __init__(self, cfg=DEFAULT_CFG, in_channels=1, num_classes=10, norm="batch", dropout=0.0):
+    def __init__(self, cfg=DEFAULT_CFG, in_channels=1, num_classes=10, norm="batch", dropout=0.0, weight_std=False):
         super().__init__()
+        conv = nn.WSConv2d if weight_std else nn.Conv2d
         layers, c = [], in_channels
         for v in cfg:
             if v == "M":
                 layers.append(nn.MaxPool2d(2))
             else:
-                layers += [nn.Conv2d(c, v, 3, padding=1, bias=norm == "none"), make_norm(norm, v), nn.ReLU()]
+                layer = make_norm(norm, v) if isinstance(norm, str) or norm is None else norm(v)
+                layers += [conv(c, v, 3, padding=1, bias=norm in ("none", None)), layer, nn.ReLU()]
                 c = v
         self.features = nn.Sequential(*layers)
         head = [nn.AdaptiveAvgPool2d(1), nn.Flatten()]

@@ -6,6 +6,7 @@ from .activation_elementwise import (ELU, GLU, SELU, LeakyReLU, LogSigmoid, Mish
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .parameter_containers import ParameterDict, ParameterList  # noqa: F401
 from .conv import Conv2d  # noqa: F401
+from .ws_conv import WSConv2d  # noqa: F401
 from .conv_nd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
@@ -23,6 +24,8 @@ from .pooling1d import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
 from .sparse import Embedding  # noqa: F401
 from .normalization import FixNorm, LayerNorm, RMSNorm, ScaleNorm  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
+from .batchrenorm import BatchRenorm1d, BatchRenorm2d  # noqa: F401
+from .syncbatchnorm import SyncBatchNorm  # noqa: F401
 from .lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d,  # noqa: F401
                    LazyLinear, LazyModuleMixin)
 from .bilinear import Bilinear  # noqa: F401
