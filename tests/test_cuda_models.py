@@ -1,5 +1,5 @@
 """A training step of a tiny GPT and a tiny ResNet on the "cuda" device (CUDA simulator) gives
-the CPU's loss, gradients and updated parameters (the issue's end-to-end check)."""
+the CPU's loss, gradients and updated parameters."""
 import numpy as np
 import pytest
 

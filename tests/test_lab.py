@@ -24,8 +24,8 @@ def _run(name, tmp_path):
 
 def test_registry_lists_every_experiment_and_each_has_a_run():
     assert list(lab.EXPERIMENTS) == ["padding", "batch-size", "train-eval", "pre-post", "deepnorm", "rmsnorm",
-                                     "groupnorm", "precision", "axes", "fp16-eps", "renorm", "weight-std",
-                                     "signal-prop", "landscape", "ln-lstm", "qk-norm", "sync-bn"]
+                                     "groupnorm", "precision", "axes", "fp16-eps", "qk-norm", "sync-bn",
+                                     "ln-lstm", "renorm", "weight-std", "signal-prop", "landscape"]
     for name in lab.EXPERIMENTS:
         assert callable(lab.get(name).run), name
     with pytest.raises(ValueError, match="expected one of"):

@@ -26,13 +26,13 @@ EXPERIMENTS = {
     "precision": ("precision", "float16 LayerNorm: float16 vs float32 accumulation across eps"),
     "axes": ("axes", "which axes BN, LN, IN and GN reduce over, probed from the layers"),
     "fp16-eps": ("fp16_eps", "float16 training with GradScaler: norm eps, float16 vs float32 statistics"),
+    "qk-norm": ("qk_norm", "attention-logit growth with the learning rate, with and without qk-norm"),
+    "sync-bn": ("sync_bn", "BatchNorm per device vs SyncBatchNorm vs GroupNorm at 2 images/device; ghost batches"),
+    "ln-lstm": ("ln_lstm", "LSTM vs LayerNorm-LSTM vs recurrent BatchNorm; sequences longer than in training"),
     "renorm": ("renorm", "non-i.i.d. batches: BatchNorm vs Batch Renormalization vs precise statistics"),
     "weight-std": ("weight_std", "GroupNorm + Weight Standardization at batch 1-2 vs BatchNorm at batch 64"),
     "signal-prop": ("signal_prop", "residual stream variance at init and training: BN, none, SkipInit, Fixup"),
     "landscape": ("landscape", "VGG with/without BN: loss and gradient change along the gradient; noisy BN"),
-    "ln-lstm": ("ln_lstm", "LSTM vs LayerNorm-LSTM vs recurrent BatchNorm; sequences longer than in training"),
-    "qk-norm": ("qk_norm", "attention-logit growth with the learning rate, with and without qk-norm"),
-    "sync-bn": ("sync_bn", "BatchNorm per device vs SyncBatchNorm vs GroupNorm at 2 images/device; ghost batches"),
 }
 
 
