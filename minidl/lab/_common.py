@@ -155,3 +155,32 @@ def smooth(values, k=5):
     idx = np.arange(1, len(v) + 1)
     lo = np.maximum(idx - k, 0)
     return (c[idx] - c[lo]) / (idx - lo)
+
+
+def classifier_step(model, opt, sched, x, y):
+    """One training step of cross-entropy on the arrays (x, y): backward, the optimizer's step and
+    the schedule's; returns the loss as a float."""
+    from ..nn import functional as F
+    from ..tensor.factories import tensor
+    loss = F.cross_entropy(model(tensor(x)), tensor(y))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if sched is not None:
+        sched.step()
+    return float(loss.item())
+
+
+def eval_accuracy(model, x, y, chunk=500, nan_if_diverged=False):
+    """Accuracy of ``model`` in eval mode over the arrays (x, y), ``chunk`` images at a time;
+    with ``nan_if_diverged``, NaN when a logit is not finite (a diverged run has no accuracy).
+    Leaves the model in train mode."""
+    from ..autograd import grad_mode
+    from ..tensor.factories import tensor
+    model.eval()
+    with grad_mode.no_grad():
+        logits = np.concatenate([model(tensor(x[i:i + chunk])).numpy() for i in range(0, len(x), chunk)])
+    model.train()
+    if nan_if_diverged and not np.isfinite(logits).all():
+        return float("nan")
+    return float((logits.argmax(1) == y).mean())

@@ -44,10 +44,9 @@ from .. import optim, random
 from ..autograd import grad_mode
 from ..data.digits import digits_arrays
 from ..data.shapes import shapes_arrays
-from ..nn import functional as F
 from ..tensor.factories import tensor
 from ..zoo.resnet import ResNet
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure
+from ._common import LabResult, Table, classifier_step, out_dir, progress, pyplot, save_figure
 
 NORMS = (("batch", "BatchNorm"), ("group", "GroupNorm"), ("layer", "LayerNorm"))
 WEIGHT_DECAY = 1e-4
@@ -89,12 +88,7 @@ def train_resnet(norm, batch, epochs, depth, width, base_lr, seed, xtr, ytr, wei
         if i == 0:
             perm = rng.permutation(len(xtr))
         idx = perm[i * batch:(i + 1) * batch]
-        loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.item()))
+        losses.append(classifier_step(model, opt, sched, xtr[idx], ytr[idx]))
     return model, losses
 
 

@@ -27,7 +27,7 @@ from ..nn import functional as F
 from ..nn import init as nn_init
 from ..tensor.factories import tensor
 from ..zoo.vgg import VGG
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure, smooth
+from ._common import LabResult, Table, eval_accuracy, out_dir, progress, pyplot, save_figure, smooth
 from ._state import buffers_restored
 
 ETAS = (0.5, 1.0, 2.0, 4.0)
@@ -133,14 +133,6 @@ def train(kind, cfg, xtr, ytr, steps, every, seed, measure):
     return model, losses, probes
 
 
-def accuracy(model, x, y, chunk=500):
-    model.eval()
-    with grad_mode.no_grad():
-        pred = np.concatenate([model(tensor(x[i:i + chunk])).numpy().argmax(1) for i in range(0, len(x), chunk)])
-    model.train()
-    return float((pred == y).mean())
-
-
 MODELS = (("standard (no norm)", "none", True), ("BatchNorm", "batch", True), ("noisy BatchNorm", "noisy", False))
 
 
@@ -158,7 +150,8 @@ def run(quick=True, out=None, seed=0):
     for name, kind, measure in MODELS:
         model, curves[name], probes[name] = train(kind, cfg, xtr, ytr, steps, every, seed, measure)
         third = float(np.mean(curves[name][max(0, steps // 3 - 10):steps // 3]))
-        summary[name] = {"third": third, "final": float(np.mean(curves[name][-20:])), "acc": accuracy(model, xte, yte)}
+        summary[name] = {"third": third, "final": float(np.mean(curves[name][-20:])),
+                         "acc": eval_accuracy(model, xte, yte)}
         if measure:
             p = np.array([row[1:] for row in probes[name]])
             med = np.median(p, axis=0)

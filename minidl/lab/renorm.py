@@ -26,10 +26,9 @@ import numpy as np
 from .. import nn, optim, random
 from ..autograd import grad_mode
 from ..data.shapes import shapes_arrays
-from ..nn import functional as F
 from ..tensor.factories import tensor
 from ..zoo.vgg import VGG
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure, smooth
+from ._common import LabResult, Table, classifier_step, eval_accuracy, out_dir, progress, pyplot, save_figure, smooth
 from ._state import buffers_restored
 
 CLASSES_PER_BATCH = 2
@@ -77,21 +76,8 @@ def train(model, xtr, ytr, steps, non_iid, seed, desc):
     losses = []
     model.train()
     for idx in progress(batches(ytr, steps, non_iid, rng), desc):
-        loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.item()))
+        losses.append(classifier_step(model, opt, sched, xtr[idx], ytr[idx]))
     return losses
-
-
-def eval_accuracy(model, x, y, chunk=500):
-    model.eval()
-    with grad_mode.no_grad():
-        pred = np.concatenate([model(tensor(x[i:i + chunk])).numpy().argmax(1) for i in range(0, len(x), chunk)])
-    model.train()
-    return float((pred == y).mean())
 
 
 def train_mode_accuracy(model, x, y, non_iid, seed):

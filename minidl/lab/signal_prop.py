@@ -31,7 +31,7 @@ from ..nn import functional as F
 from ..nn import init as nn_init
 from ..tensor.factories import tensor
 from ..zoo.resnet import ResNet
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure, smooth
+from ._common import LabResult, Table, eval_accuracy, out_dir, progress, pyplot, save_figure, smooth
 
 VARIANTS = (("BatchNorm", "batch", "default"), ("no norm", "none", "default"), ("SkipInit", "none", "skipinit"),
             ("Fixup", "none", "fixup"))
@@ -90,14 +90,6 @@ def train(model, xtr, ytr, epochs, seed, desc, batch=32):
     return losses
 
 
-def accuracy(model, x, y, chunk=250):
-    model.eval()
-    with grad_mode.no_grad():
-        logits = np.concatenate([model(tensor(x[i:i + chunk])).numpy() for i in range(0, len(x), chunk)])
-    model.train()
-    return float((logits.argmax(1) == y).mean()) if np.isfinite(logits).all() else float("nan")
-
-
 def run(quick=True, out=None, seed=0):
     out = out_dir("signal-prop", out)
     depth, probe, size, n_train, n_test, epochs, width = QUICK if quick else FULL
@@ -124,7 +116,7 @@ def run(quick=True, out=None, seed=0):
         model = build(norm, init, 20, width, seed)
         curves[name] = train(model, xtr, ytr, epochs, seed, name)
         diverged = not np.isfinite(curves[name][-1])
-        acc[name] = float("nan") if diverged else accuracy(model, xte, yte)
+        acc[name] = float("nan") if diverged else eval_accuracy(model, xte, yte, chunk=250, nan_if_diverged=True)
         t2.add(**{"variant": name, "test acc": acc[name], "final train loss": float(np.mean(curves[name][-10:])),
                   "diverged": diverged})
     path = plot(stats, curves, depth, out)

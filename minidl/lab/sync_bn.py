@@ -32,13 +32,12 @@ import numpy as np
 
 from .. import distributed as dist
 from .. import nn, optim, random
-from ..autograd import grad_mode
 from ..data.digits import digits_arrays
 from ..nn import functional as F
 from ..tensor.factories import tensor
 from ..ops.join import cat
 from ..zoo.resnet import ResNet
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure, smooth
+from ._common import LabResult, Table, classifier_step, eval_accuracy, out_dir, progress, pyplot, save_figure, smooth
 
 RANKS, PER_RANK = 4, 2
 SETUPS = (("bn", "BatchNorm per rank (2 images)"), ("sync", "SyncBatchNorm (8 images)"),
@@ -84,14 +83,6 @@ def _model(norm, width, seed):
     return nn.SyncBatchNorm.convert_sync_batchnorm(model) if norm == "sync" else model
 
 
-def _accuracy(model, x, y):
-    model.eval()
-    with grad_mode.no_grad():
-        pred = model(tensor(x)).numpy().argmax(1)
-    model.train()
-    return float((pred == y).mean())
-
-
 def _batches(n_train, batch, steps, seed):
     """The global batch of every step: epochs of permutations drawn from (seed, epoch)."""
     per_epoch = n_train // batch
@@ -130,7 +121,7 @@ def train_data_parallel(norm, steps, width, seed, xtr, ytr, xte, yte):
             mean = tensor(np.array([loss.item()]))
             dist.all_reduce(mean, op=dist.ReduceOp.AVG)
             losses.append(float(mean.item()))
-        return losses, (_accuracy(models[r], xte, yte) if r == 0 else None)
+        return losses, (eval_accuracy(models[r], xte, yte) if r == 0 else None)
 
     losses, acc = run_ranks(RANKS, rank, timeout=600.0)[0]
     return losses, acc
@@ -142,13 +133,8 @@ def train_ghost(ghost, batch, steps, width, seed, xtr, ytr, xte, yte):
     opt, sched = _sgd(model.parameters(), batch, steps)
     losses = []
     for idx in progress(_batches(len(xtr), batch, steps, seed), f"ghost {ghost} in {batch}"):
-        loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.item()))
-    return losses, _accuracy(model, xte, yte)
+        losses.append(classifier_step(model, opt, sched, xtr[idx], ytr[idx]))
+    return losses, eval_accuracy(model, xte, yte)
 
 
 def _grads(model):

@@ -17,12 +17,9 @@ of ``minidl.data.shapes`` (10 classes). Runs: BatchNorm at batch 64 (the referen
 import numpy as np
 
 from .. import optim, random
-from ..autograd import grad_mode
 from ..data.shapes import shapes_arrays
-from ..nn import functional as F
-from ..tensor.factories import tensor
 from ..zoo.vgg import VGG
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure
+from ._common import LabResult, Table, classifier_step, eval_accuracy, out_dir, progress, pyplot, save_figure
 
 NUM_CLASSES = 10
 DIFFICULTY = 0.2
@@ -46,21 +43,8 @@ def train(norm, weight_std, batch, epochs, cfg, xtr, ytr, seed, desc):
         if step % per_epoch == 0:
             perm = rng.permutation(len(xtr))
         idx = perm[(step % per_epoch) * batch:(step % per_epoch + 1) * batch]
-        loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.item()))
+        losses.append(classifier_step(model, opt, sched, xtr[idx], ytr[idx]))
     return model, losses
-
-
-def accuracy(model, x, y, chunk=500):
-    model.eval()
-    with grad_mode.no_grad():
-        pred = np.concatenate([model(tensor(x[i:i + chunk])).numpy().argmax(1) for i in range(0, len(x), chunk)])
-    model.train()
-    return float((pred == y).mean())
 
 
 def run(quick=True, out=None, seed=0):
@@ -76,9 +60,9 @@ def run(quick=True, out=None, seed=0):
     for name, norm, ws, sizes in RUNS:
         for b in sizes:
             model, losses = train(norm, ws, b, epochs, cfg, xtr, ytr, seed, f"{name}, batch {b}")
-            acc[name, b] = accuracy(model, xte, yte)
+            acc[name, b] = eval_accuracy(model, xte, yte)
             table.add(**{"model": name, "batch size": b, "test acc": acc[name, b],
-                         "train acc": accuracy(model, xtr, ytr),
+                         "train acc": eval_accuracy(model, xtr, ytr),
                          "final train loss": float(np.mean(losses[-max(1, len(losses) // 10):]))})
     path = plot(acc, f"VGG on {size}x{size} shapes, {epochs} epochs, lr scaled with the batch", out)
     return LabResult("weight-std", [table], path, conclude(acc), quick, {"acc": acc})
