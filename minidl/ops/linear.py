@@ -53,6 +53,12 @@ class Linear(Function):
 
 def linear(input, weight, bias=None):
     """As ``torch.nn.functional.linear``: input (..., in_features) @ weight^T (+ bias)."""
+    check_linear_arguments(input, weight, bias)
+    return Linear.apply(input, weight, bias)
+
+
+def check_linear_arguments(input, weight, bias):
+    """Linear's shape and dtype rules, with errors that name what was expected and what came."""
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {list(weight.shape)}")
     if input.ndim < 1 or input.shape[-1] != weight.shape[1]:
@@ -61,4 +67,3 @@ def linear(input, weight, bias=None):
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
     check_same_dtype("linear", [("input", input), ("weight", weight), ("bias", bias)])
-    return Linear.apply(input, weight, bias)

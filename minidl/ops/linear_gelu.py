@@ -25,8 +25,8 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
-from ..tensor.dtype import check_same_dtype
 from ._kernel_switch import LAYER
+from .linear import check_linear_arguments
 from .low_precision import float32_compute
 from .activation import gelu_backward_reference, gelu_reference, gelu_tanh_backward_reference, gelu_tanh_reference
 
@@ -78,12 +78,5 @@ def linear_gelu(input, weight, bias=None, approximate="none"):
     """``F.gelu(F.linear(input, weight, bias), approximate)`` as one op (see the module docstring)."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"linear_gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    if weight.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {list(weight.shape)}")
-    if input.ndim < 1 or input.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {list(input.shape)} does not match weight of shape "
-                         f"{list(weight.shape)} (expected last dim {weight.shape[1]})")
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
-    check_same_dtype("linear", [("input", input), ("weight", weight), ("bias", bias)])
+    check_linear_arguments(input, weight, bias)
     return LinearGelu.apply(input, weight, bias, approximate)
