@@ -28,18 +28,22 @@ def warmup_constant(opt, warmup):
     return optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, (t + 1) / warmup) if warmup > 0 else 1.0)
 
 
-def train_gpt(model, steps, lr, warmup=0, batch_size=8, seed=0, eval_batches=4, diverge_at=None):
+def train_gpt(model, steps, lr, warmup=0, batch_size=8, seed=0, eval_batches=4, diverge_at=None,
+              betas=(0.9, 0.99), before_step=None, desc=None):
     """Train ``model`` for ``steps`` steps; returns a dict with the per-step training losses,
     the final validation loss (nats/char, mean over ``eval_batches`` fixed batches) and
-    whether the run diverged (a non-finite loss, or one above ``diverge_at``; training stops)."""
+    whether the run diverged (a non-finite loss, or one above ``diverge_at``; training stops).
+    ``before_step(t)``, when given, runs before step t (an experiment's probe)."""
     data = corpus()
     T = model.block_size
-    opt = optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+    opt = optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=0.0)
     sched = warmup_constant(opt, warmup)
     losses, diverged = [], False
     limit = diverge_at if diverge_at is not None else 2 * math.log(data.vocab_size)
     model.train()
-    for t in progress(range(steps), f"GPT ({model.n_layer} layers), lr {lr:g}, warm-up {warmup}"):
+    for t in progress(range(steps), desc or f"GPT ({model.n_layer} layers), lr {lr:g}, warm-up {warmup}"):
+        if before_step is not None:
+            before_step(t)
         x, y = data.batch("train", batch_size, T, generator=np.random.default_rng((seed, t)))
         _, loss = model(x, y)
         opt.zero_grad()

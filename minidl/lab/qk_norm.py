@@ -21,11 +21,10 @@ import math
 
 import numpy as np
 
-from .. import optim
 from ..autograd import grad_mode
 from ..ops.heads import split_heads
-from ._common import LabResult, Table, out_dir, progress, pyplot, save_figure
-from ._gpt import corpus, evaluate, make_gpt, warmup_constant
+from ._common import LabResult, Table, out_dir, pyplot, save_figure
+from ._gpt import corpus, make_gpt, train_gpt
 
 VARIANTS = ((None, "plain attention"), ("layer", "qk-norm (LayerNorm)"))
 
@@ -59,32 +58,20 @@ def train(model, steps, lr, batch_size, seed, probe_every):
     """Train ``model`` (see the module docstring); returns the per-step losses, the largest
     attention logit probed during training, the final validation loss (NaN when diverged) and
     whether the run diverged (a non-finite loss, or one above twice the uniform loss)."""
-    data = corpus()
-    T = model.block_size
-    opt = optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    sched = warmup_constant(opt, max(1, steps // 10))
-    probe = data.batch("val", 4, T, generator=np.random.default_rng(777))[0]
-    limit = 2 * math.log(data.vocab_size)
-    losses, logits, diverged = [], [], False
-    model.train()
-    for t in progress(range(steps), f"GPT{' qk-norm' if model.blocks[0].attn.qk_norm else ''}, lr {lr:g}"):
+    probe = corpus().batch("val", 4, model.block_size, generator=np.random.default_rng(777))[0]
+    logits = []
+
+    def probe_logits(t):
         if t % probe_every == 0:
             logits.append(max_attention_logit(model, probe))
-        x, y = data.batch("train", batch_size, T, generator=np.random.default_rng((seed, t)))
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        v = float(loss.item())
-        losses.append(v)
-        if not math.isfinite(v) or v > limit:
-            diverged = True
-            break
+
+    run = train_gpt(model, steps, lr, warmup=max(1, steps // 10), batch_size=batch_size, seed=seed,
+                    betas=(0.9, 0.95), before_step=probe_logits,
+                    desc=f"GPT{' qk-norm' if model.blocks[0].attn.qk_norm else ''}, lr {lr:g}")
     logits.append(max_attention_logit(model, probe))
     finite = [v for v in logits if math.isfinite(v)]
-    return {"losses": losses, "max_logit": max(finite) if finite else float("inf"),
-            "val": float("nan") if diverged else evaluate(model, 4, batch_size), "diverged": diverged}
+    run["max_logit"] = max(finite) if finite else float("inf")
+    return run
 
 
 def lr_sensitivity(finals, initial):
