@@ -4,6 +4,7 @@ time goes.
     python benchmarks/bench_cnn.py --threads 2 --rounds 5
     python benchmarks/bench_cnn.py --threads 2 --rounds 5 --write-results   # also docs/results.md
     python benchmarks/bench_cnn.py --quick
+    python benchmarks/bench_cnn.py --threads 2 --rounds 5 --no-torch --block-workers ab   # in-process A/B
 
 Cases: ResNet-8 with BatchNorm and with GroupNorm, batch 64 of 3x32x32 random images, and
 LeNet-5 on 1x28x28. A training step is forward, cross-entropy, backward and an SGD (momentum)
@@ -31,6 +32,9 @@ def parse_args():
     p.add_argument("--profile-steps", type=int, default=0, help="cProfile this many steps of the first case")
     p.add_argument("--cases", default="resnet8_bn,resnet8_gn,lenet")
     p.add_argument("--no-accounting", action="store_true")
+    p.add_argument("--block-workers", choices=("on", "off", "ab"), default="on",
+                   help="conv2d's image blocks on the block workers (minidl.ops.conv.BLOCK_WORKERS); ab: minidl "
+                        "measured both ways in each round, in alternating order, and both reported")
     p.add_argument("--write-results", action="store_true",
                    help="write the throughput and accounting tables into docs/results.md")
     args = _runner.parse(p)
@@ -149,17 +153,41 @@ def peer_main():
                                             for name in ARGS.cases.split(",")}})
 
 
+AB = {}   # (case, block workers on) -> minidl seconds per round, with --block-workers ab
+
+
+def ab_lines(cases):
+    """Block workers off vs on: medians and ranges of the rounds, and the median ratio."""
+    lines = []
+    for name in cases:
+        off, on = (sorted(1e3 * t for t in AB[name, v]) for v in (False, True))
+        ratios = [a / b for a, b in zip(AB[name, False], AB[name, True])]
+        lines.append(f"{name}: block workers off {statistics.median(off):.1f} ms ({off[0]:.1f}-{off[-1]:.1f}), "
+                     f"on {statistics.median(on):.1f} ms ({on[0]:.1f}-{on[-1]:.1f}); off/on median "
+                     f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}), {len(ratios)} rounds")
+    return lines
+
+
 def measure_rounds(cases, steps):
     """{case: [minidl seconds per round]}, {case: [torch seconds per round]} (empty without
     PyTorch), the torch version or None."""
     t_md = {n: [] for n in cases}
     t_pt = {n: [] for n in cases}
     version = None
+    from minidl.ops import conv
     for r in range(max(ARGS.rounds, 1)):
         peer = None if ARGS.no_torch else _peer.run(__file__)
         line = [f"round {r + 1}:"]
         for name in cases:
-            t = median_time(steps[name][0], ARGS.steps, ARGS.warmup)
+            if ARGS.block_workers == "ab":   # minidl's time below is the "on" one
+                for on in ((False, True) if r % 2 == 0 else (True, False)):
+                    conv.BLOCK_WORKERS = on
+                    AB[name, on].append(median_time(steps[name][0], ARGS.steps, ARGS.warmup))
+                line.append(f"{name} block workers off {1e3 * AB[name, False][-1]:.1f},")
+                t = AB[name, True][-1]
+            else:
+                conv.BLOCK_WORKERS = ARGS.block_workers == "on"
+                t = median_time(steps[name][0], ARGS.steps, ARGS.warmup)
             t_md[name].append(t)
             part = f"{name} minidl {1e3 * t:.1f}"
             if peer:
@@ -212,17 +240,24 @@ def main():
     import _step_accounting as acc
     from minidl.autograd.function import Function
     acc.CLOCK = CLOCK
-    numba.set_num_threads(min(ARGS.threads, numba.config.NUMBA_NUM_THREADS))
+    # through minidl, which starts Numba's pool with its short spin first: numba.set_num_threads
+    # as the first call would start it with libgomp's default spin (docs/performance.md)
+    minidl.set_num_threads(min(ARGS.threads, numba.config.NUMBA_NUM_THREADS))
     bs = ARGS.batch_size
     cases = ARGS.cases.split(",")
     steps = {name: minidl_case(name, bs) for name in cases}
     print(f"threads {ARGS.threads}, batch {bs}, median of {ARGS.steps} steps after {ARGS.warmup} warm-up in each of "
           f"{ARGS.rounds} alternating rounds; numpy {np.__version__}; "
           f"{'CPU time' if ARGS.cpu_time else 'wall-clock'}", flush=True)
+    for name in cases:
+        AB[name, False], AB[name, True] = [], []
     t_md, t_pt, version = measure_rounds(cases, steps)
     lines = throughput_lines(cases, bs, t_md, t_pt)
     print()
     print("\n".join(lines))
+    if ARGS.block_workers == "ab":
+        print()
+        print("\n".join(ab_lines(cases)))
 
     acc_lines = []
     if not ARGS.no_accounting:

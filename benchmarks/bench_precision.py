@@ -1,5 +1,5 @@
 """Mixed precision on the CPU: training-step time and activation memory in fp32, fp16 and bf16, and
-the float16 norm kernels' bandwidth against their float32 versions.
+the float16 and bfloat16 norm kernels' bandwidth against their float32 versions.
 
     python benchmarks/bench_precision.py [--quick] [--threads 2] [--steps 5] [--rounds 3] [--out runs/bench]
 
@@ -18,11 +18,14 @@ rounded to the low dtype, float32 accumulation, output rounded) through float32 
 cost a float32 GEMM plus the rounding passes; without float16 arithmetic units a CPU step cannot
 get faster, only the activation memory shrinks. The figures are reported as measured.
 
-Part 2, norm bandwidth. LayerNorm and RMSNorm at (8192, 768) and BatchNorm2d and GroupNorm(32) at
-(32, 64, 32, 32), forward and forward+backward, on float32 and on float16 input (outside autocast,
-so the kernel reads and writes float16 and keeps its statistics in float32). Bandwidth = the bytes
-the pass must move (forward: x read, y written; backward: dy and x read, dx written) / median time;
-float16 moves half the bytes, so a memory-bound kernel should take about half the time.
+Part 2, norm bandwidth. The row norms LayerNorm, RMSNorm, ScaleNorm and the fused residual add +
+LayerNorm / RMSNorm (F.add_layer_norm / add_rms_norm, y only) at (8192, 768), and BatchNorm2d and
+GroupNorm(32) at (32, 64, 32, 32), forward and forward+backward, on float32, float16 and bfloat16
+input (outside autocast, so the kernel reads and writes the 2-byte format and computes in
+float32). Bandwidth = the bytes the pass must move (a norm's forward: x read, y written; its
+backward: dy and x read, dx written; the fused add reads r too and writes s, its backward reads s
+for x) / median time; a 2-byte format moves half the bytes, so a memory-bound kernel should take
+about half the float32 time.
 
 ``--quick``: smaller models and shapes, 2 steps after 1, one round. Prints two tables and writes
 bench_precision.json / .txt under ``--out``.
@@ -157,12 +160,30 @@ def measure_steps(case, args):
 
 
 # part 2: norm bandwidth --------------------------------------------------------------------------
+NORM_DTYPES = (("float32", 4), ("float16", 2), ("bfloat16", 2))
+
+
+def _add_norm(fn, d, affine):
+    """A module-like callable for a fused residual add + norm (y only): f(x, r)."""
+    params = [md.tensor(np.ones(d, np.float32), requires_grad=True) for _ in range(affine)]
+    return lambda x, r: fn(x, r, (d,), *params, return_sum=False)
+
+
 def norm_cases(quick):
+    """(name, shape, make() -> f(x, r), arrays moved by forward, by forward + backward)."""
     row = (2048, 768) if quick else (8192, 768)
     image = (8, 64, 32, 32) if quick else (32, 64, 32, 32)
-    return [("LayerNorm", row, lambda: nn.LayerNorm(row[-1])), ("RMSNorm", row, lambda: nn.RMSNorm(row[-1])),
-            ("BatchNorm2d", image, lambda: nn.BatchNorm2d(image[1])),
-            ("GroupNorm(32)", image, lambda: nn.GroupNorm(32, image[1]))]
+    d = row[-1]
+
+    def plain(make):
+        return lambda: (lambda layer: (lambda x, r: layer(x)))(make())
+    return [("LayerNorm", row, plain(lambda: nn.LayerNorm(d)), 2, 5),
+            ("RMSNorm", row, plain(lambda: nn.RMSNorm(d)), 2, 5),
+            ("ScaleNorm", row, plain(lambda: nn.ScaleNorm(d)), 2, 5),
+            ("add+LayerNorm", row, lambda: _add_norm(F.add_layer_norm, d, 2), 4, 7),
+            ("add+RMSNorm", row, lambda: _add_norm(F.add_rms_norm, d, 1), 4, 7),
+            ("BatchNorm2d", image, plain(lambda: nn.BatchNorm2d(image[1])), 2, 5),
+            ("GroupNorm(32)", image, plain(lambda: nn.GroupNorm(32, image[1])), 2, 5)]
 
 
 def median_time(fn, repeat, warmup=1):
@@ -181,36 +202,40 @@ def median_time(fn, repeat, warmup=1):
 def measure_norms(args):
     rows = []
     rng = np.random.default_rng(0)
-    for name, shape, make in norm_cases(args.quick):
-        layer = make()
+    for name, shape, make, arrays_f, arrays_fb in norm_cases(args.quick):
+        f = make()
         base = rng.standard_normal(shape).astype(np.float32)
+        r_base = rng.standard_normal(shape).astype(np.float32)
         g_base = rng.standard_normal(shape).astype(np.float32)
         got = {}
-        for rnd in range(args.rounds):          # the two dtypes alternately: the machine's speed drifts
-            for dtype in (md.float32, md.float16):
-                x = md.tensor(base).to(dtype).requires_grad_()
-                g = md.tensor(g_base).to(dtype)
+        for rnd in range(args.rounds):          # the dtypes alternately: the machine's speed drifts
+            for dtype, _ in NORM_DTYPES:
+                x = md.tensor(base).to(getattr(md, dtype)).requires_grad_()
+                r = md.tensor(r_base).to(getattr(md, dtype)).requires_grad_()
+                g = md.tensor(g_base).to(getattr(md, dtype))
                 with md.no_grad():
-                    fwd = median_time(lambda: layer(x), args.repeat)
+                    fwd = median_time(lambda: f(x, r), args.repeat)
 
                 def both():
-                    x.grad = None
-                    layer(x).backward(g)
+                    x.grad = r.grad = None
+                    f(x, r).backward(g)
                 fb = median_time(both, args.repeat)
-                got.setdefault(str(dtype), []).append((fwd, fb))
+                got.setdefault(dtype, []).append((fwd, fb))
         n = int(np.prod(shape))
-        for dtype, item in (("minidl.float32", 4), ("minidl.float16", 2)):
-            fwd = float(np.median([f[0] for f, _ in got[dtype]]))
+        for dtype, item in NORM_DTYPES:
+            fwd = float(np.median([f_[0] for f_, _ in got[dtype]]))
+            fwd_cpu = float(np.median([f_[1] for f_, _ in got[dtype]]))
             fb = float(np.median([b[0] for _, b in got[dtype]]))
             fb_cpu = float(np.median([b[1] for _, b in got[dtype]]))
-            moved_f, moved_fb = 2 * n * item, 5 * n * item   # fwd: x, y; fwd+bwd: + dy, x, dx
-            rows.append({"norm": name, "shape": list(shape), "dtype": dtype.split(".")[1], "fwd ms": 1e3 * fwd,
-                         "fwd GB/s": moved_f / fwd / 1e9, "fwd+bwd ms": 1e3 * fb, "fwd+bwd GB/s": moved_fb / fb / 1e9,
-                         "fwd+bwd cpu ms": 1e3 * fb_cpu})
-        f32, f16 = rows[-2], rows[-1]
-        f16["time vs f32 (fwd)"] = f16["fwd ms"] / f32["fwd ms"]
-        f16["time vs f32 (fwd+bwd)"] = f16["fwd+bwd ms"] / f32["fwd+bwd ms"]
-        f16["cpu vs f32 (fwd+bwd)"] = f16["fwd+bwd cpu ms"] / f32["fwd+bwd cpu ms"]
+            moved_f, moved_fb = arrays_f * n * item, arrays_fb * n * item
+            rows.append({"norm": name, "shape": list(shape), "dtype": dtype, "fwd ms": 1e3 * fwd,
+                         "fwd GB/s": moved_f / fwd / 1e9, "fwd cpu ms": 1e3 * fwd_cpu, "fwd+bwd ms": 1e3 * fb,
+                         "fwd+bwd GB/s": moved_fb / fb / 1e9, "fwd+bwd cpu ms": 1e3 * fb_cpu})
+        f32 = rows[-len(NORM_DTYPES)]
+        for low in rows[-len(NORM_DTYPES) + 1:]:
+            low["time vs f32 (fwd)"] = low["fwd ms"] / f32["fwd ms"]
+            low["time vs f32 (fwd+bwd)"] = low["fwd+bwd ms"] / f32["fwd+bwd ms"]
+            low["cpu vs f32 (fwd+bwd)"] = low["fwd+bwd cpu ms"] / f32["fwd+bwd cpu ms"]
     return rows
 
 
@@ -233,7 +258,7 @@ def format_steps(rows):
 
 def format_norms(rows):
     head = (f"{'norm':14s} {'shape':18s} {'dtype':8s} {'fwd ms':>8s} {'GB/s':>6s} {'fwd+bwd ms':>11s} {'GB/s':>6s} "
-            f"{'cpu ms':>8s} {'f16/f32 time fwd / fwd+bwd / cpu':>34s}")
+            f"{'cpu ms':>8s} {'vs f32 time fwd / fwd+bwd / cpu':>34s}")
     out = [head, "-" * len(head)]
     for r in rows:
         ratio = (f"{r['time vs f32 (fwd)']:.2f} / {r['time vs f32 (fwd+bwd)']:.2f} / {r['cpu vs f32 (fwd+bwd)']:.2f}"
@@ -260,7 +285,8 @@ def main():
         print("\n".join(text[-3:]), flush=True)
     if "norms" in parts:
         blob["norms"] = measure_norms(args)
-        text += ["", "Norm kernels, float16 vs float32 input (bytes moved / median time)", format_norms(blob["norms"])]
+        text += ["", "Norm kernels, float16 and bfloat16 vs float32 input (bytes moved / median time)",
+                 format_norms(blob["norms"])]
         print("\n".join(text[-3:]), flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_precision.json"), "w") as f:

@@ -175,10 +175,18 @@ def test_cuda_region_without_a_gpu_warns_and_disables(monkeypatch):
         assert not md.is_autocast_enabled("cuda")
 
 
-def test_cuda_region_refuses_bfloat16(monkeypatch):
+def test_cuda_region_accepts_bfloat16(monkeypatch):
     monkeypatch.setattr(md.cuda, "is_available", lambda: True)
-    with pytest.raises(RuntimeError, match="does not support bfloat16. Please switch dtype to float16."):
-        md.autocast("cuda", dtype=md.bfloat16)
+    with md.autocast("cuda", dtype=md.bfloat16):
+        assert md.is_autocast_enabled("cuda") and md.get_autocast_dtype("cuda") is md.bfloat16
+
+
+def test_cuda_region_refuses_a_non_floating_dtype_and_takes_float32(monkeypatch):
+    monkeypatch.setattr(md.cuda, "is_available", lambda: True)
+    with pytest.raises(RuntimeError, match="expected a floating-point dtype for device_type 'cuda'.*got .*int32"):
+        md.autocast("cuda", dtype=md.int32)
+    with md.autocast("cuda", dtype=md.float32):
+        assert md.get_autocast_dtype("cuda") is md.float32
 
 
 def test_a_cuda_region_leaves_cpu_ops_alone(monkeypatch):

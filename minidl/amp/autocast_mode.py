@@ -11,8 +11,9 @@ change another thread's ops. Which op runs in which dtype is ``policy.py``'s tab
 
 The defaults are PyTorch's: bfloat16 on the CPU, float16 on cuda. The CPU accepts float16 and
 bfloat16; any other dtype warns and disables the region, as PyTorch does. On cuda, a region
-is disabled with a warning when no GPU (nor the simulator) is there, and bfloat16 is refused
-with PyTorch's message: minidl's cuda kernels have no bfloat16.
+is disabled with a warning when no GPU (nor the simulator) is there; it takes float16 and
+bfloat16 (kept on the device as its 16 bits: minidl/backends/cuda/array.py), float32/float64 as
+PyTorch does (every cast a no-op or a widening), and refuses a non-floating dtype.
 """
 import functools
 import warnings
@@ -98,11 +99,14 @@ class autocast:   # noqa: N801  (PyTorch's name)
         supported = [dtypes.bfloat16, dtypes.float16]
         if enabled:
             if device_type == "cuda":
+                if not self.fast_dtype.is_floating_point:
+                    # PyTorch accepts it here and fails in the first cast op ("not implemented for 'Int'");
+                    # minidl would compute integer GEMMs instead, so it refuses at the region
+                    raise RuntimeError(f"autocast: expected a floating-point dtype for device_type 'cuda' "
+                                       f"(float16 or bfloat16), got {self.fast_dtype}")
                 if not _cuda.is_available():
                     warnings.warn("CUDA is not available. Disabling autocast.", stacklevel=2)
                     enabled = False
-                elif self.fast_dtype is dtypes.bfloat16:
-                    raise RuntimeError("Current CUDA Device does not support bfloat16. Please switch dtype to float16.")
             elif self.fast_dtype not in supported:
                 warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
                               "CPU Autocast only supports dtypes of " + ", ".join(map(str, supported)) +

@@ -2,8 +2,9 @@
 
 ``autocast`` there is the deprecated ``torch.cpu.amp.autocast(enabled, dtype, cache_enabled)``
 (and the cuda one): it warns and is ``md.amp.autocast(device, ...)``; ``GradScaler`` likewise is
-the deprecated per-device GradScaler (``grad_scaler.DEVICE_GRAD_SCALERS``). Other names are
-looked up in ``minidl.amp``."""
+the deprecated per-device GradScaler (``grad_scaler.DEVICE_GRAD_SCALERS``), and
+``md.cuda.amp.custom_fwd`` / ``custom_bwd`` the deprecated ones for ``device_type="cuda"``
+(``custom_function.py``; torch.cpu.amp has none). Other names are looked up in ``minidl.amp``."""
 import importlib
 
 from .autocast_mode import cpu_autocast, cuda_autocast
@@ -20,9 +21,11 @@ class DeviceAmp:
         if name == "GradScaler":   # the deprecated per-device class: GradScaler(init_scale, ...) for this device
             from .grad_scaler import DEVICE_GRAD_SCALERS
             return DEVICE_GRAD_SCALERS[self.device]
-        if name == "GradScaler":
-            from .grad_scaler import DEVICE_GRAD_SCALERS
-            return DEVICE_GRAD_SCALERS[self.device]
+        if name in ("custom_fwd", "custom_bwd"):   # PyTorch has them (deprecated) in torch.cuda.amp only
+            if self.device != "cuda":
+                raise AttributeError(f"module 'minidl.{self.device}.amp' has no attribute {name!r}")
+            from . import custom_function
+            return getattr(custom_function, "cuda_" + name)
         amp = importlib.import_module("minidl.amp")
         try:
             return getattr(amp, name)

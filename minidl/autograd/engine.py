@@ -229,7 +229,16 @@ def _add_pending(pending, node, i, g):
             pending[id(node)] = [g]
             return
         slot = pending[id(node)] = [None] * node.n_outputs
-    slot[i] = g if slot[i] is None else slot[i] + g
+    slot[i] = g if slot[i] is None else _sum(slot[i], g)
+
+
+def _sum(a, b):
+    """a + b of two gradients; two float16/bfloat16 CPU arrays in one Numba pass (NumPy's 2-byte
+    arithmetic is slow, and a residual network sums a gradient per skip connection)."""
+    if type(a) is np.ndarray and a.dtype.itemsize == 2 and type(b) is np.ndarray:
+        from ..kernels.cpu.half_cast import add
+        return add(a, b)
+    return a + b
 
 
 def _output_hooks(node, gouts, owned, retain):

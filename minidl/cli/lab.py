@@ -11,7 +11,7 @@ def add_arguments(p):
                    help="; ".join(f"{k}: {v[1]}" for k, v in EXPERIMENTS.items()) + "; all: every one")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", dest="quick", action="store_true", default=True,
-                      help="small models and few steps, under 2 minutes on 2 cores (default)")
+                      help="small models and few steps, under a minute on 2 cores (default)")
     mode.add_argument("--full", dest="quick", action="store_false", help="the larger version")
     p.add_argument("--out", default=None, help="output directory (default runs/lab/EXPERIMENT)")
     p.add_argument("--seed", type=seed, default=0)

@@ -5,8 +5,8 @@ literature with minidl's own layers, each printing a table and saving a figure.
     result = run("groupnorm", quick=True, out="runs/lab/groupnorm")
     print(result.format())
 
-or ``python -m minidl lab groupnorm --quick``. Every experiment has a quick mode (well under
-two minutes on two cores) and a full mode (larger models, more steps). See docs/lab.md.
+or ``python -m minidl lab groupnorm --quick``. Every experiment has a quick mode (under a minute
+on two cores: 3-37 s of CPU time each) and a full mode (larger models, more steps). See docs/lab.md.
 """
 import importlib
 import inspect

@@ -42,10 +42,13 @@ LR = 0.05
 DIFFICULTY = 0.2
 FLAT = (0.8, 1.25)    # growth per block counted as flat
 
+NUM_CLASSES = 10
+CHANCE = 1 / NUM_CLASSES
+
 
 def build(norm, init, depth, width, seed):
     random.manual_seed(seed)
-    model = ResNet(depth=depth, in_channels=3, num_classes=10, norm=norm, width=width, init=init)
+    model = ResNet(depth=depth, in_channels=3, num_classes=NUM_CLASSES, norm=norm, width=width, init=init)
     if norm == "none":
         convs = [model.conv1] if init == "fixup" else [m for m in model.modules() if isinstance(m, Conv2d)]
         for m in convs:
@@ -146,7 +149,12 @@ def conclude(stats, growth, acc, depth):
         parts.append(f"ResNet-20 test accuracy: {shown}: all near chance (10%), the training runs are too short to "
                      f"rank the variants (quick mode only checks that they run)")
     else:
+        failed = [n for n in ("SkipInit", "Fixup") if n in acc and (not acc[n] == acc[n] or acc[n] < CHANCE + 0.05)]
         parts.append(f"ResNet-20 test accuracy: {shown} (best: {best})")
+        if failed:
+            parts.append(f"{' and '.join(failed)} did not train (within 5 points of chance): the claim that "
+                         f"{'they train' if len(failed) > 1 else 'it trains'} without normalization does not "
+                         f"reproduce at this learning rate and length")
     return "; ".join(parts)
 
 

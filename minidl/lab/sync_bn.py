@@ -11,8 +11,8 @@ Hoffer et al. (2017, "Train longer, generalize better") normalize a *large* batc
 "ghost" batches of 16-64 and find it generalizes better than full-batch statistics.
 
 Part 1. ResNet-8 on the digits, data parallel over 4 ranks with 2 images each (global batch
-8), the ranks simulated in one process by minidl.distributed.testing.run_ranks (the same
-collectives as under mpiexec), DistributedDataParallel averaging the gradients: BatchNorm2d
+8; in quick mode the ranks are simulated in one process by minidl.distributed.testing.run_ranks,
+the same collectives as under mpiexec), DistributedDataParallel averaging the gradients: BatchNorm2d
 per rank, the same model converted with nn.SyncBatchNorm.convert_sync_batchnorm, and GroupNorm.
 Two identities are measured first, on one step: SyncBatchNorm over the 4 x 2 images gives
 BatchNorm's gradients over the 8, and per-rank BatchNorm gives ghost BatchNorm's with ghost
@@ -23,10 +23,16 @@ ghost batches of 16, 32, 64 images or over the whole batch (GhostBatchNorm2d bel
 running estimates fold in every ghost batch, as Hoffer et al.'s implementation does).
 
 SGD with momentum 0.9, weight decay 1e-4, lr 0.1 x batch / 64 with cosine decay (the
-batch-size experiment's protocol); test accuracy in eval mode on the 360 test images. Both
-modes simulate the ranks in one process (quick: width 4, 150 steps, batch 128 for 60 steps;
-full: width 16, 900 steps = 5 epochs, batch 256 for 300 steps); the per-rank BatchNorm's running
-estimates are rank 0's, which DistributedDataParallel broadcasts before each forward, as PyTorch's.
+batch-size experiment's protocol); test accuracy in eval mode on the 360 test images (quick:
+width 4, 150 steps, batch 128 for 60 steps; full: width 16, 900 steps = 5 epochs, batch 256 for
+300 steps); the per-rank BatchNorm's running estimates are rank 0's, which
+DistributedDataParallel broadcasts before each forward, as PyTorch's.
+
+The quick mode simulates the ranks in one process. The full mode runs part 1 on real
+processes, ``mpiexec -n 2`` each holding 4 images (sync_bn_mpi.py says why that computes the
+4 x 2 protocol: per-rank BatchNorm becomes BatchNorm per pair of images), measures the
+identities there too, and gathers the curves and rank 0's accuracy in this process; without
+mpi4py or mpiexec it says so and simulates the ranks instead.
 """
 import numpy as np
 
@@ -40,6 +46,8 @@ from ..zoo.resnet import ResNet
 from ._common import LabResult, Table, classifier_step, eval_accuracy, out_dir, progress, pyplot, save_figure, smooth
 
 RANKS, PER_RANK = 4, 2
+# width, data-parallel steps, the large batch, its steps, the ghost batches inside it
+SIZES = {True: (4, 150, 128, 60, (16, 32, 64)), False: (16, 900, 256, 300, (16, 32, 64))}
 SETUPS = (("bn", "BatchNorm per rank (2 images)"), ("sync", "SyncBatchNorm (8 images)"),
           ("group", "GroupNorm"))
 WEIGHT_DECAY = 1e-4
@@ -65,15 +73,16 @@ class GhostBatchNorm2d(nn.BatchNorm2d):
         return super().extra_repr() + f", ghost={self.ghost}"
 
 
-def ghost_batchnorm(module, ghost):
-    """``module`` with every BatchNorm2d replaced by a GhostBatchNorm2d holding its parameters."""
+def ghost_batchnorm(module, ghost, cls=GhostBatchNorm2d):
+    """``module`` with every BatchNorm2d replaced by a ``cls`` (GhostBatchNorm2d, or another
+    BatchNorm2d taking the chunk size second) holding its parameters."""
     if type(module) is nn.BatchNorm2d:
-        g = GhostBatchNorm2d(module.num_features, ghost, eps=module.eps, momentum=module.momentum)
+        g = cls(module.num_features, ghost, eps=module.eps, momentum=module.momentum)
         g.load_state_dict(module.state_dict())
         return g
     for name, child in list(module._modules.items()):
         if child is not None:
-            module.add_module(name, ghost_batchnorm(child, ghost))
+            module.add_module(name, ghost_batchnorm(child, ghost, cls))
     return module
 
 
@@ -92,6 +101,13 @@ def _batches(n_train, batch, steps, seed):
         perm = np.random.default_rng((seed, epoch)).permutation(n_train)
         out.append(perm[i * batch:(i + 1) * batch])
     return out
+
+
+def ddp_step(model, opt, sched, x, y):
+    """One training step of every rank on its own images; returns the loss averaged over ranks."""
+    mean = tensor(np.array([classifier_step(model, opt, sched, x, y)]))
+    dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+    return float(mean.item())
 
 
 def _sgd(params, batch, steps):
@@ -113,14 +129,7 @@ def train_data_parallel(norm, steps, width, seed, xtr, ytr, xte, yte):
         losses = []
         for s in (progress(range(steps), f"{norm}, {RANKS} ranks x {PER_RANK}") if r == 0 else range(steps)):
             idx = batches[s][r * PER_RANK:(r + 1) * PER_RANK]
-            loss = F.cross_entropy(model(tensor(xtr[idx])), tensor(ytr[idx]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            mean = tensor(np.array([loss.item()]))
-            dist.all_reduce(mean, op=dist.ReduceOp.AVG)
-            losses.append(float(mean.item()))
+            losses.append(ddp_step(model, opt, sched, xtr[idx], ytr[idx]))
         return losses, (eval_accuracy(models[r], xte, yte) if r == 0 else None)
 
     losses, acc = run_ranks(RANKS, rank, timeout=600.0)[0]
@@ -171,26 +180,63 @@ def identities(width, seed, xtr, ytr):
             float(np.abs(ranks("bn") - ghost).max() / np.abs(ghost).max()))
 
 
+def mpiexec_path():
+    """The mpiexec to run the full mode's ranks with, or None without mpi4py or mpiexec."""
+    from ..distributed.testing import mpiexec_path as find
+    return find()
+
+
+def data_parallel(steps, width, seed, data, real, norms=None):
+    """Part 1 for the setups ``norms`` (default all): on ``sync_bn_mpi.PROCESSES`` processes under
+    mpiexec when ``real`` and mpiexec is there, else on simulated ranks. Returns (curves, test
+    accuracies, where: a description of the ranks, the real ranks' identities or None, the
+    mpiexec job's results or None); when ``real`` but MPI is missing, prints why it simulates."""
+    from . import sync_bn_mpi
+    from ._common import _PROGRESS
+    norms = [k for k, _ in SETUPS] if norms is None else list(norms)
+    launcher = mpiexec_path() if real else None
+    if launcher is None:
+        if real:
+            print(f"sync-bn full mode: mpi4py or mpiexec is missing (pip install -e '.[distributed]'), so the "
+                  f"{RANKS} ranks are simulated in one process instead of run under mpiexec -n "
+                  f"{sync_bn_mpi.PROCESSES}", flush=True)
+        curves, acc = {}, {}
+        for key in norms:
+            curves[key], acc[key] = train_data_parallel(key, steps, width, seed, *data)
+        where = f"{RANKS} simulated ranks x {PER_RANK} images" + (" (mpiexec unavailable)" if real else "")
+        return curves, acc, where, None, None
+    job = sync_bn_mpi.launch(launcher, norms, steps, width, seed, show_progress=_PROGRESS[0])
+    where = (f"{RANKS} ranks x {PER_RANK} images as {job['processes']} mpiexec processes x {job['share']} "
+             f"(per-rank BatchNorm per pair)")
+    return job["curves"], job["acc"], where, tuple(job["identities"]), job
+
+
 def run(quick=True, out=None, seed=0):
     out = out_dir("sync-bn", out)
-    width, steps, big, big_steps = (4, 150, 128, 60) if quick else (16, 900, 256, 300)
-    ghosts = (16, 32, 64, big)
+    width, steps, big, big_steps, ghosts = SIZES[bool(quick)]
+    ghosts = tuple(g for g in ghosts if g < big) + (big,)
     xtr, ytr = digits_arrays("train")
     xte, yte = digits_arrays("test")
     sync_gap, ghost_gap = identities(width, seed, xtr, ytr)
+    curves, acc, where, real_gaps, job = data_parallel(steps, width, seed, (xtr, ytr, xte, yte), real=not quick)
     ident = Table("Identities, one step in float64 (largest gradient difference / largest gradient)",
                   ["compared", "max relative difference"])
     ident.add(**{"compared": f"SyncBatchNorm over {RANKS} ranks x {PER_RANK} vs BatchNorm over {RANKS * PER_RANK}",
                  "max relative difference": sync_gap})
     ident.add(**{"compared": f"BatchNorm per rank ({RANKS} x {PER_RANK}) vs ghost BatchNorm of {PER_RANK} in "
                              f"{RANKS * PER_RANK}", "max relative difference": ghost_gap})
+    if real_gaps is not None:
+        k, share = job["processes"], job["share"]
+        ident.add(**{"compared": f"SyncBatchNorm over {k} mpiexec processes x {share} vs BatchNorm over "
+                                 f"{RANKS * PER_RANK}", "max relative difference": real_gaps[0]})
+        ident.add(**{"compared": f"BatchNorm per pair on {k} mpiexec processes x {share} vs ghost BatchNorm of "
+                                 f"{PER_RANK} in {RANKS * PER_RANK}", "max relative difference": real_gaps[1]})
+        sync_gap, ghost_gap = max(sync_gap, real_gaps[0]), max(ghost_gap, real_gaps[1])
 
     epochs = steps * RANKS * PER_RANK / len(xtr)
-    small = Table(f"ResNet-8 (width {width}) on digits, {RANKS} simulated ranks x {PER_RANK} images, {steps} steps "
-                  f"({epochs:.1f} epochs), DistributedDataParallel", ["norm", "test acc", "final train loss"])
-    curves, acc = {}, {}
+    small = Table(f"ResNet-8 (width {width}) on digits, {where}, {steps} steps ({epochs:.1f} epochs), "
+                  "DistributedDataParallel", ["norm", "test acc", "final train loss"])
     for key, name in SETUPS:
-        curves[key], acc[key] = train_data_parallel(key, steps, width, seed, xtr, ytr, xte, yte)
         small.add(**{"norm": name, "test acc": acc[key], "final train loss": float(np.mean(curves[key][-20:]))})
 
     big_epochs = big_steps * big / len(xtr)
@@ -202,18 +248,21 @@ def run(quick=True, out=None, seed=0):
         large.add(**{"ghost batch": g if g < big else f"{g} (whole batch)", "test acc": ghost_acc[g],
                      "final train loss": float(np.mean(ghost_curves[g][-10:]))})
 
-    path = plot(curves, acc, ghost_acc, ghosts, big, width, out)
-    conclusion = conclude(sync_gap, ghost_gap, acc, ghost_acc, ghosts, big)
+    path = plot(curves, acc, ghost_acc, ghosts, big, width, out, job)
+    conclusion = conclude(sync_gap, ghost_gap, acc, ghost_acc, ghosts, big, real=job is not None)
     return LabResult("sync-bn", [ident, small, large], path, conclusion, quick,
-                     {"curves": curves, "acc": acc, "ghost_acc": ghost_acc, "identities": (sync_gap, ghost_gap)})
+                     {"curves": curves, "acc": acc, "ghost_acc": ghost_acc, "identities": (sync_gap, ghost_gap),
+                      "ranks": where, "mpiexec": job})
 
 
-def conclude(sync_gap, ghost_gap, acc, ghost_acc, ghosts, big, n_test=360):
+def conclude(sync_gap, ghost_gap, acc, ghost_acc, ghosts, big, n_test=360, real=False):
     """The one-line verdict from the measured numbers: an effect counts when it exceeds 2 points
-    (per-rank BN vs SyncBN) or 1 point (ghost batches); one test image is 100 / n_test points."""
+    (per-rank BN vs SyncBN) or 1 point (ghost batches); one test image is 100 / n_test points.
+    ``real``: the gaps include the mpiexec processes' and the training ran there."""
     exact = sync_gap < 1e-10 and ghost_gap < 1e-10
+    on = " on simulated ranks and on mpiexec processes" if real else ""
     first = (f"SyncBatchNorm over {RANKS}x{PER_RANK} images reproduces BatchNorm over {RANKS * PER_RANK} "
-             f"(gradients to {sync_gap:.0e}) and per-rank BatchNorm is ghost BatchNorm of {PER_RANK} "
+             f"(gradients to {sync_gap:.0e}{on}) and per-rank BatchNorm is ghost BatchNorm of {PER_RANK} "
              f"(to {ghost_gap:.0e})" if exact else
              f"the identities did not hold (SyncBN vs BN {sync_gap:.1e}, per-rank BN vs ghost BN {ghost_gap:.1e})")
     gain = acc["sync"] - acc["bn"]
@@ -238,14 +287,15 @@ def conclude(sync_gap, ghost_gap, acc, ghost_acc, ghosts, big, n_test=360):
     return f"{first}; {second}; {third}"
 
 
-def plot(curves, acc, ghost_acc, ghosts, big, width, out):
+def plot(curves, acc, ghost_acc, ghosts, big, width, out, job=None):
     plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for k, (key, name) in enumerate(SETUPS):
         a.plot(smooth(curves[key], 15), color=f"C{k}", label=f"{name}: test {100 * acc[key]:.1f}%")
     a.set_xlabel("step (global batch of 8)")
     a.set_ylabel("training loss (mean over ranks, smoothed)")
-    a.set_title(f"{RANKS} ranks x {PER_RANK} images, ResNet-8 width {width}", fontsize=10)
+    how = f"as {job['processes']} mpiexec processes x {job['share']}" if job else "simulated"
+    a.set_title(f"{RANKS} ranks x {PER_RANK} images ({how}), ResNet-8 width {width}", fontsize=10)
     a.grid(alpha=0.3)
     a.legend(fontsize=8)
     xs = np.arange(len(ghosts))

@@ -78,17 +78,23 @@ def conclude(acc):
     claim = best_ws_small >= bn64 - 0.02 and ws2 > gn2 + 0.01
     head = (f"GroupNorm + WS at batch 1/2 reaches {100 * ws1:.1f}%/{100 * ws2:.1f}% vs BatchNorm at batch 64 "
             f"{100 * bn64:.1f}% and GroupNorm alone at batch 2 {100 * gn2:.1f}%")
-    if claim:
+    ws_gain = (f"WS changes GroupNorm at batch 2 by {100 * (ws2 - gn2):+.1f} points" if abs(ws2 - gn2) > 0.01
+               else "WS leaves GroupNorm at batch 2 unchanged")
+    if bn64 + 0.02 < max(bn2, acc["GroupNorm + WS", 64]):
+        # The claim measures WS at micro-batches against BatchNorm's *large-batch* accuracy; a batch-64
+        # BatchNorm below the same model at batch 2 (or below GN + WS at 64) has not converged in the
+        # equal-epoch budget (batch 64 takes 32x fewer steps), so beating it tests nothing.
+        verdict = (f"not a test of the claim: the BatchNorm baseline at batch 64 is under-trained ({100 * bn64:.1f}% "
+                   f"vs {100 * bn2:.1f}% at batch 2; equal epochs give batch 64 32x fewer steps); {ws_gain}")
+    elif claim:
         verdict = ("the paper's claim reproduces: WS lifts GroupNorm to BatchNorm's large-batch accuracy at "
                    "micro-batches")
     elif ws2 > gn2 + 0.01:
         verdict = (f"WS helps GroupNorm at batch 2 ({100 * (ws2 - gn2):+.1f} points) but does not reach BatchNorm "
-                   f"at 64 "
-                   f"({100 * (best_ws_small - bn64):+.1f}) at this scale")
+                   f"at 64 ({100 * (best_ws_small - bn64):+.1f}) at this scale")
     else:
-        verdict = (f"the claim does not reproduce at this scale: WS changes GroupNorm at batch 2 by "
-                   f"{100 * (ws2 - gn2):+.1f} points (a short run on a small task; the paper trains ImageNet for 90 "
-                   f"epochs)")
+        verdict = (f"the claim does not reproduce at this scale: {ws_gain} (a short run on a small task; the paper "
+                   f"trains ImageNet for 90 epochs)")
     return f"{head}; {verdict}; for reference BatchNorm at batch 2 {100 * bn2:.1f}%, GroupNorm at 64 {100 * gn64:.1f}%"
 
 

@@ -28,6 +28,8 @@ _RANKS = {"addmm": (2, 2, ("mat1", "mat2")), "baddbmm": (3, 3, ("batch1", "batch
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class AddMatMul(Function):
+    cuda_low_operands = ("a", "b")   # matmul operands only: low on cuda (low_precision.py); g is scaled: widened
+
     @staticmethod
     def forward(ctx, input, a, b, beta, alpha, op):
         xp = namespace_of(a)

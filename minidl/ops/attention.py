@@ -53,7 +53,7 @@ from ..kernels.switch import ATTENTION
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import unbroadcast
 from .heads import packed_like
-from .low_precision import float32_compute
+from .low_precision import float32_compute, keep_low
 
 IMPLEMENTATIONS = ATTENTION.choices
 set_implementation, get_implementation, implementation = ATTENTION.set, ATTENTION.get, ATTENTION.use
@@ -180,6 +180,7 @@ class ScaledDotProductAttention(Function):
                 p = softmax_rows_(_scores(q, k, bias, allow, scale), causal)
             pd = p if drop is None else p * drop
             ctx.save_for_backward(q, k, v, p, pd, drop)
+            keep_low(ctx, p, pd)   # a GPU's attention under autocast keeps P in the low dtype
             return _heads_last_matmul(pd, v)
         if causal:
             if type(q) is not np.ndarray:   # another device: built there, j <= i, as np.tril
@@ -190,6 +191,7 @@ class ScaledDotProductAttention(Function):
             allow = tril if allow is None else allow & tril
         out, p, pd = attention_forward_reference(q, k, v, bias, allow, scale, drop)
         ctx.save_for_backward(q, k, v, p, pd, drop)
+        keep_low(ctx, p, pd)
         return out
 
     @staticmethod
@@ -260,6 +262,7 @@ def _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop):
     o3, lse = attention_forward(q3, kt, v3, b3, d3, bool(causal), scale)
     ctx.shapes = q.shape, k.shape, v.shape
     ctx.save_for_backward(q3, k3, kt, v3, b3, d3, o3, lse)
+    keep_low(ctx, kt, b3)   # k transposed and the masks: exact in the low dtype (lse stays float32)
     return o3.reshape(batch + (L, v.shape[-1]))
 
 

@@ -66,10 +66,16 @@ dW under the same KEEP_COLS_BYTES budget as cols (otherwise rebuilt from x). The
 im2col + GEMM. The batch is processed in blocks of a few images (``_winograd_blocks``): the
 transform of a block, its 16 GEMMs and the inverse transform, so that M, dM and dV stay in
 cache; only V (kept for dW) and the outputs go to memory.
-"""
-import math
-import threading
 
+Threads: with more than one thread, a big CPU convolution splits its batch into one contiguous
+share of images per thread (``minidl.runtime.block_workers``), and each thread runs its share's
+blocks end to end with the serial kernels and a single-threaded GEMM; backward sums the
+shares' dW (dU) and db at the end, in share order, so a given thread count gives the same
+result on every call. That replaces a Numba-parallel kernel and a multi-threaded BLAS call
+per block, each a hand-over between thread pools, and GEMMs too skinny for BLAS to split
+well (measurements: docs/performance.md). Small problems, one image, the NumPy references and
+the GPU keep the loop on the calling thread (``_worker_count``).
+"""
 import numpy as np
 
 from ..autograd.function import Function
@@ -78,8 +84,10 @@ from ..kernels.switch import into
 from ..tensor.dtype import check_same_dtype
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
+from .conv_blocks import (im2col_backward_blocks, im2col_forward_blocks, winograd_backward_blocks,
+                          winograd_forward_blocks)
 from ._kernel_switch import LAYER
-from .low_precision import float32_compute
+from .low_precision import float32_compute, keep_low, narrows_saves
 
 
 def conv_output_size(size, k, s, p, d):
@@ -231,24 +239,8 @@ def _weight_rows(w, G):
     return w.reshape(G, O // G, Cg, kh, kw).transpose(0, 1, 3, 4, 2).reshape(G, O // G, kh * kw * Cg)
 
 
-_scratch = threading.local()   # per thread, so concurrent convs never share a buffer
 BLOCK_BYTES = 8 << 20   # target size of one block of cols (fits the L3 cache; few blocks = few thread syncs)
 KEEP_COLS_BYTES = 64 << 20   # largest cols (whole batch) kept from forward for backward's dW
-
-
-def _scratch_buffer(name, shape, dtype, xp):
-    """A reusable array for a temporary that dies within one call (a block of cols or
-    dcols): fresh pages cost a page fault each, and reused ones are already in cache."""
-    import numpy as np
-    if xp is not np:
-        return xp.empty(shape, dtype=dtype)
-    n = math.prod(shape)
-    key = (name, np.dtype(dtype))
-    buffers = _scratch.__dict__
-    buf = buffers.get(key)
-    if buf is None or buf.size < n:
-        buf = buffers[key] = np.empty(n, dtype=dtype)
-    return buf[:n].reshape(shape)
 
 
 def _blocks(N, row_bytes):
@@ -259,6 +251,52 @@ def _blocks(N, row_bytes):
     threads = numba.get_num_threads()
     per = threads * max(1, round(BLOCK_BYTES / (max(row_bytes, 1) * threads)))   # images split evenly over threads
     return [(n0, min(n0 + per, N)) for n0 in range(0, N, per)]
+
+
+# Block workers ------------------------------------------------------------------------------
+BLOCK_WORKERS = True   # big CPU convolutions run their image blocks on minidl.runtime.block_workers
+BLOCK_WORKERS_FROM = 1 << 20   # elements (cols, transforms); below, the hand-off costs more than it saves (docs/performance.md)
+
+
+class _SerialKernels:
+    """A CPU kernel module's single-thread entry points (``<name>_serial``) under the names the
+    block loops call (looked up at each call, so a test may patch one)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name + "_serial")
+
+
+def _worker_count(N, n_elements, impl):
+    """How many threads run a convolution's image blocks, each its own share end to end
+    (``minidl.runtime.block_workers``): 1 keeps the loop on the calling thread, where each block
+    is a parallel kernel and a multi-threaded GEMM. Only the CPU kernels (not the references,
+    not the GPU), two images or more, the kernels' own threshold for going parallel
+    (``layer_parallel``), and a BLAS that can be held at one thread meanwhile."""
+    if not BLOCK_WORKERS or impl.name != "cpu" or N < 2:
+        return 1
+    import numba
+
+    from ..kernels.cpu._threads import layer_parallel
+    from ..runtime import block_workers
+    if (n_elements < BLOCK_WORKERS_FROM or not layer_parallel(n_elements) or block_workers.in_worker()
+            or not block_workers.available()):
+        return 1
+    return min(N, numba.get_num_threads())
+
+
+def _run_shares(work, N, k):
+    """work(n0, n1) for k near-equal contiguous shares of the N images, concurrently; the
+    results in share order."""
+    from ..runtime import block_workers
+    return block_workers.run(lambda share: work(*share), block_workers.split(N, k))
+
+
+def _share_blocks(n0, n1, per):
+    """[a, b) ranges of ``per`` images (the last one shorter) covering images n0..n1."""
+    return [(a, min(a + per, n1)) for a in range(n0, n1, per)]
 
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
@@ -288,22 +326,17 @@ class Conv2d(Function):
         keep = None
         if ctx.needs_input_grad[1] and N * L * G * K * x.itemsize <= KEEP_COLS_BYTES:
             keep = xp.empty((N, OH, OW, G * K), dtype=x.dtype)
-        for n0, n1 in _blocks(N, L * G * K * x.itemsize):
-            m = (n1 - n0) * L
-            dst = keep[n0:n1] if keep is not None else _scratch_buffer("cols", (n1 - n0, OH, OW, G * K), x.dtype, xp)
-            cols = impl.im2col(x[n0:n1], *geom, out=dst)
-            if G == 1:
-                y = xp.matmul(cols.reshape(m, K), wt).reshape(n1 - n0, L, O).transpose(0, 2, 1)
-            else:
-                y = xp.matmul(cols.reshape(m, G, K).transpose(1, 0, 2), wt)        # (G, m, O/G)
-                y = y.reshape(G, n1 - n0, L, O // G).transpose(1, 0, 3, 2)
-            y = y.reshape(n1 - n0, O, OH, OW)
-            if b is not None:                                               # the NCHW copy, fused with the bias
-                xp.add(y, b.reshape(1, O, 1, 1), out=out[n0:n1])
-            else:
-                out[n0:n1] = y
+        row_bytes = L * G * K * x.itemsize
+        k = _worker_count(N, N * L * G * K, impl)
+        if k == 1:
+            im2col_forward_blocks(impl, x, wt, b, keep, out, geom, _blocks(N, row_bytes))
+        else:
+            kern, per = _SerialKernels(_cpu_module("im2col")), _images_per_block(BLOCK_BYTES / k, row_bytes)
+            _run_shares(lambda n0, n1: im2col_forward_blocks(kern, x, wt, b, keep, out, geom,
+                                                              _share_blocks(n0, n1, per)), N, k)
         ctx.save_for_backward(x, wr)
         ctx.cols = keep
+        keep_low(ctx, keep, wr)   # copies of the (rounded) input and weight: exact in the low dtype
         ctx.geom = geom
         ctx.wshape = w.shape
         return out
@@ -318,47 +351,52 @@ class Conv2d(Function):
         nx, nw, nb = ctx.needs_input_grad[:3]
         xp = namespace_of(g)
         N, C, H, W = x.shape
-        Og, K, L = O // G, Cg * kh * kw, OH * OW
-        db = g.sum(axis=(0, 2, 3)) if nb else None
-        dwr = xp.zeros((G, Og, K), dtype=g.dtype) if nw else None
+        K, L = Cg * kh * kw, OH * OW
         dx = xp.empty((N, C, H, W), dtype=g.dtype) if nx else None
-        # dL/dY in pixel-major order, (G, M, O/G): one transposing copy, then two GEMMs per block
-        gy = xp.ascontiguousarray(g.reshape(N, G, Og, L).transpose(1, 0, 3, 2)).reshape(G, N * L, Og)
-        for n0, n1 in _blocks(N, L * G * K * x.itemsize):
-            nb_, m0, m1 = n1 - n0, n0 * L, n1 * L
-            gyb = gy[:, m0:m1]                                              # (G, m, O/G)
-            if nw:
-                if ctx.cols is not None:
-                    cols = ctx.cols[n0:n1]
-                else:
-                    cols = ctx.impl.im2col(x[n0:n1], *geom,
-                                           out=_scratch_buffer("cols", (nb_, OH, OW, G * K), x.dtype, xp))
-                dwr += xp.matmul(gyb.transpose(0, 2, 1), cols.reshape(m1 - m0, G, K).transpose(1, 0, 2))
-            if nx:
-                buf = _scratch_buffer("dcols", (m1 - m0, G, K), g.dtype, xp)
-                xp.matmul(gyb, wr, out=buf.transpose(1, 0, 2))               # (G, m, K) into (m, G, K)
-                ctx.impl.col2im(buf.reshape(nb_, OH, OW, G * K), nb_, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, G,
-                                out=dx[n0:n1])
-        ctx.cols = None
+        kept, ctx.cols = ctx.cols, None
+        row_bytes = L * G * K * x.itemsize
+        k = _worker_count(N, N * L * G * K, ctx.impl)
+        if k == 1:
+            db = g.sum(axis=(0, 2, 3)) if nb else None
+            dwr = im2col_backward_blocks(ctx.impl, x, g, wr, kept, dx, nw, geom, _blocks(N, row_bytes))
+        else:
+            kern, per = _SerialKernels(_cpu_module("im2col")), _images_per_block(BLOCK_BYTES / k, row_bytes)
+
+            def share(n0, n1):    # a share's dW and db, summed over the shares below
+                return (im2col_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, _share_blocks(n0, n1, per)),
+                        g[n0:n1].sum(axis=(0, 2, 3)) if nb else None)
+            parts = _run_shares(share, N, k)
+            dwr = sum(p[0] for p in parts) if nw else None
+            db = sum(p[1] for p in parts) if nb else None
         dw_ = None
         if nw:
-            dw_ = dwr.reshape(G, Og, kh, kw, Cg).transpose(0, 1, 4, 2, 3).reshape(ctx.wshape)
+            dw_ = dwr.reshape(G, O // G, kh, kw, Cg).transpose(0, 1, 4, 2, 3).reshape(ctx.wshape)
         return dx, dw_, db, None, None, None, None
 
 
+def _cpu_module(name):
+    import importlib
+    return importlib.import_module("minidl.kernels.cpu." + name)
+
+
+def _images_per_block(block_bytes, per_image_bytes):
+    """Whole images whose data take about ``block_bytes`` (at least one)."""
+    return max(1, round(block_bytes / max(per_image_bytes, 1)))
+
+
+# Winograd F(2x2, 3x3) -----------------------------------------------------------------------
 def _winograd_blocks(N, per_image_bytes):
     """[n0, n1) ranges of whole images whose transform-domain products (M, dM, dV) take about
     WINOGRAD_BLOCK_BYTES per thread, so that each thread's share stays in its L2 cache between
     the GEMM and the transform."""
     import numba
     threads = numba.get_num_threads()
-    per = threads * max(1, round(WINOGRAD_BLOCK_BYTES / max(per_image_bytes, 1)))
+    per = threads * _images_per_block(WINOGRAD_BLOCK_BYTES, per_image_bytes)
     return [(n0, min(n0 + per, N)) for n0 in range(0, N, per)]
 
 
 def _winograd_forward(ctx, x, w, b, padding):
     """Conv2d.forward by Winograd F(2x2, 3x3); see the module docstring."""
-    xp = np
     impl = ctx.impl = WINOGRAD.select(x)
     N, C, H, W = x.shape
     O = w.shape[0]
@@ -366,49 +404,52 @@ def _winograd_forward(ctx, x, w, b, padding):
     OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
     TH, TW = winograd_tiles(OH, OW)
     TT = TH * TW
+    geom = (ph, pw, OH, OW, TH, TW)
     U = winograd_filter(w)                                                    # (16, O, C)
-    keep = ctx.needs_input_grad[1] and 16 * N * TT * C * x.itemsize <= KEEP_COLS_BYTES
-    V = xp.empty((16, N * TT, C), dtype=x.dtype) if keep else None            # kept for dW
-    out = xp.empty((N, O, OH, OW), dtype=x.dtype)
-    for n0, n1 in _winograd_blocks(N, 16 * TT * max(C, O) * x.itemsize):
-        t0, t1 = n0 * TT, n1 * TT
-        Vb = impl.winograd_input(x[n0:n1], ph, pw, TH, TW, out=None if V is None else V[:, t0:t1])   # (16, Tb, C)
-        M = _scratch_buffer("winograd_m", (16, t1 - t0, O), x.dtype, xp)
-        xp.matmul(Vb, U.transpose(0, 2, 1), out=M)                            # 16 GEMMs (Tb, C) @ (C, O)
-        impl.winograd_output(M, n1 - n0, O, OH, OW, TH, TW, out=out[n0:n1])
-    if b is not None:
-        out += b.reshape(1, O, 1, 1)
+    Ut = U.transpose(0, 2, 1)
+    # V sums inputs, so it is not exact in a low dtype: a float16/bfloat16 call rebuilds it in backward
+    keep = (ctx.needs_input_grad[1] and not narrows_saves(ctx)
+            and 16 * N * TT * C * x.itemsize <= KEEP_COLS_BYTES)
+    V = np.empty((16, N * TT, C), dtype=x.dtype) if keep else None            # kept for dW
+    out = np.empty((N, O, OH, OW), dtype=x.dtype)
+    per_image = 16 * TT * max(C, O) * x.itemsize
+    k = _worker_count(N, 16 * N * TT * max(C, O), impl)
+    if k == 1:
+        winograd_forward_blocks(impl, x, Ut, b, V, out, geom, _winograd_blocks(N, per_image))
+    else:
+        kern, per = _SerialKernels(_cpu_module("winograd")), _images_per_block(WINOGRAD_BLOCK_BYTES, per_image)
+        _run_shares(lambda n0, n1: winograd_forward_blocks(kern, x, Ut, b, V, out, geom,
+                                                            _share_blocks(n0, n1, per)), N, k)
     ctx.save_for_backward(x, U, V)
-    ctx.geom = (ph, pw, OH, OW, TH, TW)
+    ctx.geom = geom
     return out
 
 
 def _winograd_backward(ctx, g):
     """The adjoint of each step of _winograd_forward, in reverse: (dx, dW, db)."""
-    xp = np
     x, U, V = ctx.saved_tensors
-    impl = ctx.impl
-    ph, pw, OH, OW, TH, TW = ctx.geom
-    TT = TH * TW
+    geom = ctx.geom
+    TT = geom[4] * geom[5]
     nx, nw, nb = ctx.needs_input_grad[:3]
     N, C, H, W = x.shape
     O = U.shape[1]
-    g = xp.ascontiguousarray(g)
-    dU = xp.zeros((16, O, C), dtype=g.dtype) if nw else None
-    dx = xp.empty((N, C, H, W), dtype=g.dtype) if nx else None
-    for n0, n1 in _winograd_blocks(N, 16 * TT * max(C, O) * x.itemsize):
-        t0, t1 = n0 * TT, n1 * TT
-        dM = impl.winograd_output_adjoint(g[n0:n1], TH, TW,
-                                          out=_scratch_buffer("winograd_m", (16, t1 - t0, O), g.dtype, xp))
-        if nw:
-            Vb = V[:, t0:t1] if V is not None else impl.winograd_input(x[n0:n1], ph, pw, TH, TW)
-            dU += xp.matmul(dM.transpose(0, 2, 1), Vb)                        # (16, O, C)
-        if nx:
-            dV = _scratch_buffer("winograd_dv", (16, t1 - t0, C), g.dtype, xp)
-            xp.matmul(dM, U, out=dV)
-            impl.winograd_input_adjoint(dV, n1 - n0, C, H, W, ph, pw, TH, TW, out=dx[n0:n1])
+    g = np.ascontiguousarray(g)
+    dx = np.empty((N, C, H, W), dtype=g.dtype) if nx else None
+    per_image = 16 * TT * max(C, O) * x.itemsize
+    k = _worker_count(N, 16 * N * TT * max(C, O), ctx.impl)
+    if k == 1:
+        dU = winograd_backward_blocks(ctx.impl, x, g, U, V, dx, nw, geom, _winograd_blocks(N, per_image))
+        db = g.sum(axis=(0, 2, 3)) if nb else None
+    else:
+        kern, per = _SerialKernels(_cpu_module("winograd")), _images_per_block(WINOGRAD_BLOCK_BYTES, per_image)
+
+        def share(n0, n1):    # a share's dU and db, summed over the shares below
+            return (winograd_backward_blocks(kern, x, g, U, V, dx, nw, geom, _share_blocks(n0, n1, per)),
+                    g[n0:n1].sum(axis=(0, 2, 3)) if nb else None)
+        parts = _run_shares(share, N, k)
+        dU = sum(p[0] for p in parts) if nw else None
+        db = sum(p[1] for p in parts) if nb else None
     dw = winograd_filter_adjoint(dU) if nw else None                          # (O, C, 3, 3)
-    db = g.sum(axis=(0, 2, 3)) if nb else None
     return dx, dw, db
 
 

@@ -14,6 +14,7 @@ class MatMul(Function):
     and the inserted axis is removed again. Only what a needed gradient reads is saved (b
     for dL/da, a for dL/db), as PyTorch: a constant's partner may be modified in place.
     """
+    cuda_low_operands = ("a", "b", "grad_output")   # matmul operands only: low on cuda (low_precision.py)
 
     @staticmethod
     def forward(ctx, a, b):

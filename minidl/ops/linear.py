@@ -27,6 +27,8 @@ def _rows(a):
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Linear(Function):
+    cuda_low_operands = ("x", "w", "grad_output")   # matmul operands (g also summed): low on cuda (low_precision.py)
+
     @staticmethod
     def forward(ctx, x, w, b):
         xp = namespace_of(x)

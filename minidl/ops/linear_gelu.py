@@ -16,7 +16,8 @@ and writes its output, its backward reads da and its input and writes dU, and th
 reads dU again: six passes over an (M, out) array against three here. U is saved without the
 bias (b is added again where it is read), so the forward writes nothing but a.
 
-Saved: U (the unfused pair saved GELU's input, the same size), X if W needs a gradient and W if
+Saved: U (the unfused pair saved GELU's input, the same size; rounded to the low dtype in a
+float16/bfloat16 call, as the unfused Linear's output is), X if W needs a gradient and W if
 x does, as nn.Linear's op.
 """
 import math
@@ -27,7 +28,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
 from .linear import check_linear_arguments
-from .low_precision import float32_compute
+from .low_precision import float32_compute, keep_low
 from .activation import gelu_backward_reference, gelu_reference, gelu_tanh_backward_reference, gelu_tanh_reference
 
 
@@ -61,6 +62,7 @@ class LinearGelu(Function):
         nx, nw, _ = ctx.needs_input_grad[:3]
         ctx.x_shape, ctx.approximate = x.shape, approximate
         ctx.save_for_backward(x if nw else None, w if nx else None, u, b)
+        keep_low(ctx, u)   # GELU's input, which the unfused Linear returns rounded: kept low as a GPU keeps it
         return a if x.ndim == 2 else a.reshape(x.shape[:-1] + (w.shape[0],))
 
     @staticmethod

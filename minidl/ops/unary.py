@@ -1,5 +1,6 @@
 """Elementwise functions. Each backward is dL/dx = g * f'(x), with f' written from
 whatever the forward already computed (often the output itself)."""
+import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 
@@ -82,18 +83,49 @@ class Sigmoid(Function):
         return g * y * (1 - y)
 
 
+_INF_BITS = {np.dtype(np.float16): 0x7c00}   # the bits of +inf per 2-byte float (bfloat16 added below)
+
+
+def _half_bits(a):
+    """a's int16 view and its +inf bits when ``a`` is a float16/bfloat16 NumPy array, else None."""
+    if type(a) is np.ndarray and a.dtype.itemsize == 2 and a.dtype.kind in "fV":
+        inf = _INF_BITS.get(a.dtype)
+        if inf is None:
+            inf = _INF_BITS[a.dtype] = int(np.array(np.inf, a.dtype).view(np.int16))
+        return a.view(np.int16), inf
+    return None
+
+
 class Relu(Function):
-    """y = max(x, 0);  dy/dx = 1 where x > 0, else 0 (0 at x = 0, as PyTorch)."""
+    """y = max(x, 0) (NaN stays NaN);  dy/dx = 1 where y > 0 or y is NaN, else 0 (0 at x = 0),
+    as PyTorch's threshold backward: the mask is ``y != 0``.
+
+    float16/bfloat16 on the CPU go through the bits: NumPy computes 2-byte floats one converted
+    element at a time, while integer compares on the int16 view vectorise. x < 0 is "sign bit
+    set, magnitude bits non-zero and at most those of inf" (not -0.0, not NaN), y takes 0 there
+    and x's bits elsewhere (-0.0 and NaN kept, as PyTorch's clamp), and y != 0 is "magnitude bits
+    non-zero"."""
 
     @staticmethod
     def forward(ctx, x):
+        half = _half_bits(x)
+        if half is not None:
+            bits, inf = half
+            mag = bits & 0x7fff
+            y = np.where((bits < 0) & (mag != 0) & (mag <= inf), np.int16(0), bits)
+            ctx.save_for_backward((y & 0x7fff) != 0)
+            return y.view(x.dtype)
         xp = namespace_of(x)
-        ctx.save_for_backward(x > 0)
-        return xp.maximum(x, 0).astype(x.dtype, copy=False)
+        y = xp.maximum(x, 0).astype(x.dtype, copy=False)
+        ctx.save_for_backward(y != 0)
+        return y
 
     @staticmethod
     def backward(ctx, g):
         (positive,) = ctx.saved_tensors
+        half = _half_bits(g)
+        if half is not None:
+            return np.where(positive, half[0], np.int16(0)).view(g.dtype)
         return g * positive
 
 

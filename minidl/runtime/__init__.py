@@ -15,6 +15,9 @@ Two more pieces belong to the same tuning but act at a given moment:
 - whether the layer kernels run in parallel follows from the BLAS tuning (``layer_threads``;
   MINIDL_LAYER_PARALLEL=1 or 0 forces it).
 
+Big convolutions run their image blocks on a pool of Python threads, each with the serial
+kernels, BLAS held at one thread meanwhile (``block_workers``, ``blas_threads.single_threaded``).
+
 Each piece leaves alone what the user set through the library's own variables (see each module).
 """
 from . import blas_threads, host_memory, layer_threads, thread_pool  # noqa: F401

@@ -4,7 +4,8 @@ Measured, not estimated: ``graph_bytes(loss)`` walks the autograd graph behind `
 ``backward`` frees it) and adds up, once per storage, the arrays its nodes hold:
 
 - ``saved``: what the ops kept for their backward (``save_for_backward`` and ``ctx`` attributes:
-  PyTorch's "saved tensors"), the figure mixed precision is meant to halve;
+  PyTorch's "saved tensors"), the figure mixed precision is meant to halve (what stays float32
+  under autocast is what a GPU keeps in float32: ``ops/low_precision.py`` says which);
 - ``held``: ``saved`` plus the ops' input tensors, which minidl's nodes also reference until
   backward (``ctx.inputs``); this is what the graph really keeps in memory.
 

@@ -28,6 +28,11 @@ Both are meant for ``norm="none"`` (they work with a norm, but a norm makes them
 The default builds exactly the parameters and state_dict names it always had; the options add
 ``alpha`` or ``bias1a, bias1b, bias2a, bias2b, scale`` to each block (and ``fc_bias_in`` before
 the classifier for Fixup).
+
+Devices: the blocks are compositions of generic ops (conv2d, the norms, relu, elementwise
+products with the scalar parameters), each with its own CPU and cuda kernels, so every
+``norm``/``init`` combination runs on both devices with no code of its own here
+(tests/test_zoo_options_grad_devices.py checks cuda against the CPU).
 """
 import math
 

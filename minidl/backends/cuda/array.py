@@ -7,6 +7,20 @@ need this type; so the methods here dispatch through ``IMPL``, which ``namespace
 when the package is imported. The kernels themselves never import this package: a composed
 kernel allocates with ``type(x).empty`` and reaches the namespace with
 ``x.__array_namespace__()``, so the layering stays kernels below backends.
+
+bfloat16 on the device. numba.cuda has no bfloat16 type: neither the GPU compiler nor the
+simulator can type an ``ml_dtypes.bfloat16`` buffer. A bfloat16 CudaArray therefore keeps the
+same 16 bits in a uint16 buffer, and ``dtype`` (the array's own attribute, not the buffer's)
+reads bfloat16. The bits are the value, so everything that only moves elements works on the
+buffer unchanged: views, copies between bfloat16 arrays, gathers, scatters, ``where``, padding,
+concatenation, and the host transfers (``from_host`` uploads a uint16 view of the ndarray,
+``copy_to_host`` views the downloaded uint16 as bfloat16: round trips are bit-exact). What
+computes converts: ``elementwise``, ``reduction`` and the fused kernels widen bfloat16
+operands to float32 on the device (``bits << 16``, exact), compute in float32, and round the
+result to bfloat16 once (to nearest even, kernels/cuda/bfloat16.py), which is what
+ml_dtypes' NumPy loops do on the CPU (float32 arithmetic, one rounding per op) and what a GPU's
+bfloat16 kernels do. The integer kernels never see a bfloat16 buffer as numbers: every
+computing entry point of this package checks ``is_bfloat16`` first.
 """
 import numbers
 import operator
@@ -17,6 +31,8 @@ from numba import cuda
 
 from ...kernels.cuda import checks as _checks
 from ...kernels.cuda._common import SIMULATOR
+from ...kernels.cuda.bfloat16 import STORAGE as _BF16_STORAGE
+from ...kernels.cuda.bfloat16 import is_bfloat16
 from .. import cuda_transfers as _tx
 
 # the computing methods' implementations (namespace.py fills them in; see the docstring)
@@ -56,32 +72,37 @@ class CudaArray:
     __array_ufunc__ = None      # ndarray <op> CudaArray defers to our reflected operators
     __hash__ = None
 
-    def __init__(self, buf, shape, strides=None, offset=0, base=None, writeable=True):
+    def __init__(self, buf, shape, strides=None, offset=0, base=None, writeable=True, dtype=None):
         self._buf = buf
         self.shape = tuple(int(n) for n in shape)
         self._st = _contiguous_strides(self.shape) if strides is None else tuple(int(s) for s in strides)
         self._off = int(offset)
-        self.dtype = np.dtype(buf.dtype)
+        self.dtype = np.dtype(buf.dtype) if dtype is None else np.dtype(dtype)   # bfloat16 over uint16 bits
         self.base = base
         self._writeable = writeable
 
     # construction ----------------------------------------------------------------
     @classmethod
     def empty(cls, shape, dtype):
-        shape = tuple(int(n) for n in shape)
-        return cls(cuda.device_array(_prod(shape), dtype=np.dtype(dtype)), shape)
+        shape, dtype = tuple(int(n) for n in shape), np.dtype(dtype)
+        if is_bfloat16(dtype):
+            return cls(cuda.device_array(_prod(shape), dtype=_BF16_STORAGE), shape, dtype=dtype)
+        return cls(cuda.device_array(_prod(shape), dtype=dtype), shape)
 
     @classmethod
     def from_host(cls, array):
         a = np.asarray(array)
         if a.dtype == object:
             raise TypeError("cuda: cannot move an object array to the device")
-        return cls(_tx.upload(np.ascontiguousarray(a).reshape(-1)), a.shape)
+        flat = np.ascontiguousarray(a).reshape(-1)
+        if is_bfloat16(a.dtype):
+            return cls(_tx.upload(flat.view(_BF16_STORAGE)), a.shape, dtype=a.dtype)
+        return cls(_tx.upload(flat), a.shape)
 
     def _view(self, shape, strides, offset=None, writeable=None):
         return CudaArray(self._buf, shape, strides, self._off if offset is None else offset,
                          base=self if self.base is None else self.base,
-                         writeable=self._writeable if writeable is None else writeable)
+                         writeable=self._writeable if writeable is None else writeable, dtype=self.dtype)
 
     # ndarray attributes -------------------------------------------------------------
     @property
@@ -149,7 +170,8 @@ class CudaArray:
     def copy_to_host(self):
         _checks.raise_pending()   # a read is where deferred device checks report (kernels/cuda/checks.py)
         a = self if self._is_whole_buffer() else self.copy()
-        return _tx.download(a._buf).reshape(self.shape)
+        host = _tx.download(a._buf)
+        return (host.view(self.dtype) if is_bfloat16(self.dtype) else host).reshape(self.shape)
 
     def _is_whole_buffer(self):
         return self._off == 0 and self.is_contiguous() and self.size == self._buf.size

@@ -1,17 +1,22 @@
 """The "cuda" Backend: moving arrays to and from the device, deferred device asserts, and the
 glue the optimizers and dropout use to run their fused kernels (kernels/cuda/optim.py,
 random.py) instead of the generic ops."""
+import numpy as np
+
 from ... import random
 from ...kernels.cuda import checks as _checks
 from ...kernels.cuda import optim as _optim
 from ...kernels.cuda import random as _random
+from ...kernels.cuda.bfloat16 import is_bfloat16
 from .. import Backend
 from .array import CudaArray
 from .namespace import CUDA_NUMPY
 
 
 def _fusable(a, w):
-    return isinstance(a, CudaArray) and a.dtype == w.dtype and a.shape == w.shape and a._is_whole_buffer()
+    """The fused kernels read their buffers as numbers: bfloat16 (uint16 bits) takes the generic path."""
+    return (isinstance(a, CudaArray) and a.dtype == w.dtype and a.shape == w.shape and a._is_whole_buffer()
+            and not is_bfloat16(a.dtype))
 
 
 class CudaBackend(Backend):
@@ -59,6 +64,8 @@ class CudaBackend(Backend):
     def dropout_mask(self, shape, p, dtype):
         """The scaled keep mask drawn on the device (kernels/cuda/random.py), seeded from
         minidl's generator: reproducible under md.manual_seed, but not the CPU's mask."""
+        if is_bfloat16(dtype):   # drawn in float32, the scale rounded once
+            return self.dropout_mask(shape, p, np.float32).astype(dtype)
         out = CudaArray.empty(shape, dtype)
         _random.keep_mask(out._buf, float(p), int(random.generator().integers(0, 2 ** 62)))
         return out

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 
 from ...kernels.cuda import arange as _arange_kernel
+from ...kernels.cuda.bfloat16 import is_bfloat16
 from .array import CudaArray
 from .elementwise import _copy_into
 
@@ -23,6 +24,8 @@ def _full(shape, fill_value, dtype=None):
 def _arange(*args, dtype=None):
     """np.arange's values, written by a kernel (only the length is worked out on the host)."""
     dt = np.dtype(dtype) if dtype is not None else np.result_type(*args)
+    if is_bfloat16(dt):   # the values in float32, each rounded once
+        return _arange(*args, dtype=np.float32).astype(dt)
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
     if step == 0:
         raise ZeroDivisionError("arange: step must not be zero")

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...kernels.cuda import map as _map
 from ...kernels.cuda import zip as _zip
+from . import bfloat16 as _bf16
 from .array import CudaArray
 
 _DTYPES = {}   # (op, dtype a, dtype or Python type of b, scalar first) -> result dtype (NumPy's rules)
@@ -72,6 +73,8 @@ def _unaliased(x, out):
 def _binary(name, a, b, out=None):
     a, b = _unaliased(_operand(a, b), out), _unaliased(_operand(b, a), out)
     dt = _result_dtype(name, a, b)
+    if _bf16.involves(a, b, out):
+        return _bf16_binary(name, a, b, dt, out)
     if isinstance(a, CudaArray) and isinstance(b, CudaArray):
         shape = np.broadcast_shapes(a.shape, b.shape)
         o = _out_array(out, shape, dt)
@@ -89,6 +92,19 @@ def _binary(name, a, b, out=None):
     return o
 
 
+def _bf16_binary(name, a, b, dt, out):
+    """``name(a, b)`` with a bfloat16 operand or out=: computed on float32 copies (a scalar is first
+    rounded to bfloat16, NumPy's weak-scalar rule) and rounded once to ``dt`` (array.py's docstring)."""
+    wa = _bf16.widen(a) if isinstance(a, CudaArray) else _bf16.weak_scalar(a, b.dtype)
+    wb = _bf16.widen(b) if isinstance(b, CudaArray) else _bf16.weak_scalar(b, a.dtype)
+    if not _bf16.involves(dt, out):   # a float32 / bool result: written straight
+        return _binary(name, wa, wb, out)
+    r = _binary(name, wa, wb)
+    o = _out_array(out, r.shape, dt)
+    _copy_into(o, r)
+    return o
+
+
 _UNARY_DTYPES = {}
 _SAME_DTYPE_AS = {"erf": "sqrt"}   # functions NumPy lacks: the ufunc whose output dtype they share
 
@@ -102,6 +118,13 @@ def _unary(name, x, out=None):
         with np.errstate(all="ignore"):
             like = getattr(np, _SAME_DTYPE_AS.get(name, name))
             dt = _UNARY_DTYPES[(name, x.dtype)] = np.dtype(like(np.ones(1, x.dtype)).dtype)
+    if _bf16.involves(x, out):   # computed in float32, rounded once (array.py's docstring)
+        r = _unary(name, _bf16.widen(x))
+        if out is None and not _bf16.involves(dt):
+            return r
+        o = _out_array(out, x.shape, dt)
+        _copy_into(o, r)
+        return o
     o = _out_array(out, x.shape, dt)
     xb, shape, xst, xoff = x._kernel_view()
     ob, _, ost, ooff = o._kernel_view()
@@ -126,6 +149,12 @@ def _logic_not(x):
 def _copy_into(dst, src):
     """dst[...] = src, src broadcast to dst's shape and cast to its dtype."""
     shape = dst.shape
+    if _bf16.involves(dst, src):   # bfloat16 storage: bit copies and conversion kernels
+        if isinstance(src, CudaArray):
+            _bf16.convert_into(dst, src)
+        else:
+            _bf16.fill(dst, src)
+        return
     ob, shape_k, ost, ooff = dst._kernel_view()
     if isinstance(src, CudaArray):
         if src.shape != shape and np.broadcast_shapes(src.shape, shape) != shape:

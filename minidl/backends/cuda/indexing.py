@@ -9,6 +9,7 @@ import numpy as np
 
 from ...kernels.cuda import checks as _checks
 from ...kernels.cuda import gather as _gather
+from . import bfloat16 as _bf16
 from .array import CudaArray, broadcast_to
 from .creation import _arange, _const
 from .elementwise import _assign, _copy_into, _operand, _unaliased
@@ -258,6 +259,8 @@ def _where(cond, a=None, b=None):
     cond = cond if isinstance(cond, CudaArray) else _const(bool(cond), np.bool_)
     a = a if isinstance(a, CudaArray) else _const(a, dt)
     b = b if isinstance(b, CudaArray) else _const(b, dt)
+    if _bf16.involves(a, b, dt):   # the kernel moves bits: both sides in the result's dtype first
+        a, b = (v if v.dtype == dt else v.astype(dt) for v in (a, b))
     shape = np.broadcast_shapes(cond.shape, a.shape, b.shape)
     out = CudaArray.empty(shape, dt)
     sk = shape or (1,)

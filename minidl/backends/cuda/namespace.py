@@ -11,6 +11,7 @@ import numpy as np
 from ...kernels.cuda import gather as _gather
 from . import array as _array_module
 from .array import CudaArray, asarray, broadcast_to, expand_dims
+from .bfloat16 import BFLOAT16, is_bfloat16
 from .creation import _arange, _full
 from .elementwise import _binary, _copy_into, _logic, _logic_not, _operand, _unary
 from .indexing import (_axis_index, _offsets, _scatter, _scatter_axis, _value_for, _where, getitem,
@@ -39,6 +40,11 @@ class _AddUfunc:
         return _binary("add", a, b, out)
 
     def at(self, x, index, values):
+        if is_bfloat16(x.dtype):   # added on a float32 copy (offsets are of that copy), rounded back once
+            x32 = x.astype(np.float32)
+            self.at(x32, index, values)
+            _copy_into(x, x32)
+            return
         on_axis = _axis_index(x, index)
         if on_axis is not None:
             _scatter_axis(x, *on_axis, values, add=True)
@@ -160,7 +166,7 @@ class CudaNamespace:
 
     name = "minidl.backends.cuda"
     inf, nan, pi, e, newaxis = math.inf, math.nan, math.pi, math.e, None
-    float16, float32, float64 = np.float16, np.float32, np.float64
+    float16, float32, float64, bfloat16 = np.float16, np.float32, np.float64, BFLOAT16
     int32, int64, bool_, uint8 = np.int32, np.int64, np.bool_, np.uint8
     ndarray = CudaArray
     errstate = staticmethod(np.errstate)

@@ -9,8 +9,10 @@ fuse into one multiply-add. No set holds "nnan"/"ninf", so NaN and Inf keep thei
 A helper inlined by Numba (``inline="always"``) is compiled under its caller's flags, not its
 own, so the kernels that call such helpers carry the same set.
 
-Precision. Kernels compute in the input's dtype, float32 or float64 (float16 and bfloat16 are
-converted to float32 first, see ``compute_dtype``): 16 float32 values per AVX-512 instruction
+Precision. Kernels compute in the input's compute dtype (``compute_dtype``): float32 or float64
+as they are; float16 and bfloat16 in float32, read and written as 2-byte storage by the kernels
+themselves and converted in registers (see ``_half``: ``widen``, ``narrow``, ``compute_zero``,
+``compute_type``, which the helpers here use too). 16 float32 values per AVX-512 instruction
 instead of 8 float64 ones keeps a single thread bound by memory rather than arithmetic. Per-row scalars
 (mean, rstd) are float64; sums over many rows use float64 partials (``flush``,
 ``sum_partials``). The variance sums deviations from a shift near the mean
@@ -24,25 +26,28 @@ cached kernels (``minidl/kernels/cpu/__pycache__/*.nbi`` and ``*.nbc``) or they 
 import numpy as np
 from numba import njit
 
+from ._half import compute_type, compute_zero, widen
+
 REASSOC = {"reassoc"}                    # reductions regroup into SIMD lanes
 CONTRACT = {"contract"}                  # a * b + c as one fused multiply-add
 REASSOC_CONTRACT = REASSOC | CONTRACT    # both: kernels that inline reducing helpers
 
 
 def compute_dtype(dtype):
-    """The dtype a kernel computes in: float16 and bfloat16 are computed in float32 (and rounded
-    back once, at the end: Numba cannot type either); float32 and float64 as they are."""
+    """The dtype a kernel computes in: float32 for float16 and bfloat16 (2-byte storage, see
+    ``_half``: each element is widened to float32 on reading and rounded once on writing);
+    float32 and float64 as they are."""
     dt = np.dtype(dtype)
     return np.dtype(np.float32) if dt.itemsize == 2 and dt.kind in "fV" else dt
 
 
 @njit(error_model="numpy", cache=True)
 def split(x, v):
-    """v (float64) as hi + lo in x's dtype, hi = v rounded. (x - hi) - lo then equals x - v to
-    x's precision even when v is large and x - v small: when x is close to v, x - hi is exact
-    (Sterbenz), whereas x - v with v rounded would be off by half an ulp of v."""
-    hi = x.dtype.type(v)
-    return hi, x.dtype.type(v - np.float64(hi))
+    """v (float64) as hi + lo in x's compute dtype, hi = v rounded. (x - hi) - lo then equals
+    x - v to that precision even when v is large and x - v small: when x is close to v, x - hi
+    is exact (Sterbenz), whereas x - v with v rounded would be off by half an ulp of v."""
+    hi = compute_type(x, v)
+    return hi, compute_type(x, v - np.float64(hi))
 
 
 HEAD = 256   # elements that estimate a row's mean for the shift (see mean_var_from_sums)
@@ -50,12 +55,12 @@ HEAD = 256   # elements that estimate a row's mean for the shift (see mean_var_f
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC)
 def row_head_mean(x, i):
-    """The mean of the first HEAD elements of row i (all of a shorter row), in x's dtype."""
+    """The mean of the first HEAD elements of row i (all of a shorter row), in x's compute dtype."""
     m = min(x.shape[1], HEAD)
-    s = x.dtype.type(0.0)
+    s = compute_zero(x)
     for j in range(m):
-        s += x[i, j]
-    return x.dtype.type(s / m)
+        s += widen(x[i, j])
+    return compute_type(x, s / m)
 
 
 @njit(error_model="numpy", cache=True)
@@ -65,7 +70,7 @@ def mean_var_from_sums(shift, s1, s2, d):
     precision even for 1e3 + 1e-2 * randn in float32 when the shift is close to the mean.
 
     The norms take as shift the mean of a row's first HEAD values (``row_head_mean``, rounded to
-    x's dtype), typically a small fraction of a standard deviation from the row mean; the pass
+    x's compute dtype), typically a small fraction of a standard deviation from the row mean; the pass
     sums d = x - shift, which is small and, for data with a large mean, exact (x and the shift
     are close), so mean = shift + mean(d) corrects the shift, and var = mean(d^2) - mean(d)^2
     loses only a factor 1 + (mean(d) / std)^2 of precision to cancellation (about 1 here; 2
@@ -82,8 +87,8 @@ FLUSH_ROWS = 32
 
 @njit(error_model="numpy", cache=True)
 def flush(part, c, block):
-    """part[c] += block (float64 += the input's dtype), then block = 0. A chunk sums its rows'
-    dgamma contributions into ``block`` in the input's dtype (16 float32 lanes per instruction)
+    """part[c] += block (float64 += the compute dtype), then block = 0. A chunk sums its rows'
+    dgamma contributions into ``block`` in the compute dtype (16 float32 lanes per instruction)
     and flushes every FLUSH_ROWS rows into its float64 partial, so float32 rounding grows over
     at most FLUSH_ROWS terms."""
     for j in range(block.shape[0]):

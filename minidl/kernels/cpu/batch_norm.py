@@ -32,8 +32,13 @@ chunked backward = one parallel pass for per-chunk sums of dy and dy * (x - mean
 dbeta, dgamma and the coupling terms), a small reduction over chunks, then one parallel pass
 writing dx = p * dy + q * (x - mean) + o per channel (derivation in
 minidl.ops.normalization.batch_norm). Arithmetic runs in the data's dtype with the
-precautions described in _rows (float64 across blocks, split means, shifted first pass);
-float16 runs in float32 and returns float16.
+precautions described in _channel_rows (float64 across blocks, split means, shifted first pass).
+
+float16 and bfloat16 are read and written as they are stored: the kernels take the 2-byte
+integer view of x, dy, y and dx (``_half.storage``) and convert each element in registers
+(float32 arithmetic, each output rounded once), so a 2-byte activation moves half the bytes
+of a float32 one and is never copied to float32. The per-channel vectors (statistics, affine
+parameters, folded constants) are float64 or the compute type, float32.
 
 With a mask (N, S) of real positions (masked BatchNorm1d), padding enters no sum, and its y
 and dx are 0. Masked input always takes the fused kernels, the only ones that read a mask
@@ -44,11 +49,12 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ._channel_rows import (cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize, row_affine2,
+                            row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
+                            row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, row_sums_dy_dyxc_masked,
+                            rows_shifted_moments)
+from ._half import compute_zero, storage, widen
 from ._numerics import FLUSH_ROWS, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, row_head_mean
-from ._rows import (cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize,
-                    row_affine2, row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
-                    row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, rows_shifted_moments,
-                    row_sums_dy_dyxc_masked)
 from ._stream import should_stream, store_fence, stream_row
 from ._threads import chunk_bounds, num_chunks, threads_for
 
@@ -161,7 +167,7 @@ def _chunk_stats_rows(x, C, B, cnt, pmean, pm2):
         s1 = np.float64(0.0)
         s2 = np.float64(0.0)
         count = (n1 - n0) * S
-        shift = x[n0 * C + c, 0]
+        shift = widen(x[n0 * C + c, 0])
         for n in range(n0, n1):
             s1 += row_sum(x, n * C + c, shift)
         mu = shift + s1 / count
@@ -191,14 +197,14 @@ def _chunk_stats_cols(x, cnt, pmean, pm2):
         head = np.zeros(C)
         for n in range(n0, n0 + h):
             for c in range(C):
-                head[c] += x[n, c]
-        shift = np.empty(C, x.dtype)
+                head[c] += widen(x[n, c])
+        shift = np.full(C, compute_zero(x))     # x's compute type (float32 for 2-byte x)
         for c in range(C):
             shift[c] = head[c] / h
             pmean[k, c] = 0.0
             pm2[k, c] = 0.0
-        s1 = np.zeros(C, x.dtype)
-        s2 = np.zeros(C, x.dtype)
+        s1 = np.full(C, compute_zero(x))
+        s2 = np.full(C, compute_zero(x))
         for n in range(n0, n1):
             cols_add_dev_sq(s1, s2, x, n, shift)
             if (n - n0 + 1) % FLUSH_ROWS == 0 or n == n1 - 1:
@@ -259,7 +265,7 @@ def _apply_rows(x, C, mean, scale, shift, y):
 @njit(error_model="numpy", parallel=True, cache=True)
 def _apply_cols(x, hi, scale, shift, y, nchunks, stream):
     """y = (x - hi) * scale + shift; hi (the mean in x's dtype), scale, shift: (C,) in x's dtype,
-    shift with the mean's lo part folded in (see _rows). Each chunk of rows writes through an
+    shift with the mean's lo part folded in (see _channel_rows). Each chunk of rows writes through an
     L1 scratch row with streaming stores when ``stream`` (see _stream)."""
     N, C = x.shape
     for k in prange(nchunks):
@@ -301,8 +307,8 @@ def _chunk_grad_sums_cols(dy, x, hi, psdy, psdyx):
     N, C = x.shape
     nch = psdy.shape[0]
     for k in prange(nch):
-        a1 = np.zeros(C, x.dtype)
-        a2 = np.zeros(C, x.dtype)
+        a1 = np.full(C, compute_zero(x))
+        a2 = np.full(C, compute_zero(x))
         for c in range(C):
             psdy[k, c] = 0.0
             psdyx[k, c] = 0.0
@@ -323,7 +329,7 @@ def _dx_rows(dy, x, C, p, mean, q, o, dx):
 
 @njit(error_model="numpy", parallel=True, cache=True)
 def _dx_cols(dy, x, p, hi, q, o, dx, nchunks, stream):
-    """dx = p * dy + q * (x - hi) + o, o with q * lo folded in (see _rows)."""
+    """dx = p * dy + q * (x - hi) + o, o with q * lo folded in (see _channel_rows)."""
     N, C = x.shape
     for k in prange(nchunks):
         start, stop = chunk_bounds(N, nchunks, k)
@@ -339,9 +345,10 @@ def _dx_cols(dy, x, p, hi, q, o, dx, nchunks, stream):
 
 
 # array-level entry points (the same signatures as the NumPy reference) -------------------------------
-def _view(a, dtype, mask):
-    """(layout, 2-D contiguous view): "cols" for (N, C) without mask, else "rows" (N*C, S)."""
-    a = np.ascontiguousarray(a, dtype=dtype)
+def _view(a, mask, dtype=None):
+    """(layout, 2-D contiguous view of the kernels' array, ``_half.storage``): "cols" for (N, C)
+    without mask, else "rows" (N*C, S). A contiguous a (in ``dtype``, default its own) is not copied."""
+    a = storage(np.ascontiguousarray(a, dtype=dtype))
     if mask is None and (a.ndim == 2 or a.size == a.shape[0] * a.shape[1]):
         return "cols", a.reshape(a.shape[0], a.shape[1])
     return "rows", a.reshape(a.shape[0] * a.shape[1], -1)
@@ -366,7 +373,7 @@ def _fused(layout, v, c, mask):
 
 
 def _split(mean, dtype):
-    """The float64 mean as hi (in dtype) + lo (float64, the rest; see _rows)."""
+    """The float64 mean as hi (in dtype, a compute type) + lo (float64, the rest; see _channel_rows)."""
     mean = np.asarray(mean, dtype=np.float64)
     hi = mean.astype(dtype)
     return hi, mean - hi
@@ -380,12 +387,25 @@ def _mask(mask):
     return None if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
 
 
+def _output(x, shape):
+    """(an uninitialised array like x, in its final shape and dtype, and the kernels' view of it
+    of ``shape``): allocated in x's shape, since a reshaped view would make autograd copy it."""
+    out = np.empty(x.shape, x.dtype)
+    return out, storage(out).reshape(shape)
+
+
+def _grad_view(dy, x, mask):
+    """The kernels' view of dy: dy as it is stored when it has x's dtype; otherwise converted to
+    x's compute type (as the kernels would read it)."""
+    return _view(dy, mask, None if dy.dtype == x.dtype else compute_dtype(x.dtype))[1]
+
+
 def batch_norm_stats(x):
     """(mean, biased var, count) per channel, float64, over every axis but 1, by the chunked kernels."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # the mean and variance of no values
         return np.full(c, np.nan), np.full(c, np.nan), 0.0
-    layout, v = _view(x, compute_dtype(x.dtype), None)
+    layout, v = _view(x, None)
     with threads_for(v.size):
         if layout == "cols":
             nch = num_chunks(n)
@@ -406,9 +426,8 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
     c = x.shape[1]
-    layout, v = _view(x, compute_dtype(x.dtype), mask)
-    y = np.empty(x.shape, v.dtype)       # the final shape: a view would make autograd copy it
-    yv = y.reshape(v.shape)
+    layout, v = _view(x, mask)
+    y, yv = _output(x, v.shape)
     mean = np.ascontiguousarray(mean, dtype=np.float64)
     rstd = np.ascontiguousarray(rstd, dtype=np.float64)
     gamma, beta = _vector(weight, c, 1.0), _vector(bias, c, 0.0)
@@ -417,13 +436,14 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
             _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd,
                                 mask is None and should_stream(yv))
         elif layout == "cols":
-            hi, lo = _split(mean, v.dtype)
+            dt = compute_dtype(x.dtype)
+            hi, lo = _split(mean, dt)
             scale = rstd * gamma
-            _apply_cols(v, hi, scale.astype(v.dtype), (beta - lo * scale).astype(v.dtype), yv,
-                        num_chunks(v.shape[0]), should_stream(yv))
+            _apply_cols(v, hi, scale.astype(dt), (beta - lo * scale).astype(dt), yv, num_chunks(v.shape[0]),
+                        should_stream(yv))
         else:
             _apply_rows(v, c, mean, rstd * gamma, beta, yv)
-    return y.astype(x.dtype, copy=False)
+    return y
 
 
 def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
@@ -432,19 +452,19 @@ def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
     c = x.shape[1]
     if x.size == 0:
         return np.empty(x.shape, x.dtype), np.full(c, np.nan), np.full(c, np.nan)
-    layout, v = _view(x, compute_dtype(x.dtype), mask)
+    layout, v = _view(x, mask)
     with threads_for(v.size):
         fused = _fused(layout, v, c, mask)
     if not fused:
         mean, var, _ = batch_norm_stats(x)
         rstd = 1.0 / np.sqrt(var + eps)
         return batch_norm_apply(x, mean, rstd, weight, bias), mean, rstd
-    y = np.empty(x.shape, v.dtype)
+    y, yv = _output(x, v.shape)
     mean, rstd = np.empty(c), np.empty(c)
     with threads_for(v.size):
         _fused_forward_rows(v, _mask(mask), c, _vector(weight, c, 1.0), _vector(bias, c, 0.0), float(eps), False,
-                            y.reshape(v.shape), mean, rstd, mask is None and should_stream(y.reshape(v.shape)))
-    return y.astype(x.dtype, copy=False), mean, rstd
+                            yv, mean, rstd, mask is None and should_stream(yv))
+    return y, mean, rstd
 
 
 def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None, need_dx=True, need_dweight=True,
@@ -456,15 +476,13 @@ def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None
     c = x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
-    dt = compute_dtype(x.dtype)
-    layout, xv = _view(x, dt, mask)
-    _, dyv = _view(dy, dt, mask)
+    layout, xv = _view(x, mask)
+    dyv = _grad_view(dy, x, mask)
     m = _mask(mask)
     mean = np.ascontiguousarray(mean, dtype=np.float64)
     rstd = np.ascontiguousarray(rstd, dtype=np.float64)
     gamma = _vector(weight, c, 1.0)
-    dx = np.empty(x.shape, dt)        # the final shape: autograd keeps it as .grad without a copy
-    dxv = dx.reshape(xv.shape)
+    dx, dxv = _output(x, xv.shape)    # autograd keeps it as .grad without a copy
     count = float(np.count_nonzero(m)) if m is not None else xv.size / c
     with threads_for(xv.size):
         if (training or need_affine or m is not None) and _fused(layout, xv, c, m):
@@ -473,17 +491,17 @@ def batch_norm_backward(dy, x, mean, rstd, weight=None, training=True, mask=None
                                  m is None and should_stream(dxv))
         else:
             sdy, sdyx = _chunked_backward(dyv, xv, layout, c, mean, rstd, gamma * rstd, training, need_affine,
-                                          count, dxv)
-    dx = dx.astype(x.dtype, copy=False)
+                                          count, dxv, compute_dtype(x.dtype))
     if sdy is None:
         return dx, None, None
     return dx, rstd * sdyx, sdy
 
 
-def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, count, dx):
+def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, count, dx, dt):
+    """The chunked backward on the kernels' views; ``dt``: the compute type."""
     n = xv.shape[0] if layout == "cols" else xv.shape[0] // c
     sdy = sdyx = None
-    hi, lo = _split(mean, xv.dtype)
+    hi, lo = _split(mean, dt)
     if training or need_affine:
         if layout == "cols":
             nch = num_chunks(n)          # one chunk per thread: a single pass, nothing to keep in cache
@@ -502,7 +520,6 @@ def _chunked_backward(dyv, xv, layout, c, mean, rstd, p, training, need_affine, 
         q = np.zeros(c)
         o = np.zeros(c)
     if layout == "cols":
-        dt = xv.dtype
         _dx_cols(dyv, xv, p.astype(dt), hi, q.astype(dt), (o - q * lo).astype(dt), dx, num_chunks(xv.shape[0]),
                  should_stream(dx))
     else:

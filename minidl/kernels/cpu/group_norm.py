@@ -9,7 +9,7 @@ forward: one parallel pass over rows; each row (a few KB) is read once from memo
 sums of d = x - shift and d^2, with the shift the mean of the row's first values (see
 _numerics.mean_var_from_sums: no cancellation in var = mean(d^2) - mean(d)^2 even for inputs like
 1e3 + 1e-2 * randn), then again from cache to be written normalized. Arithmetic runs in the
-data's dtype with the precautions described in _rows (float64 across blocks, split means).
+data's dtype with the precautions described in _channel_rows (float64 across blocks, split means).
 
 backward (derivation in minidl.ops.normalization.group_norm): per row, one pass gathers per
 channel sum(dy) and sum(dy * (x - mean)); the row's dx is then an affine function of dy and
@@ -21,13 +21,16 @@ Each thread takes one chunk of consecutive rows. Outputs of _stream.STREAM_MIN_B
 are written with streaming stores through an L1 scratch row, with one fence per chunk (a
 fence per row, with a parallel loop over rows, made InstanceNorm slower instead of faster).
 
-float16 inputs run in float32 and come back as float16.
+float16 and bfloat16 are read and written as they are stored, through their 2-byte integer
+views (``_half.storage``), and converted in registers: float32 arithmetic, no float32 copy of
+the activation, half the bytes of float32 to move.
 """
 import numpy as np
 from numba import njit, prange
 
+from ._channel_rows import row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments
+from ._half import storage
 from ._numerics import REASSOC_CONTRACT, compute_dtype, mean_var_from_sums, row_head_mean
-from ._rows import row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments
 from ._stream import should_stream, store_fence, stream_row
 from ._threads import chunk_bounds, num_chunks, threads_for
 
@@ -98,6 +101,19 @@ def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
             store_fence()
 
 
+def _rows(a, dtype=None):
+    """The kernels' (N*C, S) view of a (``_half.storage``: a 2-byte float as its integer view);
+    a copy only where a is not contiguous or not in ``dtype`` (default: its own)."""
+    return storage(np.ascontiguousarray(a, dtype=dtype)).reshape(a.shape[0] * a.shape[1], -1)
+
+
+def _output(x, shape):
+    """(an uninitialised array like x, in its final shape and dtype, and the kernels' view of it of
+    ``shape``): allocated in x's shape, since a reshaped view would make autograd copy it."""
+    out = np.empty(x.shape, x.dtype)
+    return out, storage(out).reshape(shape)
+
+
 def _affine(v, c, fill):
     return np.full(c, fill) if v is None else np.ascontiguousarray(v, dtype=np.float64)
 
@@ -107,15 +123,14 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # no samples, or groups of no values: the statistics of no values are NaN
         return np.empty(x.shape, x.dtype), np.full((n, num_groups), np.nan), np.full((n, num_groups), np.nan)
-    xc = np.ascontiguousarray(x, dtype=compute_dtype(x.dtype)).reshape(n * c, -1)
-    y_full = np.empty(x.shape, xc.dtype)      # the final shape: a view would make autograd copy it
-    y = y_full.reshape(xc.shape)
+    xc = _rows(x)
+    y_full, y = _output(x, xc.shape)
     mean = np.empty(n * num_groups)
     rstd = np.empty(n * num_groups)
     with threads_for(xc.size):
         _rows_forward(xc, c // num_groups, _affine(weight, c, 1.0), _affine(bias, c, 0.0), float(eps), y, mean, rstd,
                       num_chunks(n * num_groups), should_stream(y))
-    return y_full.astype(x.dtype, copy=False), mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
+    return y_full, mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
 
 
 def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True, need_dbias=True):
@@ -124,18 +139,16 @@ def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, nee
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
-    dt = compute_dtype(x.dtype)
-    xc = np.ascontiguousarray(x, dtype=dt).reshape(n * c, -1)
-    dyc = np.ascontiguousarray(dy, dtype=dt).reshape(n * c, -1)
-    dx_full = np.empty(x.shape, dt)
-    dx = dx_full.reshape(xc.shape)
+    xc = _rows(x)
+    dyc = _rows(dy, None if dy.dtype == x.dtype else compute_dtype(x.dtype))
+    dx_full, dx = _output(x, xc.shape)
     sdy = np.empty(n * c)
     sdyx = np.empty(n * c)
     with threads_for(xc.size):
         _rows_backward(dyc, xc, c // num_groups, np.ascontiguousarray(mean, dtype=np.float64).reshape(-1),
                        np.ascontiguousarray(rstd, dtype=np.float64).reshape(-1), _affine(weight, c, 1.0), dx, sdy, sdyx,
                        num_chunks(n * num_groups), should_stream(dx))
-    return (dx_full.astype(x.dtype, copy=False),
+    return (dx_full,
             sdyx.reshape(n, c).sum(axis=0), sdy.reshape(n, c).sum(axis=0))
 
 

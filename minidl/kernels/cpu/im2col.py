@@ -21,7 +21,9 @@ column dilation (the common case) the runs are kw*C long (see ``_im2col_images_d
 Work is split by image n,
 so no two pieces write the same element and the scatter needs no atomics. Big problems run
 chunks of images in parallel (prange) where the process allows the layer kernels to
-(``minidl.runtime.layer_threads``), small ones the serial core.
+(``minidl.runtime.layer_threads``), small ones the serial core. ``im2col_serial`` and
+``col2im_serial`` run the serial core on the calling thread, which they leave to other Python
+threads meanwhile (``nogil``): conv2d's block workers call them, one image block per thread.
 """
 import numpy as np
 from numba import njit, prange
@@ -29,7 +31,7 @@ from numba import njit, prange
 from ._threads import layer_parallel, plane_chunks
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, nogil=True)
 def _im2col_images(x, cols, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
     OH, OW = cols.shape[1], cols.shape[2]
@@ -55,7 +57,7 @@ def _im2col_images(x, cols, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
                                 rows[n, p, q, c] = xg[r, g, c]
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, nogil=True)
 def _im2col_images_dense(x, cols, n0, n1, kh, kw, sh, sw, ph, pw, dh):
     """One group, column dilation 1: the kw*C entries of a (pixel, i) are one contiguous run
     of the channels-last image, copied as one. The run's start is an unsigned index, which
@@ -99,16 +101,12 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
         cols[...] = 0
         return cols
     if N == 1 or not layer_parallel(cols.size):
-        if groups == 1 and dw == 1:
-            _im2col_images_dense(x, cols, 0, N, kh, kw, sh, sw, ph, pw, dh)
-        else:
-            _im2col_images(x, cols, 0, N, groups, kh, kw, sh, sw, ph, pw, dh, dw)
-    else:
-        _im2col_parallel(x, cols, plane_chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
+        return im2col_serial(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups, cols)
+    _im2col_parallel(x, cols, plane_chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
     return cols
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, nogil=True)
 def _col2im_images(cols, dx, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
     OH, OW = cols.shape[1], cols.shape[2]
@@ -135,7 +133,7 @@ def _col2im_images(cols, dx, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
                     dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
 
 
-@njit(error_model="numpy", cache=True)
+@njit(error_model="numpy", cache=True, nogil=True)
 def _col2im_images_dense(cols, dx, n0, n1, kh, kw, sh, sw, ph, pw, dh):
     """The adjoint of _im2col_images_dense."""
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
@@ -178,10 +176,33 @@ def col2im(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None)
         dx[...] = 0
         return dx
     if N == 1 or not layer_parallel(cols.size):
-        if groups == 1 and dw == 1:
-            _col2im_images_dense(cols, dx, 0, N, kh, kw, sh, sw, ph, pw, dh)
-        else:
-            _col2im_images(cols, dx, 0, N, groups, kh, kw, sh, sw, ph, pw, dh, dw)
+        return col2im_serial(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, dx)
+    _col2im_parallel(cols, dx, plane_chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
+    return dx
+
+
+# im2col and col2im on the calling thread only, with the GIL released: conv2d's block workers
+# (minidl.runtime.block_workers) run one image block each, concurrently.
+def im2col_serial(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
+    """im2col on one thread."""
+    N, C = x.shape[:2]
+    cols = np.empty((N, OH, OW, C * kh * kw), dtype=x.dtype) if out is None else out
+    if x.size == 0 or cols.size == 0:
+        cols[...] = 0
+    elif groups == 1 and dw == 1:
+        _im2col_images_dense(x, cols, 0, N, kh, kw, sh, sw, ph, pw, dh)
     else:
-        _col2im_parallel(cols, dx, plane_chunks(N), groups, kh, kw, sh, sw, ph, pw, dh, dw)
+        _im2col_images(x, cols, 0, N, groups, kh, kw, sh, sw, ph, pw, dh, dw)
+    return cols
+
+
+def col2im_serial(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None):
+    """col2im on one thread."""
+    dx = np.empty((N, C, H, W), dtype=cols.dtype) if out is None else out
+    if cols.size == 0 or dx.size == 0:
+        dx[...] = 0
+    elif groups == 1 and dw == 1:
+        _col2im_images_dense(cols, dx, 0, N, kh, kw, sh, sw, ph, pw, dh)
+    else:
+        _col2im_images(cols, dx, 0, N, groups, kh, kw, sh, sw, ph, pw, dh, dw)
     return dx

@@ -28,14 +28,17 @@ computed into an L1 scratch row and streamed out, saving the read-for-ownership 
 forward prefetches the row two ahead (see _stream.prefetch_row); the backward, which reads two
 arrays, does not: there the hints compete with the hardware prefetcher and lose.
 
-Arithmetic is in the input's dtype (float32 or float64) with float64 per-row scalars; the
-wrappers take C-contiguous (N, D) arrays; float16 is converted to float32 here and the
-result rounded back to float16 once, at the end. The math and its derivation:
+Arithmetic is in the input's compute dtype (float32 or float64; float16 and bfloat16 in
+float32) with float64 per-row scalars. The wrappers take C-contiguous (N, D) arrays; 2-byte
+arrays are read and written by the kernels in their own format, each element widened to
+float32 on reading and rounded once on writing (see _row_norm and _half), so a float16 pass
+moves half the bytes of a float32 one. The math and its derivation:
 minidl/ops/normalization/layer_norm.py.
 """
 import numpy as np
 from numba import njit, prange
 
+from ._half import compute_type, compute_zero, compute_zeros, narrow, widen
 from ._numerics import (CONTRACT, FLUSH_ROWS, REASSOC_CONTRACT, flush, mean_var_from_sums, row_head_mean, split,
                         sum_partials)
 from ._row_norm import empty_rows_backward, ones, param, row_shifted_sums, rows_backward, rows_forward, zeros
@@ -52,20 +55,20 @@ _FUSED = REASSOC_CONTRACT
 def _normalize_row(x, i, w, b, m_hi, m_lo, rc, out, oi):
     """out[oi] = (x[i] - m) * rstd * w + b, with m = m_hi + m_lo (see _numerics.split)."""
     for j in range(x.shape[1]):
-        out[oi, j] = ((x[i, j] - m_hi) - m_lo) * (rc * w[j]) + b[j]
+        out[oi, j] = narrow(((widen(x[i, j]) - m_hi) - m_lo) * (rc * w[j]) + b[j], out)
 
 
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
 def _sums_normalize_prev(x, i, shift, w, b, p, p_hi, p_lo, prc, out, oi):
     """(sum d, sum d^2) with d = x[i] - shift (row i's statistics), and in the same loop
     out[oi] = the normalized row p (the pipelined forward)."""
-    s1 = x.dtype.type(0.0)
-    s2 = x.dtype.type(0.0)
+    s1 = compute_zero(x)
+    s2 = compute_zero(x)
     for j in range(x.shape[1]):
-        d = x[i, j] - shift
+        d = widen(x[i, j]) - shift
         s1 += d
         s2 += d * d
-        out[oi, j] = ((x[p, j] - p_hi) - p_lo) * (prc * w[j]) + b[j]
+        out[oi, j] = narrow(((widen(x[p, j]) - p_hi) - p_lo) * (prc * w[j]) + b[j], out)
     return s1, s2
 
 
@@ -75,7 +78,7 @@ def _forward(x, w, b, eps, y, mean, rstd, nchunks, stream):
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
         row = np.empty((1, d if stream else 0), y.dtype)    # L1 scratch row when streaming
-        p_hi = p_lo = prc = x.dtype.type(0.0)               # the previous row's m_hi, m_lo, rstd
+        p_hi = p_lo = prc = compute_zero(x)                 # the previous row's m_hi, m_lo, rstd
         last = stop + 1 if stop > start else start          # an empty chunk has no row i - 1 to write
         for i in range(start, last):
             if i + PREFETCH_AHEAD < stop:
@@ -100,7 +103,7 @@ def _forward(x, w, b, eps, y, mean, rstd, nchunks, stream):
                 mean[i] = m
                 rstd[i] = r
                 p_hi, p_lo = split(x, m)
-                prc = x.dtype.type(r)
+                prc = compute_type(x, r)
         if stream:
             store_fence()
 
@@ -110,7 +113,7 @@ def _dx_row(dy, x, w, p, p_hi, prc, pc0, pk2, out, oi):
     """out[oi] = dx of row p (see the module docstring); the pipelined loop below inlines the
     same line."""
     for j in range(x.shape[1]):
-        out[oi, j] = (dy[p, j] * w[j]) * prc - pc0 - (x[p, j] - p_hi) * pk2
+        out[oi, j] = narrow((widen(dy[p, j]) * w[j]) * prc - pc0 - (widen(x[p, j]) - p_hi) * pk2, out)
 
 
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
@@ -120,17 +123,18 @@ def _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, bw, bb, p, p_hi, prc, pc0, pk2, o
     pipelined backward). The dgamma terms are added even when not wanted: one loop for every
     case keeps dx bit-identical whichever gradients are asked for (two variants of the loop
     would sum in different SIMD orders)."""
-    a = x.dtype.type(0.0)
-    s = x.dtype.type(0.0)
+    a = compute_zero(x)
+    s = compute_zero(x)
     for j in range(x.shape[1]):
-        xc = (x[i, j] - m_hi) - m_lo
-        g = dy[i, j] * w[j]
+        dyv = widen(dy[i, j])
+        xc = (widen(x[i, j]) - m_hi) - m_lo
+        g = dyv * w[j]
         a += g
         s += g * xc
-        bw[j] += (dy[i, j] * rc) * xc
-        bb[j] += dy[i, j]
+        bw[j] += (dyv * rc) * xc
+        bb[j] += dyv
         if write:
-            out[oi, j] = (dy[p, j] * w[j]) * prc - pc0 - (x[p, j] - p_hi) * pk2
+            out[oi, j] = narrow((widen(dy[p, j]) * w[j]) * prc - pc0 - (widen(x[p, j]) - p_hi) * pk2, out)
     return a, s
 
 
@@ -140,24 +144,24 @@ def _backward(dy, x, mean, rstd, w, dx, dw_part, db_part, need_dx, stream):
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        bw = np.zeros(d, x.dtype)     # this chunk's running dgamma, dbeta
-        bb = np.zeros(d, x.dtype)
+        bw = compute_zeros(x, d)      # this chunk's running dgamma, dbeta
+        bb = compute_zeros(x, d)
         row = np.empty((1, d if stream else 0), dx.dtype)
         out = row if stream else dx
-        p_hi = prc = pc0 = pk2 = x.dtype.type(0.0)       # the previous row's constants
+        p_hi = prc = pc0 = pk2 = compute_zero(x)         # the previous row's constants
         for i in range(start, stop + 1):
             oi = 0 if stream else i - 1
             write = need_dx and i > start
             if i < stop:
                 m_hi, m_lo = split(x, mean[i])
                 r = rstd[i]
-                rc = x.dtype.type(r)
+                rc = compute_type(x, r)
                 sum_g, sum_gxc = _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, bw, bb,
                                                i - 1, p_hi, prc, pc0, pk2, out, oi, write)
                 # dx = r (g - mean(g) - xhat mean(g xhat)) = g r - c0 - xhat c2, xhat c2 = (xc - m_lo) k2
                 c2 = r * r * sum_gxc / d
-                p_hi, prc, pk2 = m_hi, rc, x.dtype.type(r * c2)
-                pc0 = x.dtype.type(r * sum_g / d - np.float64(m_lo) * np.float64(pk2))
+                p_hi, prc, pk2 = m_hi, rc, compute_type(x, r * c2)
+                pc0 = compute_type(x, r * sum_g / d - np.float64(m_lo) * np.float64(pk2))
                 if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
                     flush(dw_part, c, bw)
                     flush(db_part, c, bb)

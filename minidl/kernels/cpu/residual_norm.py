@@ -29,15 +29,19 @@ with two input streams (x and r; dy, s and ds) both measured slower here, single
 Outputs of STREAM_MIN_BYTES or more are written with streaming stores (see _stream): s and y
 are computed into L1 scratch rows and streamed out, as is dx.
 
-Arithmetic is in the inputs' dtype (float32 or float64; float16 in float32, rounded back once)
-with float64 per-row statistics; the wrappers take C-contiguous (N, D) arrays.
+Arithmetic is in the inputs' compute dtype (float32 or float64; float16 and bfloat16 in
+float32) with float64 per-row statistics; the wrappers take C-contiguous (N, D) arrays. 2-byte
+arrays are read and written by the kernels in their own format (see _row_norm and _half): s is
+rounded to it as it is stored, and the statistics and y are those of that rounded s, which is
+what the op returns and what its backward reads.
 """
 import numpy as np
 from numba import njit, prange
 
+from ._half import compute_type, compute_zero, compute_zeros, narrow, storage, widen
 from ._numerics import (FLUSH_ROWS, HEAD, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, split,
                         sum_partials)
-from ._row_norm import empty_rows_backward, empty_rows_forward, ones, param, zeros
+from ._row_norm import copy_back, empty_rows_backward, empty_rows_forward, like_x, ones, output_buffer, param, zeros
 from ._stream import should_stream, store_fence, stream_row
 from ._threads import chunk_bounds, launch, num_chunks
 
@@ -50,7 +54,7 @@ _FUSED = REASSOC_CONTRACT
 def _add_row(x, r, i, sb, si):
     """sb[si] = x[i] + r[i]."""
     for j in range(x.shape[1]):
-        sb[si, j] = x[i, j] + r[i, j]
+        sb[si, j] = narrow(widen(x[i, j]) + widen(r[i, j]), sb)
 
 
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
@@ -58,14 +62,14 @@ def _shifted_sums(sb, si):
     """(shift, sum d, sum d^2) of the row sb[si] (in L1), d = s - shift, the shift the mean of
     its first HEAD values (see _numerics.mean_var_from_sums)."""
     m = min(sb.shape[1], HEAD)
-    acc = sb.dtype.type(0.0)
+    acc = compute_zero(sb)
     for j in range(m):
-        acc += sb[si, j]
-    shift = sb.dtype.type(acc / m)
-    s1 = sb.dtype.type(0.0)
-    s2 = sb.dtype.type(0.0)
+        acc += widen(sb[si, j])
+    shift = compute_type(sb, acc / m)
+    s1 = compute_zero(sb)
+    s2 = compute_zero(sb)
     for j in range(sb.shape[1]):
-        dv = sb[si, j] - shift
+        dv = widen(sb[si, j]) - shift
         s1 += dv
         s2 += dv * dv
     return shift, s1, s2
@@ -89,9 +93,9 @@ def _ln_forward(x, r, w, b, eps, s, y, mean, rstd, nchunks, stream):
             mean[i] = m
             rstd[i] = rs
             m_hi, m_lo = split(x, m)
-            rc = x.dtype.type(rs)
+            rc = compute_type(x, rs)
             for j in range(d):
-                out[si, j] = ((sb[si, j] - m_hi) - m_lo) * (rc * w[j]) + b[j]
+                out[si, j] = narrow(((widen(sb[si, j]) - m_hi) - m_lo) * (rc * w[j]) + b[j], out)
             if stream:
                 stream_row(s, i, srow, 0)
                 stream_row(y, i, yrow, 0)
@@ -102,12 +106,12 @@ def _ln_forward(x, r, w, b, eps, s, y, mean, rstd, nchunks, stream):
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
 def _ln_sums(dy, s, w, i, m_hi, m_lo):
     """Row i's (sum g, sum g (s - m)), g = dy w: a loop that only reads."""
-    a = s.dtype.type(0.0)
-    q = s.dtype.type(0.0)
+    a = compute_zero(s)
+    q = compute_zero(s)
     for j in range(s.shape[1]):
-        g = dy[i, j] * w[j]
+        g = widen(dy[i, j]) * w[j]
         a += g
-        q += g * ((s[i, j] - m_hi) - m_lo)
+        q += g * ((widen(s[i, j]) - m_hi) - m_lo)
     return a, q
 
 
@@ -117,28 +121,29 @@ def _ln_backward(dy, ds, s, mean, rstd, w, dx, dw_part, db_part, has_ds, need_dx
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        bw = np.zeros(d, s.dtype)     # this chunk's running dgamma, dbeta
-        bb = np.zeros(d, s.dtype)
+        bw = compute_zeros(s, d)      # this chunk's running dgamma, dbeta
+        bb = compute_zeros(s, d)
         row = np.empty((1, d if stream else 0), dx.dtype)
         out = row if stream else dx
         for i in range(start, stop):
             oi = 0 if stream else i
             m_hi, m_lo = split(s, mean[i])
             rs = rstd[i]
-            rc = s.dtype.type(rs)
+            rc = compute_type(s, rs)
             sum_g, sum_gsc = _ln_sums(dy, s, w, i, m_hi, m_lo)
             # dx = ds + r (g - mean(g) - xhat mean(g xhat)) = ds + g r - c0 - (s - m_hi) k2 (layer_norm.py)
-            k2 = s.dtype.type(rs * rs * rs * sum_gsc / d)
-            c0 = s.dtype.type(rs * sum_g / d - np.float64(m_lo) * np.float64(k2))
+            k2 = compute_type(s, rs * rs * rs * sum_gsc / d)
+            c0 = compute_type(s, rs * sum_g / d - np.float64(m_lo) * np.float64(k2))
             for j in range(d):
-                sc = s[i, j] - m_hi
-                bw[j] += (dy[i, j] * rc) * (sc - m_lo)
-                bb[j] += dy[i, j]
+                dyv = widen(dy[i, j])
+                sc = widen(s[i, j]) - m_hi
+                bw[j] += (dyv * rc) * (sc - m_lo)
+                bb[j] += dyv
                 if need_dx:
-                    v = (dy[i, j] * w[j]) * rc - c0 - sc * k2
+                    v = (dyv * w[j]) * rc - c0 - sc * k2
                     if has_ds:
-                        v += ds[i, j]
-                    out[oi, j] = v
+                        v += widen(ds[i, j])
+                    out[oi, j] = narrow(v, out)
             if stream and need_dx:
                 stream_row(dx, i, row, 0)
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
@@ -160,15 +165,16 @@ def _rms_forward(x, r, w, eps, s, y, rstd, nchunks, stream):
         for i in range(start, stop):
             si = 0 if stream else i
             for j in range(d):
-                sb[si, j] = x[i, j] + r[i, j]
-            sq = x.dtype.type(0.0)
+                sb[si, j] = narrow(widen(x[i, j]) + widen(r[i, j]), sb)
+            sq = compute_zero(x)
             for j in range(d):          # (a loop that only reads: see the module docstring)
-                sq += sb[si, j] * sb[si, j]
+                v = widen(sb[si, j])
+                sq += v * v
             rs = 1.0 / np.sqrt(np.float64(sq) / d + eps)
             rstd[i] = rs
-            rc = x.dtype.type(rs)
+            rc = compute_type(x, rs)
             for j in range(d):
-                out[si, j] = sb[si, j] * (rc * w[j])
+                out[si, j] = narrow(widen(sb[si, j]) * (rc * w[j]), out)
             if stream:
                 stream_row(s, i, srow, 0)
                 stream_row(y, i, yrow, 0)
@@ -182,26 +188,27 @@ def _rms_backward(dy, ds, s, rstd, w, dx, dw_part, has_ds, need_dx, stream):
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        bw = np.zeros(d, s.dtype)     # this chunk's running dgamma
+        bw = compute_zeros(s, d)      # this chunk's running dgamma
         row = np.empty((1, d if stream else 0), dx.dtype)
         out = row if stream else dx
         for i in range(start, stop):
             oi = 0 if stream else i
             rs = rstd[i]
-            rc = s.dtype.type(rs)
-            dot = s.dtype.type(0.0)
+            rc = compute_type(s, rs)
+            dot = compute_zero(s)
             for j in range(d):
-                dot += dy[i, j] * w[j] * s[i, j]
+                dot += widen(dy[i, j]) * w[j] * widen(s[i, j])
             # dx = ds + r (g - xhat mean(g xhat)) = ds + g r - s c2,  xhat = s r,  g = dy w
-            c2 = s.dtype.type(rs * rs * rs * np.float64(dot) / d)
+            c2 = compute_type(s, rs * rs * rs * np.float64(dot) / d)
             for j in range(d):
-                g = dy[i, j]
-                bw[j] += g * (s[i, j] * rc)
+                g = widen(dy[i, j])
+                sv = widen(s[i, j])
+                bw[j] += g * (sv * rc)
                 if need_dx:
-                    v = g * w[j] * rc - s[i, j] * c2
+                    v = g * w[j] * rc - sv * c2
                     if has_ds:
-                        v += ds[i, j]
-                    out[oi, j] = v
+                        v += widen(ds[i, j])
+                    out[oi, j] = narrow(v, out)
             if stream and need_dx:
                 stream_row(dx, i, row, 0)
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
@@ -219,48 +226,42 @@ def _check_rows(op, x, r):
 
 def _forward(op, kernel, x, r, out, sum_out, stream, nstats, params):
     """(s, y, *stats) of a fused forward: ``kernel(x, r, *params(ct), s, y, *stats, nchunks, stream)``
-    with every (N, D) array C-contiguous in the compute dtype ct."""
+    with x, s and y the storage (``_half.storage``) of C-contiguous (N, D) arrays of x's dtype,
+    r as ``_row_norm.like_x`` and ct x's compute dtype."""
     _check_rows(op, x, r)
     n, d = x.shape
     ct = compute_dtype(x.dtype)
-    if out is None:
-        out = np.empty((n, d), x.dtype)
-    if sum_out is None:
-        sum_out = np.empty((n, d), x.dtype)
+    out, y = output_buffer(out, (n, d), x.dtype)
+    sum_out, s = output_buffer(sum_out, (n, d), x.dtype)
     if x.size == 0:
         return (sum_out,) + empty_rows_forward(out, nstats)
-    xc = np.ascontiguousarray(x, dtype=ct)
-    rc = np.ascontiguousarray(r, dtype=ct)
-    yc = out if out.dtype == ct else np.empty((n, d), ct)
-    sc = sum_out if sum_out.dtype == ct else np.empty((n, d), ct)
+    xs = storage(np.ascontiguousarray(x))
+    rs = like_x(r, x, ct)
     stats = tuple(np.empty(n, np.float64) for _ in range(nstats))
-    stream = should_stream(yc) if stream is None else bool(stream)
-    launch(kernel, 2 * n * d, xc, rc, *params(ct), sc, yc, *stats, num_chunks(n, 2 * n * d), stream)
-    if yc is not out:
-        out[...] = yc
-    if sc is not sum_out:
-        sum_out[...] = sc
+    stream = should_stream(y) if stream is None else bool(stream)
+    launch(kernel, 2 * n * d, xs, rs, *params(ct), storage(s), storage(y), *stats, num_chunks(n, 2 * n * d),
+           stream)
+    copy_back(out, y)
+    copy_back(sum_out, s)
     return (sum_out, out) + stats
 
 
 def _backward(kernel, dy, ds, s, need_dx, dx_out, stream, inputs, partials):
     """(dx or None, partials) of a fused backward of a non-empty s:
-    ``kernel(dy, ds, s, *inputs(ct), dx, *partials(nchunks), has_ds, need_dx, stream)``; without
-    ``ds`` (None) dy stands in for it, unread."""
+    ``kernel(dy, ds, s, *inputs(ct), dx, *partials(nchunks), has_ds, need_dx, stream)`` with s and
+    dx the storage of arrays of s's dtype (dx without rows when not needed), dy and ds as
+    ``_row_norm.like_x``; without ``ds`` (None) dy stands in for it, unread."""
     n, d = s.shape
     ct = compute_dtype(s.dtype)
-    dyc = np.ascontiguousarray(dy, dtype=ct)
-    sc = np.ascontiguousarray(s, dtype=ct)
-    dsc = dyc if ds is None else np.ascontiguousarray(ds, dtype=ct)
-    dx = None
-    if need_dx:
-        dx = dx_out if dx_out is not None else np.empty((n, d), s.dtype)
-    dxc = dx if (dx is not None and dx.dtype == ct) else np.empty((n if need_dx else 0, d), ct)
+    dys = like_x(dy, s, ct)
+    ss = storage(np.ascontiguousarray(s))
+    dss = dys if ds is None else like_x(ds, s, ct)
+    dx, buf = output_buffer(dx_out, (n, d), s.dtype) if need_dx else (None, np.empty((0, d), s.dtype))
     parts = partials(num_chunks(n, n * d))
-    stream = need_dx and (should_stream(dxc) if stream is None else bool(stream))
-    launch(kernel, 2 * n * d, dyc, dsc, sc, *inputs(ct), dxc, *parts, ds is not None, need_dx, stream)
-    if need_dx and dxc is not dx:
-        dx[...] = dxc
+    stream = need_dx and (should_stream(buf) if stream is None else bool(stream))
+    launch(kernel, 2 * n * d, dys, dss, ss, *inputs(ct), storage(buf), *parts, ds is not None, need_dx, stream)
+    if need_dx:
+        copy_back(dx, buf)
     return dx, parts
 
 

@@ -7,12 +7,14 @@ Backward, one parallel pass over row chunks: per row, sum(g * x) with g = dy * w
 loop writing dx = rstd * (g - xhat * mean(g * xhat)) and adding dy * xhat into the chunk's
 dgamma partial (float64, see _numerics.flush), added up at the end.
 
-Large outputs are streamed as in layer_norm.py. The math and its derivation:
+Large outputs are streamed, and float16/bfloat16 read and written in their own format, as in
+layer_norm.py. The math and its derivation:
 minidl/ops/normalization/rms_norm.py.
 """
 import numpy as np
 from numba import njit, prange
 
+from ._half import compute_type, compute_zeros, narrow, widen
 from ._numerics import FLUSH_ROWS, flush, sum_partials
 from ._row_norm import empty_rows_backward, ones, param, row_dy_w_x_dot, row_sq_sum, rows_backward, rows_forward
 from ._stream import store_fence, stream_row
@@ -22,7 +24,7 @@ from ._threads import chunk_bounds
 @njit(error_model="numpy", cache=True, fastmath=False)
 def _scale_row(x, i, w, rc, out, oi):
     for j in range(x.shape[1]):
-        out[oi, j] = x[i, j] * (rc * w[j])
+        out[oi, j] = narrow(widen(x[i, j]) * (rc * w[j]), out)
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
@@ -34,7 +36,7 @@ def _forward(x, w, eps, y, rstd, nchunks, stream):
         for i in range(start, stop):
             r = 1.0 / np.sqrt(np.float64(row_sq_sum(x, i)) / d + eps)
             rstd[i] = r
-            rc = x.dtype.type(r)
+            rc = compute_type(x, r)
             if stream:
                 _scale_row(x, i, w, rc, row, 0)
                 stream_row(y, i, row, 0)
@@ -49,12 +51,13 @@ def _dx_row(dy, x, i, w, rc, c2, out, oi, bw, need_dw):
     """out[oi] = dx of row i = g rstd - x c2 (g = dy w); and, if need_dw, bw += dy xhat."""
     if need_dw:
         for j in range(x.shape[1]):
-            g = dy[i, j]
-            out[oi, j] = g * w[j] * rc - x[i, j] * c2
-            bw[j] += g * (x[i, j] * rc)
+            g = widen(dy[i, j])
+            xv = widen(x[i, j])
+            out[oi, j] = narrow(g * w[j] * rc - xv * c2, out)
+            bw[j] += g * (xv * rc)
     else:
         for j in range(x.shape[1]):
-            out[oi, j] = dy[i, j] * w[j] * rc - x[i, j] * c2
+            out[oi, j] = narrow(widen(dy[i, j]) * w[j] * rc - widen(x[i, j]) * c2, out)
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
@@ -63,14 +66,14 @@ def _backward(dy, x, rstd, w, dx, dw_part, need_dx, need_dw, stream):
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        bw = np.zeros(d if need_dw else 0, x.dtype)     # this chunk's running dgamma
+        bw = compute_zeros(x, d if need_dw else 0)      # this chunk's running dgamma
         row = np.empty((1, d if stream else 0), dx.dtype)
         for i in range(start, stop):
             r = rstd[i]
-            rc = x.dtype.type(r)
+            rc = compute_type(x, r)
             if need_dx:
                 # dx = r (g - xhat mean(g xhat)) = g r - x c2,  xhat = x r,  g = dy w
-                c2 = x.dtype.type(r * r * r * row_dy_w_x_dot(dy, x, w, i) / d)
+                c2 = compute_type(x, r * r * r * row_dy_w_x_dot(dy, x, w, i) / d)
                 if stream:
                     _dx_row(dy, x, i, w, rc, c2, row, 0, bw, need_dw)
                     stream_row(dx, i, row, 0)
@@ -78,7 +81,7 @@ def _backward(dy, x, rstd, w, dx, dw_part, need_dx, need_dw, stream):
                     _dx_row(dy, x, i, w, rc, c2, dx, i, bw, need_dw)
             elif need_dw:
                 for j in range(d):
-                    bw[j] += dy[i, j] * (x[i, j] * rc)
+                    bw[j] += widen(dy[i, j]) * (widen(x[i, j]) * rc)
             if need_dw and ((i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1):
                 flush(dw_part, c, bw)
         if stream:

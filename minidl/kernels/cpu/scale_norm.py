@@ -7,12 +7,14 @@ Backward, one parallel pass over row chunks: per row, dot = sum(dy * x); when th
 not clamped (s < 1/eps) dx = g s (dy - x s^2 dot), else dx = g s dy; dg = sum_rows s * dot
 goes into one float64 partial per chunk, added up at the end.
 
-Large outputs are streamed as in layer_norm.py. The math and its derivation:
+Large outputs are streamed, and float16/bfloat16 read and written in their own format, as in
+layer_norm.py. The math and its derivation:
 minidl/ops/normalization/scale_norm.py.
 """
 import numpy as np
 from numba import njit, prange
 
+from ._half import compute_type, narrow, widen
 from ._row_norm import empty_rows_backward, row_dot, row_sq_sum, rows_backward, rows_forward
 from ._stream import store_fence, stream_row
 from ._threads import chunk_bounds
@@ -21,7 +23,7 @@ from ._threads import chunk_bounds
 @njit(error_model="numpy", cache=True, fastmath=False)
 def _scale_row(x, i, gs, out, oi):
     for j in range(x.shape[1]):
-        out[oi, j] = x[i, j] * gs
+        out[oi, j] = narrow(widen(x[i, j]) * gs, out)
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
@@ -33,7 +35,7 @@ def _forward(x, g, eps, y, inv, nchunks, stream):
         for i in range(start, stop):
             s = 1.0 / max(np.sqrt(np.float64(row_sq_sum(x, i))), eps)
             inv[i] = s
-            gs = x.dtype.type(g * s)
+            gs = compute_type(x, g * s)
             if stream:
                 _scale_row(x, i, gs, row, 0)
                 stream_row(y, i, row, 0)
@@ -46,7 +48,7 @@ def _forward(x, g, eps, y, inv, nchunks, stream):
 @njit(error_model="numpy", cache=True, fastmath=False)
 def _dx_row(dy, x, i, gs, k, out, oi):
     for j in range(x.shape[1]):
-        out[oi, j] = gs * (dy[i, j] - x[i, j] * k)
+        out[oi, j] = narrow(gs * (widen(dy[i, j]) - widen(x[i, j]) * k), out)
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=False)
@@ -65,8 +67,8 @@ def _backward(dy, x, inv, g, eps, dx, dg_part, need_dx, need_dg, stream):
                 acc += s * dot
             if need_dx:
                 # dx = g s (dy - x s^2 <dy, x>), without the radial term where the norm was clamped
-                gs = x.dtype.type(g * s)
-                k = x.dtype.type(s * s * dot if s != clamped_inv else 0.0)
+                gs = compute_type(x, g * s)
+                k = compute_type(x, s * s * dot if s != clamped_inv else 0.0)
                 if stream:
                     _dx_row(dy, x, i, gs, k, row, 0)
                     stream_row(dx, i, row, 0)

@@ -6,7 +6,7 @@ and dx in one go per node. SyncBatchNorm needs the same passes with an exchange 
 ranks merge their statistics, and the local sums of dy and dy * (x - mean) before dx, which
 needs the sums of every rank. These functions are those passes, made of batch_norm.py's chunked
 kernels (the same layouts, the same numerics: stable shifted or two-pass statistics, float64
-partial sums, float16 computed in float32). The output pass is batch_norm.py's
+partial sums, float16 and bfloat16 read and written as stored, computed in float32). The output pass is batch_norm.py's
 ``batch_norm_apply``. Unmasked input only: the masked variant runs the reference.
 """
 import numpy as np
@@ -15,7 +15,7 @@ from ._numerics import compute_dtype
 from ._threads import num_chunks, threads_for
 from ._stream import should_stream
 from .batch_norm import (_ROW_CHUNK, _chunk_grad_sums_cols, _chunk_grad_sums_rows, _chunks, _dx_cols, _dx_rows,
-                         _split, _vector, _view, batch_norm_apply, batch_norm_stats)
+                         _grad_view, _output, _split, _vector, _view, batch_norm_apply, batch_norm_stats)
 
 batch_norm_apply = batch_norm_apply   # the output pass, given the merged statistics
 
@@ -43,8 +43,8 @@ def sync_batch_norm_grad_sums(dy, x, mean, mask=None):
     if x.size == 0:
         return np.zeros(c), np.zeros(c)
     dt = compute_dtype(x.dtype)
-    layout, xv = _view(x, dt, None)
-    _, dyv = _view(dy, dt, None)
+    layout, xv = _view(x, None)
+    dyv = _grad_view(dy, x, None)
     mean = np.ascontiguousarray(mean, dtype=np.float64)
     with threads_for(xv.size):
         if layout == "cols":
@@ -68,15 +68,14 @@ def sync_batch_norm_input_grad(dy, x, mean, rstd, weight, sum_dy, sum_dy_xmu, co
         return np.empty(x.shape, x.dtype)
     c = x.shape[1]
     dt = compute_dtype(x.dtype)
-    layout, xv = _view(x, dt, None)
-    _, dyv = _view(dy, dt, None)
+    layout, xv = _view(x, None)
+    dyv = _grad_view(dy, x, None)
     mean = np.ascontiguousarray(mean, dtype=np.float64)
     rstd = np.ascontiguousarray(rstd, dtype=np.float64)
     p = _vector(weight, c, 1.0) * rstd
     q = -p * rstd * rstd * np.asarray(sum_dy_xmu, np.float64) / count
     o = -p * np.asarray(sum_dy, np.float64) / count
-    dx = np.empty(x.shape, dt)        # the final shape: autograd keeps it as .grad without a copy
-    dxv = dx.reshape(xv.shape)
+    dx, dxv = _output(x, xv.shape)    # autograd keeps it as .grad without a copy
     with threads_for(xv.size):
         if layout == "cols":
             hi, lo = _split(mean, dt)
@@ -84,4 +83,4 @@ def sync_batch_norm_input_grad(dy, x, mean, rstd, weight, sum_dy, sum_dy_xmu, co
                      should_stream(dxv))
         else:
             _dx_rows(dyv, xv, c, p, mean, q, o, dxv)
-    return dx.astype(x.dtype, copy=False)
+    return dx

@@ -24,6 +24,10 @@ copied into a zero-padded channels-last buffer (as im2col does), so tile reads n
 checks. Work is split by image (prange), so the
 adjoint's overlapping tiles (they share two rows/columns) never race. The GPU device keeps
 im2col + GEMM (no cuda port of these transforms).
+
+The ``*_serial`` entry points run the same serial cores on the calling thread, which they
+leave to other Python threads meanwhile (``nogil``): conv2d's block workers call them, one
+image block per thread (``minidl.runtime.block_workers``).
 """
 import numpy as np
 from numba import njit, prange
@@ -62,7 +66,7 @@ def _gather_planes(P, tb, t0):
                 tb[u, xi, c] = P[xi, t0 + u, c]
 
 
-@njit(error_model="numpy", cache=True, fastmath={"contract"})
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
 def _input_images(x, V, n0, n1, ph, pw, TH, TW):
     C = x.shape[1]
     Wp = 2 * TW + 2
@@ -124,7 +128,7 @@ def _input_parallel(x, V, n_chunks, ph, pw, TH, TW):
         _input_images(x, V, k * N // n_chunks, (k + 1) * N // n_chunks, ph, pw, TH, TW)
 
 
-@njit(error_model="numpy", cache=True, fastmath={"contract"})
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
 def _input_adjoint_images(dV, dx, n0, n1, ph, pw, TH, TW):
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
     Wp = 2 * TW + 2
@@ -178,7 +182,7 @@ def _input_adjoint_parallel(dV, dx, n_chunks, ph, pw, TH, TW):
         _input_adjoint_images(dV, dx, k * N // n_chunks, (k + 1) * N // n_chunks, ph, pw, TH, TW)
 
 
-@njit(error_model="numpy", cache=True, fastmath={"contract"})
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
 def _output_images(M, y, n0, n1, TH, TW):
     O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
     yh = np.empty((2 * TH * 2 * TW, O), dtype=y.dtype)      # one image's output, channels-last
@@ -219,7 +223,7 @@ def _output_parallel(M, y, n_chunks, TH, TW):
         _output_images(M, y, k * N // n_chunks, (k + 1) * N // n_chunks, TH, TW)
 
 
-@njit(error_model="numpy", cache=True, fastmath={"contract"})
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
 def _output_adjoint_images(g, dM, n0, n1, TH, TW):
     O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
     Wo = 2 * TW
@@ -275,9 +279,8 @@ def winograd_input(x, ph, pw, TH, TW, out=None):
         return V
     k = _chunks(N, V.size)
     if k == 1:
-        _input_images(x, V, 0, N, ph, pw, TH, TW)
-    else:
-        _input_parallel(x, V, k, ph, pw, TH, TW)
+        return winograd_input_serial(x, ph, pw, TH, TW, V)
+    _input_parallel(x, V, k, ph, pw, TH, TW)
     return V
 
 
@@ -288,9 +291,8 @@ def winograd_input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out=None):
         return dx
     k = _chunks(N, dV.size)
     if k == 1:
-        _input_adjoint_images(dV, dx, 0, N, ph, pw, TH, TW)
-    else:
-        _input_adjoint_parallel(dV, dx, k, ph, pw, TH, TW)
+        return winograd_input_adjoint_serial(dV, N, C, H, W, ph, pw, TH, TW, dx)
+    _input_adjoint_parallel(dV, dx, k, ph, pw, TH, TW)
     return dx
 
 
@@ -301,9 +303,8 @@ def winograd_output(M, N, O, OH, OW, TH, TW, out=None):
         return y
     k = _chunks(N, M.size)
     if k == 1:
-        _output_images(M, y, 0, N, TH, TW)
-    else:
-        _output_parallel(M, y, k, TH, TW)
+        return winograd_output_serial(M, N, O, OH, OW, TH, TW, y)
+    _output_parallel(M, y, k, TH, TW)
     return y
 
 
@@ -315,7 +316,42 @@ def winograd_output_adjoint(g, TH, TW, out=None):
         return dM
     k = _chunks(N, dM.size)
     if k == 1:
+        return winograd_output_adjoint_serial(g, TH, TW, dM)
+    _output_adjoint_parallel(g, dM, k, TH, TW)
+    return dM
+
+
+# The same four maps on the calling thread only, with the GIL released: conv2d's block workers
+# (minidl.runtime.block_workers) run one image block each, concurrently.
+def winograd_input_serial(x, ph, pw, TH, TW, out=None):
+    """winograd_input on one thread."""
+    N, C = x.shape[:2]
+    V = np.empty((16, N * TH * TW, C), dtype=x.dtype) if out is None else out
+    if V.size:
+        _input_images(x, V, 0, N, ph, pw, TH, TW)
+    return V
+
+
+def winograd_input_adjoint_serial(dV, N, C, H, W, ph, pw, TH, TW, out=None):
+    """winograd_input_adjoint on one thread."""
+    dx = np.empty((N, C, H, W), dtype=dV.dtype) if out is None else out
+    if dx.size:
+        _input_adjoint_images(dV, dx, 0, N, ph, pw, TH, TW)
+    return dx
+
+
+def winograd_output_serial(M, N, O, OH, OW, TH, TW, out=None):
+    """winograd_output on one thread."""
+    y = np.empty((N, O, OH, OW), dtype=M.dtype) if out is None else out
+    if y.size:
+        _output_images(M, y, 0, N, TH, TW)
+    return y
+
+
+def winograd_output_adjoint_serial(g, TH, TW, out=None):
+    """winograd_output_adjoint on one thread."""
+    N, O = g.shape[:2]
+    dM = np.empty((16, N * TH * TW, O), dtype=g.dtype) if out is None else out
+    if dM.size:
         _output_adjoint_images(g, dM, 0, N, TH, TW)
-    else:
-        _output_adjoint_parallel(g, dM, k, TH, TW)
     return dM

@@ -7,7 +7,8 @@ each one per dtype and ndim, since shapes and strides are passed as tuples):
 - ``zip``: out = f(a, b) with NumPy broadcasting over arbitrary strides;
 - ``reduce``: sum / max / min / argmax over any set of axes, one block per output element;
 - ``matmul``: batched matmul with broadcast batch dims, shared-memory tiles;
-- ``gather``: where(cond, a, b), gathers and scatters (set / atomic add) for integer indexing.
+- ``gather``: where(cond, a, b), gathers and scatters (set / atomic add) for integer indexing;
+- ``bfloat16``: conversions between bfloat16 (kept as uint16 bits) and float32 / float64.
 
 Layer kernels: ``layer_norm`` (LayerNorm and RMSNorm forward/backward, one block per row),
 ``channel_norm`` (GroupNorm, InstanceNorm, BatchNorm on the row kernels), ``scale_norm``,

@@ -9,9 +9,11 @@ the kh*kw kernel offsets (i, j), keeps those for which (h + ph - i*dh) lands on 
 of a valid output row oh (and likewise for w), and sums the matching cols entries.
 """
 import numba
+import numpy as np
 from numba import cuda
 
 from ._common import grid_for, kernel_cache
+from .bfloat16 import is_bfloat16
 from .reduce import accumulator_dtype
 
 
@@ -76,7 +78,8 @@ _col2im = kernel_cache(_build_col2im)
 
 
 def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
-    """x (N, C, H, W) CudaArray, any strides -> cols (N, OH, OW, C*kh*kw)."""
+    """x (N, C, H, W) CudaArray, any strides -> cols (N, OH, OW, C*kh*kw). Only moves elements (the
+    padding is 0, also the bits of bfloat16's +0), so bfloat16's uint16 storage runs as it is."""
     N, C, H, W = x.shape
     shape = (N, OH, OW, C * kh * kw)
     cols = out if out is not None and out.is_contiguous() else type(x).empty(shape, x.dtype)
@@ -92,6 +95,12 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
 
 def col2im(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1, out=None):
     """cols (N, OH, OW, C*kh*kw) -> dx (N, C, H, W), overlapping windows summed."""
+    if is_bfloat16(cols.dtype) or (out is not None and is_bfloat16(out.dtype)):   # summed in float32, rounded once
+        dx = col2im(cols.astype(np.float32), N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups)
+        if out is None:
+            return dx.astype(cols.dtype)
+        out[...] = dx
+        return out
     if not cols.is_contiguous():
         cols = cols.copy()
     OH, OW = cols.shape[1:3]

@@ -6,7 +6,8 @@ over the row's D features, each keeping a private partial sum, and a shared-memo
 (``block_sum``) combines the partials. Two passes over the row (the mean, then the sum of
 squared deviations from it) keep the variance exact for data with a large mean; RMSNorm
 (``center=False``) skips the first. Statistics accumulate in float32 for float16/float32
-inputs and in float64 for float64 (``acc``), and mean / rstd are saved per row.
+inputs and in float64 for float64 (``acc``), and mean / rstd are saved per row. bfloat16 rows
+(uint16 bits on the device) run on float32 copies, the output rounded once.
 
 The backward needs per row the two means  mean(g)  and  mean(g * xhat)  (g = dy * gamma), again
 a block reduction per row, and then dx = rstd (g - mean(g) - xhat mean(g xhat)) elementwise.
@@ -22,6 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ._common import REDUCE_THREADS, kernel_cache, xp_of
+from .bfloat16 import is_bfloat16
 from .reduce import accumulator_dtype
 
 PARTIAL_BLOCKS = 4 if REDUCE_THREADS < 32 else 256   # R, the rows of the dgamma / dbeta partial buffer
@@ -137,9 +139,26 @@ def _dummy(dtype):
     return cuda.device_array(1, dtype=dtype)
 
 
+def _float32(*arrays):
+    """bfloat16 arrays as float32 copies (the rows read bits as numbers otherwise), others as they are."""
+    return tuple(a if a is None or not is_bfloat16(a.dtype) else a.astype(np.float32) for a in arrays)
+
+
+def _rounded(y32, dtype, out):
+    """The float32 result y32 rounded once to ``dtype`` (x's), into ``out`` when given."""
+    if out is None:
+        return y32 if y32.dtype == dtype else y32.astype(dtype)
+    out[...] = y32
+    return out
+
+
 def norm_forward(x2, weight, bias, eps, center, out=None):
     """y (n, d) in x's dtype (written into ``out``, a contiguous (n, d) array, when given), mean and
-    rstd (n,) in the accumulator dtype; x2 is (n, d)."""
+    rstd (n,) in the accumulator dtype; x2 is (n, d). bfloat16 (kept as its uint16 bits on the
+    device) is normalized in float32 and y rounded once, as the float16 rows round their store."""
+    if any(a is not None and is_bfloat16(a.dtype) for a in (x2, weight, bias, out)):
+        y32, mean, rstd = norm_forward(*_float32(x2, weight, bias), eps, center)
+        return _rounded(y32, x2.dtype, out), mean, rstd
     n, d = x2.shape
     acc = accumulator_dtype(x2.dtype)
     y = type(x2).empty((n, d), x2.dtype) if out is None else out
@@ -155,7 +174,11 @@ def norm_forward(x2, weight, bias, eps, center, out=None):
 
 def norm_backward(dy2, x2, mean, rstd, weight, need_dx, need_dw, need_db, center, dx_out=None):
     """dx (n, d) in x's dtype (into ``dx_out`` when given; None if not needed), dweight and dbias
-    (d,) in the accumulator dtype (or None)."""
+    (d,) in the accumulator dtype (or None). bfloat16: in float32, dx rounded once."""
+    if any(a is not None and is_bfloat16(a.dtype) for a in (dy2, x2, weight, dx_out)):
+        dx32, dw, db = norm_backward(*_float32(dy2, x2), mean, rstd, *_float32(weight), need_dx, need_dw, need_db,
+                                     center)
+        return (_rounded(dx32, x2.dtype, dx_out) if need_dx else None), dw, db
     xp = xp_of(x2)
     n, d = x2.shape
     acc = accumulator_dtype(x2.dtype)

@@ -6,7 +6,7 @@ offset from o; its threads stride over the m reduced elements, each folding a pr
 accumulator; the block then combines the per-thread values with a shared-memory tree
 (halving the active threads each step, a barrier between steps), and thread 0 writes
 the result (short reductions, m <= SHORT, fold serially in one thread per output
-instead). Accumulation runs in ``acc`` (float32 for float16/float32 inputs, float64 for
+instead). Accumulation runs in ``acc`` (float32 for float16/bfloat16/float32 inputs, float64 for
 float64, int64 for integers and bools): float32 or wider, as the norm kernels require.
 """
 import math
@@ -16,6 +16,7 @@ import numpy as np
 from numba import cuda
 
 from ._common import REDUCE_THREADS, SIMULATOR, grid_for, kernel_cache, strided_offset
+from .bfloat16 import is_bfloat16
 
 
 @cuda.jit(device=True)
@@ -42,7 +43,7 @@ COMBINE = {"sum": _add, "max": _max, "min": _min}
 
 def accumulator_dtype(dtype):
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    if dtype.kind == "f" or is_bfloat16(dtype):
         return np.dtype(np.float64) if dtype.itemsize > 4 else np.dtype(np.float32)
     return np.dtype(np.int64)
 

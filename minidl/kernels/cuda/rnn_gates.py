@@ -12,6 +12,7 @@ import math
 from numba import cuda
 
 from ._common import grid_for
+from .bfloat16 import is_bfloat16
 
 
 @cuda.jit(device=True)
@@ -116,6 +117,9 @@ def _rnn_bwd(h, dy, dh, dgates, relu, m):
 
 def _flat(name, a, shape):
     """The contiguous CudaArray ``a`` of ``shape`` as its flat device buffer."""
+    if is_bfloat16(a.dtype):   # the recurrent ops hand their kernels float32 (ops/low_precision.py)
+        raise TypeError(f"{name}: bfloat16 on cuda reaches the gate kernels only as float32 (the recurrent "
+                        f"layers compute bfloat16 in float32); got a bfloat16 array of shape {tuple(a.shape)}")
     if tuple(a.shape) != tuple(shape) or not a.is_contiguous():
         raise ValueError(f"{name}: expected a contiguous array of shape {tuple(shape)}, got shape {tuple(a.shape)}")
     return a._buf[a._off:a._off + a.size]

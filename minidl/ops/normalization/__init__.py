@@ -20,7 +20,7 @@ device (``minidl.implementation(norm="reference")`` runs the references on cuda 
 casts); ``running_stats`` the running-estimate update of BatchNorm and InstanceNorm.
 Kernel files share helpers: ``minidl.kernels.cpu._threads`` (when to run on one thread, row
 chunks), ``_numerics`` (fastmath flags, compute dtype, split means, partial sums), ``_row_norm``
-(the row norms' reductions and array wrappers), ``_rows`` (the channel norms' inner loops) and
+(the row norms' reductions and array wrappers), ``_channel_rows`` (the channel norms' inner loops) and
 ``_stream`` (streaming stores for outputs larger than the cache).
 """
 from ._dispatch import (IMPLEMENTATIONS, get_implementation, implementation, param_grad,  # noqa: F401

@@ -5,16 +5,26 @@ contiguous run of data. As in ``_row_norm``, a helper takes ``(array, i)`` rathe
 view: slicing inside prange costs an atomic reference-count update per view, shared between
 threads.
 
-Precision and speed. The arithmetic runs in the data's own dtype (8 float32 lanes per AVX2
-instruction instead of 4 float64 ones, and no conversions), made safe two ways:
-- sums accumulate in the dtype over blocks of _BLOCK elements (many SIMD partial sums each),
+Storage and compute types. An activation reaches these helpers as it is stored: float32 or
+float64, or a float16/bfloat16 tensor through its 2-byte integer view (``_half.storage``).
+Every element read goes through ``widen`` and every element written through ``narrow``, so
+a 2-byte activation is converted in registers, element by element, and never copied to
+float32; the arithmetic runs in the *compute type* (``_half.compute_type``): float32 for the
+2-byte formats, the dtype itself otherwise (where widen and narrow compile to nothing, so the
+float32 and float64 machine code is what it would be without them). "x's dtype" below means
+x's compute type.
+
+Precision and speed. The arithmetic runs in the data's own compute type (8 float32 lanes per
+AVX2 instruction instead of 4 float64 ones, and no conversions for float32), made safe two ways:
+- sums accumulate in that type over blocks of _BLOCK elements (many SIMD partial sums each),
   and the block sums in float64, so long rows lose nothing;
 - the float64 mean mu is split into hi = dtype(mu) and lo = dtype(mu - hi), and x - mu is
   computed as (x - hi) - lo. When x is close to mu (the case that matters: a large mean with a
   small spread, such as 1e3 + 1e-2 * randn) x - hi is exact in float32 (Sterbenz), so the
   centred value is as accurate as in float64, where a float32 mean alone would be off by half
   an ulp of 1e3 (3e-5, i.e. 3e-3 of a standard deviation of 1e-2).
-Callers pass float64 scalars; each helper converts them once per row.
+Callers pass float64 scalars; each helper converts them once per row. A 2-byte output is
+rounded once, from the float32 result (round to nearest even, as NumPy's astype).
 
 The plain (unmasked) row helpers of the forward and backward passes, and the column helpers,
 are inlined into their kernels by Numba (inline="always"); an inlined function takes its
@@ -25,6 +35,7 @@ its call overhead and the loop's hoisted setup on every row (docs/performance.md
 import numpy as np
 from numba import njit
 
+from ._half import compute_type, compute_zero, narrow, widen
 from ._numerics import REASSOC_CONTRACT, split
 
 _BLOCK = 256
@@ -48,13 +59,13 @@ def row_sum(x, i, shift):
     for b in range(nb + 1):
         base = b * _BLOCK
         m = _BLOCK if b < nb else n - base
-        s = x.dtype.type(0.0)
+        s = compute_zero(x)
         if m == _BLOCK:
             for j in range(_BLOCK):
-                s += x[i, base + j] - shift
+                s += widen(x[i, base + j]) - shift
         else:
             for j in range(m):
-                s += x[i, base + j] - shift
+                s += widen(x[i, base + j]) - shift
         total += s
     return total
 
@@ -70,16 +81,16 @@ def row_shifted_moments(x, i, shift):
     for b in range(nb + 1):
         base = b * _BLOCK
         m = _BLOCK if b < nb else n - base
-        s1 = x.dtype.type(0.0)
-        s2 = x.dtype.type(0.0)
+        s1 = compute_zero(x)
+        s2 = compute_zero(x)
         if m == _BLOCK:
             for j in range(_BLOCK):
-                d = x[i, base + j] - shift
+                d = widen(x[i, base + j]) - shift
                 s1 += d
                 s2 += d * d
         else:
             for j in range(m):
-                d = x[i, base + j] - shift
+                d = widen(x[i, base + j]) - shift
                 s1 += d
                 s2 += d * d
         t1 += s1
@@ -110,14 +121,14 @@ def row_sq_dev_sum(x, i, mu):
     for b in range(nb + 1):
         base = b * _BLOCK
         m = _BLOCK if b < nb else n - base
-        s = x.dtype.type(0.0)
+        s = compute_zero(x)
         if m == _BLOCK:
             for j in range(_BLOCK):
-                d = (x[i, base + j] - hi) - lo
+                d = (widen(x[i, base + j]) - hi) - lo
                 s += d * d
         else:
             for j in range(m):
-                d = (x[i, base + j] - hi) - lo
+                d = (widen(x[i, base + j]) - hi) - lo
                 s += d * d
         total += s
     return total
@@ -128,10 +139,10 @@ def row_normalize(out, oi, x, i, mu, a, b):
     """out[oi] = (x[i] - mu) * a + b (out: the output itself, oi = i, or an L1 scratch row to
     be streamed, see _stream)."""
     hi, lo = split(x, mu)
-    a_ = x.dtype.type(a)
-    b_ = x.dtype.type(b)
+    a_ = compute_type(x, a)
+    b_ = compute_type(x, b)
     for j in range(x.shape[1]):
-        out[oi, j] = ((x[i, j] - hi) - lo) * a_ + b_
+        out[oi, j] = narrow(((widen(x[i, j]) - hi) - lo) * a_ + b_, out)
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
@@ -145,18 +156,18 @@ def row_sums_dy_dyxc(dy, x, i, mu):
     for b in range(nb + 1):
         base = b * _BLOCK
         m = _BLOCK if b < nb else n - base
-        s1 = x.dtype.type(0.0)
-        s2 = x.dtype.type(0.0)
+        s1 = compute_zero(x)
+        s2 = compute_zero(x)
         if m == _BLOCK:
             for j in range(_BLOCK):
-                d = dy[i, base + j]
+                d = widen(dy[i, base + j])
                 s1 += d
-                s2 += d * ((x[i, base + j] - hi) - lo)
+                s2 += d * ((widen(x[i, base + j]) - hi) - lo)
         else:
             for j in range(m):
-                d = dy[i, base + j]
+                d = widen(dy[i, base + j])
                 s1 += d
-                s2 += d * ((x[i, base + j] - hi) - lo)
+                s2 += d * ((widen(x[i, base + j]) - hi) - lo)
         t1 += s1
         t2 += s2
     return t1, t2
@@ -167,11 +178,11 @@ def row_affine2(out, oi, dy, x, i, p, mu, q, o):
     """out[oi] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form (out, oi
     as in row_normalize)."""
     hi, lo = split(x, mu)
-    p_ = x.dtype.type(p)
-    q_ = x.dtype.type(q)
-    o_ = x.dtype.type(o)
+    p_ = compute_type(x, p)
+    q_ = compute_type(x, q)
+    o_ = compute_type(x, o)
     for j in range(x.shape[1]):
-        out[oi, j] = p_ * dy[i, j] + q_ * ((x[i, j] - hi) - lo) + o_
+        out[oi, j] = narrow(p_ * widen(dy[i, j]) + q_ * ((widen(x[i, j]) - hi) - lo) + o_, out)
 
 
 # masked variants: mask[n] is a boolean row, True at the positions that count (BatchNorm1d with a
@@ -190,7 +201,7 @@ def row_sum_masked(x, i, mask, n):
     s = np.float64(0.0)
     for j in range(x.shape[1]):
         if mask[n, j]:
-            s += x[i, j]
+            s += widen(x[i, j])
     return s
 
 
@@ -199,7 +210,7 @@ def row_sq_dev_sum_masked(x, i, mask, n, mu):
     s = np.float64(0.0)
     for j in range(x.shape[1]):
         if mask[n, j]:
-            d = x[i, j] - mu
+            d = widen(x[i, j]) - mu
             s += d * d
     return s
 
@@ -208,7 +219,7 @@ def row_sq_dev_sum_masked(x, i, mask, n, mu):
 def row_normalize_masked(y, x, i, mask, n, mu, a, b):
     """As row_normalize where mask, 0 elsewhere (padding stays zero)."""
     for j in range(x.shape[1]):
-        y[i, j] = (x[i, j] - mu) * a + b if mask[n, j] else 0.0
+        y[i, j] = narrow((widen(x[i, j]) - mu) * a + b if mask[n, j] else 0.0, y)
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
@@ -217,16 +228,16 @@ def row_sums_dy_dyxc_masked(dy, x, i, mask, n, mu):
     s2 = np.float64(0.0)
     for j in range(x.shape[1]):
         if mask[n, j]:
-            d = dy[i, j]
+            d = widen(dy[i, j])
             s1 += d
-            s2 += d * (x[i, j] - mu)
+            s2 += d * (widen(x[i, j]) - mu)
     return s1, s2
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)
 def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
     for j in range(x.shape[1]):
-        out[i, j] = p * dy[i, j] + q * (x[i, j] - mu) + o if mask[n, j] else 0.0
+        out[i, j] = narrow(p * widen(dy[i, j]) + q * (widen(x[i, j]) - mu) + o if mask[n, j] else 0.0, out)
 
 
 # column variants: row n of an (N, C) matrix against per-channel vectors of length C
@@ -242,7 +253,7 @@ def row_affine2_masked(out, dy, x, i, mask, n, p, mu, q, o):
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_add_dev_sq(acc1, acc2, x, n, shift):
     for j in range(acc1.shape[0]):
-        d = x[n, j] - shift[j]
+        d = widen(x[n, j]) - shift[j]
         acc1[j] += d
         acc2[j] += d * d
 
@@ -250,18 +261,18 @@ def cols_add_dev_sq(acc1, acc2, x, n, shift):
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_normalize(out, oi, x, n, hi, a, b):
     for j in range(hi.shape[0]):
-        out[oi, j] = (x[n, j] - hi[j]) * a[j] + b[j]
+        out[oi, j] = narrow((widen(x[n, j]) - hi[j]) * a[j] + b[j], out)
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_add_dy_dyxc(acc1, acc2, dy, x, n, hi):
     for j in range(acc1.shape[0]):
-        d = dy[n, j]
+        d = widen(dy[n, j])
         acc1[j] += d
-        acc2[j] += d * (x[n, j] - hi[j])
+        acc2[j] += d * (widen(x[n, j]) - hi[j])
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def cols_affine2(out, oi, dy, x, n, p, hi, q, o):
     for j in range(hi.shape[0]):
-        out[oi, j] = p[j] * dy[n, j] + q[j] * (x[n, j] - hi[j]) + o[j]
+        out[oi, j] = narrow(p[j] * widen(dy[n, j]) + q[j] * (widen(x[n, j]) - hi[j]) + o[j], out)

@@ -1,0 +1,125 @@
+"""conv2d's block loops: forward and backward over a list of blocks of whole images, for the
+im2col + GEMM and the Winograd paths (the math is in ``minidl.ops.conv``'s docstring).
+
+Each loop body is the same whichever thread runs it: conv2d either hands every block to one
+call on the calling thread, with the kernels that go parallel themselves and multi-threaded
+BLAS, or gives each block worker (``minidl.runtime.block_workers``) its own share of images,
+with the serial kernels (``kern``: an implementation object with the kernel names conv2d
+calls). Temporaries of a block (cols, the transform-domain products) live in per-thread
+scratch buffers; the outputs of a block are disjoint slices of the caller's arrays, so
+concurrent shares never write the same element, and the weight gradients come back per call,
+for the caller to sum.
+"""
+import math
+import threading
+
+import numpy as np
+
+from ..backends import namespace_of
+
+_scratch = threading.local()   # per thread, so concurrent convs (and block workers) never share a buffer
+
+
+def scratch_buffer(name, shape, dtype, xp):
+    """A reusable array for a temporary that dies within one call (a block of cols or
+    dcols): fresh pages cost a page fault each, and reused ones are already in cache."""
+    if xp is not np:
+        return xp.empty(shape, dtype=dtype)
+    n = math.prod(shape)
+    key = (name, np.dtype(dtype))
+    buffers = _scratch.__dict__
+    buf = buffers.get(key)
+    if buf is None or buf.size < n:
+        buf = buffers[key] = np.empty(n, dtype=dtype)
+    return buf[:n].reshape(shape)
+
+def im2col_forward_blocks(kern, x, wt, b, keep, out, geom, blocks):
+    """Forward over ``blocks`` of images: im2col of a block (into ``keep`` when cols are kept
+    for backward), its GEMM, the NCHW copy with the bias."""
+    xp = namespace_of(x)
+    kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
+    O, L = out.shape[1], OH * OW
+    K = x.shape[1] // G * kh * kw
+    for n0, n1 in blocks:
+        m = (n1 - n0) * L
+        dst = keep[n0:n1] if keep is not None else scratch_buffer("cols", (n1 - n0, OH, OW, G * K), x.dtype, xp)
+        cols = kern.im2col(x[n0:n1], *geom, out=dst)
+        if G == 1:
+            y = xp.matmul(cols.reshape(m, K), wt).reshape(n1 - n0, L, O).transpose(0, 2, 1)
+        else:
+            y = xp.matmul(cols.reshape(m, G, K).transpose(1, 0, 2), wt)        # (G, m, O/G)
+            y = y.reshape(G, n1 - n0, L, O // G).transpose(1, 0, 3, 2)
+        y = y.reshape(n1 - n0, O, OH, OW)
+        if b is not None:                                                   # the NCHW copy, fused with the bias
+            xp.add(y, b.reshape(1, O, 1, 1), out=out[n0:n1])
+        else:
+            out[n0:n1] = y
+
+
+def im2col_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
+    """Backward over ``blocks`` of images: dL/dY of a block in pixel-major order (one
+    transposing copy), its dW GEMM (summed into the returned (G, O/G, K) array when ``nw``),
+    its dcols GEMM and col2im into ``dx`` (when given)."""
+    xp = namespace_of(g)
+    kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
+    N, C, H, W = x.shape
+    Og, K, L = wr.shape[1], wr.shape[2], OH * OW
+    dwr = xp.zeros((G, Og, K), dtype=g.dtype) if nw else None
+    for n0, n1 in blocks:
+        nb_, m = n1 - n0, (n1 - n0) * L
+        gyb = scratch_buffer("gy", (G, nb_, L, Og), g.dtype, xp)
+        gyb[...] = g[n0:n1].reshape(nb_, G, Og, L).transpose(1, 0, 3, 2)
+        gyb = gyb.reshape(G, m, Og)
+        if nw:
+            if kept is not None:
+                cols = kept[n0:n1]
+            else:
+                cols = kern.im2col(x[n0:n1], *geom, out=scratch_buffer("cols", (nb_, OH, OW, G * K), x.dtype, xp))
+            dwr += xp.matmul(gyb.transpose(0, 2, 1), cols.reshape(m, G, K).transpose(1, 0, 2))
+        if dx is not None:
+            buf = scratch_buffer("dcols", (m, G, K), g.dtype, xp)
+            xp.matmul(gyb, wr, out=buf.transpose(1, 0, 2))                   # (G, m, K) into (m, G, K)
+            kern.col2im(buf.reshape(nb_, OH, OW, G * K), nb_, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, G,
+                        out=dx[n0:n1])
+    return dwr
+
+
+
+def winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks):
+    """Forward over ``blocks`` of images: the input transform of a block (into ``V`` when it is
+    kept for dW), its 16 GEMMs, the output transform and the bias."""
+    ph, pw, OH, OW, TH, TW = geom
+    TT, C, O = TH * TW, x.shape[1], out.shape[1]
+    for n0, n1 in blocks:
+        t0, t1 = n0 * TT, n1 * TT
+        Vb = V[:, t0:t1] if V is not None else scratch_buffer("winograd_v", (16, t1 - t0, C), x.dtype, np)
+        kern.winograd_input(x[n0:n1], ph, pw, TH, TW, out=Vb)                 # (16, Tb, C)
+        M = scratch_buffer("winograd_m", (16, t1 - t0, O), x.dtype, np)
+        np.matmul(Vb, Ut, out=M)                                              # 16 GEMMs (Tb, C) @ (C, O)
+        kern.winograd_output(M, n1 - n0, O, OH, OW, TH, TW, out=out[n0:n1])
+        if b is not None:
+            out[n0:n1] += b.reshape(1, O, 1, 1)
+
+
+def winograd_backward_blocks(kern, x, g, U, V, dx, nw, geom, blocks):
+    """Backward over ``blocks`` of images: dM of a block, its dU GEMMs (summed into the returned
+    (16, O, C) array when ``nw``), its dV GEMMs and the input transform's adjoint into ``dx``
+    (when given)."""
+    ph, pw, OH, OW, TH, TW = geom
+    TT = TH * TW
+    N, C, H, W = x.shape
+    O = U.shape[1]
+    dU = np.zeros((16, O, C), dtype=g.dtype) if nw else None
+    for n0, n1 in blocks:
+        t0, t1 = n0 * TT, n1 * TT
+        dM = kern.winograd_output_adjoint(g[n0:n1], TH, TW,
+                                          out=scratch_buffer("winograd_m", (16, t1 - t0, O), g.dtype, np))
+        if nw:
+            Vb = V[:, t0:t1] if V is not None else kern.winograd_input(
+                x[n0:n1], ph, pw, TH, TW, out=scratch_buffer("winograd_v", (16, t1 - t0, C), x.dtype, np))
+            dU += np.matmul(dM.transpose(0, 2, 1), Vb)                        # (16, O, C)
+        if dx is not None:
+            dV = scratch_buffer("winograd_dv", (16, t1 - t0, C), g.dtype, np)
+            np.matmul(dM, U, out=dV)
+            kern.winograd_input_adjoint(dV, n1 - n0, C, H, W, ph, pw, TH, TW, out=dx[n0:n1])
+    return dU

@@ -1,0 +1,114 @@
+"""minidl's float32 <-> float16/bfloat16 array casts (kernels/cpu/half_cast.py, used by every op that
+computes a 2-byte input in float32) give NumPy's / ml_dtypes' results bit for bit, on the fast path
+and the fallbacks, and never warn on overflow."""
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from minidl.kernels.cpu import half_cast
+from minidl.kernels.cpu._threads import SERIAL_BELOW
+from minidl.ops.low_precision import cast_array
+
+LOW = [np.float16, ml_dtypes.bfloat16]
+
+
+def _float32_patterns(n, seed):
+    """Random float32 bit patterns (every exponent, NaNs and infinities included) and the edges."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    edges = np.array([0.0, -0.0, 1.0, 65504.0, 65519.99, 65520.0, -65520.0, 6.1e-5, 5.96e-8, 2.98e-8, 1e-45,
+                      3.4e38, np.inf, -np.inf, np.nan], np.float32)
+    out = bits.view(np.float32)
+    out[:edges.size] = edges
+    return out
+
+
+def _reference(a, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return a.astype(dtype)
+
+
+@pytest.mark.parametrize("low", LOW)
+def test_narrowing_equals_numpy_bit_for_bit(low):
+    x = _float32_patterns(4 * SERIAL_BELOW + 3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # overflow to inf is silent, as on a GPU
+        got = cast_array(x, low)
+    ref = _reference(x, low)
+    assert got.dtype == np.dtype(low) and got.shape == x.shape
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], ref.view(np.uint16)[~nan])
+    assert np.isnan(got[nan].astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("low", LOW)
+def test_widening_every_pattern_equals_numpy(low):
+    patterns = np.tile(np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16), 2).view(low)
+    got = cast_array(patterns, np.float32)
+    ref = patterns.astype(np.float32)
+    finite_or_inf = ~np.isnan(ref)
+    np.testing.assert_array_equal(got.view(np.uint32)[finite_or_inf], ref.view(np.uint32)[finite_or_inf])
+    assert np.isnan(got[~finite_or_inf]).all()
+    nan_bits = ref.view(np.uint32)[~finite_or_inf]
+    quiet = (nan_bits & 0x400000) != 0     # quiet NaNs keep their bits; signalling ones may come back quiet
+    np.testing.assert_array_equal(got.view(np.uint32)[~finite_or_inf][quiet], nan_bits[quiet])
+
+
+@pytest.mark.parametrize("low", LOW)
+def test_shapes_and_the_fallbacks(low):
+    x = np.random.default_rng(1).standard_normal((SERIAL_BELOW // 64, 128)).astype(np.float32)
+    fast = cast_array(x, low)
+    assert fast.shape == x.shape and fast.flags.c_contiguous
+    np.testing.assert_array_equal(fast.view(np.uint16), x.astype(low).view(np.uint16))
+    for a in (x[:, ::2], x[:3], x.T):          # strided, small, Fortran-ordered: NumPy's astype
+        np.testing.assert_array_equal(cast_array(a, low).view(np.uint16), a.astype(low).view(np.uint16))
+    np.testing.assert_array_equal(cast_array(fast, np.float64), fast.astype(np.float64))
+    assert cast_array(x[:0], low).shape == (0, 128)
+
+
+def test_the_fast_path_is_the_kernel(monkeypatch):
+    calls = []
+    real = half_cast._narrow_flat
+    monkeypatch.setattr(half_cast, "_narrow_flat", lambda s, o: (calls.append(s.dtype), real(s, o)))
+    x = np.ones(SERIAL_BELOW, np.float32)
+    assert cast_array(x, np.float16).dtype == np.float16 and calls == [np.float32]
+    assert cast_array(x[:10], np.float16).dtype == np.float16 and len(calls) == 1
+
+
+@pytest.mark.parametrize("low", LOW)
+def test_the_sum_of_two_low_arrays_equals_numpy(low):
+    rng = np.random.default_rng(2)
+    a = (rng.standard_normal(2 * SERIAL_BELOW + 5) * rng.choice([1e-6, 1.0, 3e4], 2 * SERIAL_BELOW + 5))
+    b = -a + rng.standard_normal(a.size) * 1e-3          # cancellation, ties and overflow all occur
+    a, b = _reference(a.astype(np.float32), low), _reference(b.astype(np.float32), low)
+    a[:3] = _reference(np.array([np.inf, 6e4, np.nan], np.float32), low)
+    b[:3] = _reference(np.array([-np.inf, 6e4, 1.0], np.float32), low)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = a + b
+    got = half_cast.add(a, b)
+    assert got.dtype == np.dtype(low)
+    nan = np.isnan(ref.astype(np.float32))
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], ref.view(np.uint16)[~nan])
+    assert np.isnan(got[nan].astype(np.float32)).all()
+    with warnings.catch_warnings():                        # small arrays: NumPy's own add (inf - inf warns)
+        warnings.simplefilter("ignore")
+        small, ref_small = half_cast.add(a[:7], b[:7]), a[:7] + b[:7]
+    np.testing.assert_array_equal(small.view(np.uint16)[3:], ref_small.view(np.uint16)[3:])
+
+
+def test_low_precision_residual_adds_and_gradient_sums_take_the_kernel(monkeypatch):
+    import minidl as md
+    calls = []
+    real = half_cast._add_flat
+    monkeypatch.setattr(half_cast, "_add_flat", lambda *a: (calls.append(a[0].dtype), real(*a)))
+    x = md.tensor(np.random.default_rng(3).standard_normal(SERIAL_BELOW).astype(np.float16), requires_grad=True)
+    y = x * 2
+    z = (y + y.exp())                        # one add forward; y's gradient is a sum of two
+    z.backward(md.ones_like(z))
+    assert len(calls) >= 2
+    ref = (2 + 2 * np.exp(2 * x.detach().numpy().astype(np.float32)))
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32), ref, rtol=4e-3)
