@@ -112,3 +112,30 @@ def test_low_precision_residual_adds_and_gradient_sums_take_the_kernel(monkeypat
     assert len(calls) >= 2
     ref = (2 + 2 * np.exp(2 * x.detach().numpy().astype(np.float32)))
     np.testing.assert_allclose(x.grad.numpy().astype(np.float32), ref, rtol=4e-3)
+
+
+@pytest.mark.parametrize("low", LOW)
+def test_relu_on_two_byte_floats_works_on_the_bits_with_pytorchs_results(low):
+    import minidl as md
+    import minidl.nn.functional as F
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-7, -1e-7, 3.0, -2.0], np.float32)
+    vals = np.concatenate([special, np.random.default_rng(4).standard_normal(SERIAL_BELOW)]).astype(np.float32)
+    x = md.tensor(vals.astype(low), requires_grad=True)
+    g = np.random.default_rng(5).standard_normal(vals.size).astype(low)
+    y = F.relu(x)
+    y.backward(md.tensor(g))
+    x32 = vals.astype(low).astype(np.float32)
+    want = np.where(x32 < 0, 0, x32)                                   # clamp: NaN and -0.0 kept
+    assert y.dtype.name == np.dtype(low).name
+    np.testing.assert_array_equal(y.numpy().astype(np.float32).view(np.uint32), want.astype(np.float32).view(np.uint32))
+    grad_mask = ~(want <= 0)                                           # threshold backward: NaN passes
+    np.testing.assert_array_equal(x.grad.numpy().astype(np.float32), np.where(grad_mask, g.astype(np.float32), 0))
+    torch = pytest.importorskip("torch")
+    tdt = torch.float16 if low is np.float16 else torch.bfloat16
+    tx = torch.tensor(x32, dtype=tdt, requires_grad=True)
+    torch.relu(tx).backward(torch.tensor(g.astype(np.float32), dtype=tdt))
+    ty, my = torch.relu(tx).detach().float().numpy(), y.numpy().astype(np.float32)
+    nan = np.isnan(ty)
+    np.testing.assert_array_equal(np.isnan(my), nan)                 # NaN payloads may differ
+    np.testing.assert_array_equal(ty[~nan].view(np.uint32), my[~nan].view(np.uint32))   # -0.0 included
+    np.testing.assert_array_equal(tx.grad.float().numpy(), x.grad.numpy().astype(np.float32))
