@@ -4,6 +4,7 @@ and the fallbacks, and never warn on overflow."""
 import warnings
 
 import ml_dtypes
+import numba
 import numpy as np
 import pytest
 
@@ -69,6 +70,10 @@ def test_shapes_and_the_fallbacks(low):
     assert cast_array(x[:0], low).shape == (0, 128)
 
 
+_JIT_ONLY = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="the kernels are bypassed without the JIT")
+
+
+@_JIT_ONLY
 def test_the_fast_path_is_the_kernel(monkeypatch):
     calls = []
     real = half_cast._narrow_flat
@@ -100,6 +105,7 @@ def test_the_sum_of_two_low_arrays_equals_numpy(low):
     np.testing.assert_array_equal(small.view(np.uint16)[3:], ref_small.view(np.uint16)[3:])
 
 
+@_JIT_ONLY
 def test_low_precision_residual_adds_and_gradient_sums_take_the_kernel(monkeypatch):
     import minidl as md
     calls = []

@@ -311,7 +311,7 @@ def cast_array(a, dtype):
     if type(a) is _ndarray:
         from ..kernels.cpu.half_cast import astype
         return astype(a, dtype)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         return a.astype(dtype)
 
 

@@ -89,7 +89,7 @@ def add(a, b):
 
 def astype(a, dtype):
     """``a.astype(dtype)`` (a new array), by the kernels above where they apply (see the module
-    docstring); values past float16's range become inf without NumPy's overflow warning."""
+    docstring); values past float16's range become inf and NaN stays NaN, without NumPy's warnings."""
     dtype = np.dtype(dtype)
     fast = (type(a) is np.ndarray and a.size >= SERIAL_BELOW and a.flags.c_contiguous
             and not numba.config.DISABLE_JIT)
@@ -101,5 +101,5 @@ def astype(a, dtype):
         out = np.empty(a.shape, dtype)
         _narrow_flat(a.reshape(-1), storage(out).reshape(-1))
         return out
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):   # overflow to inf, NaN to NaN: no warnings
         return a.astype(dtype)
