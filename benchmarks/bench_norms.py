@@ -315,10 +315,8 @@ def main(argv=None):
     if args.peer_json:
         return peer_main(args)
     import numba
-
-    import minidl
     if args.threads:
-        minidl.set_num_threads(args.threads)   # minidl starts Numba's pool with its short spin first
+        md.set_num_threads(args.threads)   # minidl starts Numba's pool with its short spin first
     threads = numba.get_num_threads()
 
     copy = Copy()

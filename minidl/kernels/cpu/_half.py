@@ -80,12 +80,6 @@ def storage(a):
     return a if view is None else a.view(view)
 
 
-def from_storage(s, dtype):
-    """The inverse of ``storage``: the kernel's array ``s`` seen again as ``dtype``."""
-    dtype = np.dtype(dtype)
-    return s.view(dtype) if dtype in _VIEW else s
-
-
 # -- bit casts between float32 and uint32 ---------------------------------------------------------
 if numba.config.DISABLE_JIT:
     def f32_bits(v):
