@@ -157,3 +157,24 @@ def test_winograd_parallel_kernel_variants_match_reference(monkeypatch):
     monkeypatch.setattr(layer_threads, "PARALLEL", True)
     monkeypatch.setattr(_threads, "SERIAL_BELOW", 0)
     test_transform_kernels_match_references((5, 3, 7, 6), 4, 1, np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transform_kernels_read_and_write_a_slice_of_tiles(dtype):
+    """conv2d's blocks pass slices V[:, t0:t1] of the batch's planes: the kernels write exactly
+    those tiles (nothing around them) and read such slices as they read whole arrays."""
+    N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry((5, 6, 7, 8), 1)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    full = np.full((16, N * TH * TW, C), 7.0, dtype=dtype)
+    n0, n1 = 2, 4
+    t0, t1 = n0 * TH * TW, n1 * TH * TW
+    k_wino.winograd_input(x[n0:n1], ph, pw, TH, TW, out=full[:, t0:t1])
+    want = conv_ops.winograd_input_reference(x, ph, pw, TH, TW)
+    np.testing.assert_allclose(full[:, t0:t1], want[:, t0:t1], rtol=1e-6, atol=1e-6)
+    assert np.all(full[:, :t0] == 7.0) and np.all(full[:, t1:] == 7.0)
+    dx = k_wino.winograd_input_adjoint_serial(full[:, t0:t1], n1 - n0, C, H, W, ph, pw, TH, TW)
+    np.testing.assert_allclose(dx, conv_ops.winograd_input_adjoint_reference(
+        np.ascontiguousarray(full[:, t0:t1]), n1 - n0, C, H, W, ph, pw, TH, TW), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((16, C, N * TH * TW), dtype=dtype).transpose(0, 2, 1))

@@ -14,16 +14,22 @@ tile (th, tw) reads input rows 2*th - ph .. 2*th - ph + 3 (columns likewise) (ze
 output rows 2*th, 2*th + 1.
 
 Layout: the transform domain is (16, T, channels), channels innermost, so that the 16 products
-M[xi] = V[xi] @ U[xi]^T are plain BLAS GEMMs on contiguous matrices. The kernels compute one
-image's tiles into a small buffer in which each tile's 16 values are one run, and move it to or
-from the 16 planes in one contiguous run of tiles x channels per plane (``_scatter_planes``):
-writing each tile straight into the planes (16 runs of one tile's channels, a megabyte apart)
-made the transforms 3-5x slower, and the (T, 16, channels) layout, which needs no such move,
-made BLAS read rows 16 * channels apart: the GEMMs ran 2-5x slower. Each image is first
-copied into a zero-padded channels-last buffer (as im2col does), so tile reads need no bounds
-checks. Work is split by image (prange), so the
-adjoint's overlapping tiles (they share two rows/columns) never race. The GPU device keeps
-im2col + GEMM (no cuda port of these transforms).
+M[xi] = V[xi] @ U[xi]^T are plain BLAS GEMMs on contiguous matrices ((T, 16, channels) made
+BLAS read rows 16 * channels apart: the GEMMs ran 2-5x slower).
+
+How the loops run. Each image is copied once into a zero-padded channels-last buffer whose
+columns are split by parity, X[row, p, q, c] for column 2q + p (``_to_parity_rows``; tile
+reads then need no bounds checks). In it, column 2tw + j of every tile of a tile row lies at
+parity j % 2, q = tw + j // 2, so for fixed (row, j) the tiles' values over (tw, c) are one
+contiguous run of TW * channels, and so are the tile row's values in each transform plane.
+Each transform is then written as two separable 1-D stages (rows, then columns, or the
+reverse) of loops over such runs, each loop one destination and at most three sources
+(``_set*``, ``_add*``), which LLVM vectorises. Computing a tile's 16 values at once, 16 loads
+and 16 stores per channel, does not vectorise (too many possible overlaps to check at run
+time) and ran 1.3-2.9x slower; docs/performance.md has the A/B. The copies into and out of the
+channels-last buffer are scalar, about half of each transform's time. Work is split by image
+(prange), so the adjoint's overlapping tiles (they share two rows/columns) never race. The GPU
+device keeps im2col + GEMM (no cuda port of these transforms).
 
 The ``*_serial`` entry points run the same serial cores on the calling thread, which they
 leave to other Python threads meanwhile (``nogil``): conv2d's block workers call them, one
@@ -32,326 +38,352 @@ image block per thread (``minidl.runtime.block_workers``).
 import numpy as np
 from numba import njit, prange
 
+U = np.uintp
+
 from ._threads import layer_parallel
 
 
+# Loops over one run of n values: dst[d + k] = sum of s * src[o + k] (s = +-1, exact), k < n.
+# Each has one destination and at most three sources, few enough for LLVM to vectorise it
+# after its runtime overlap checks (with the sixteen of a whole tile it gives up). The offsets
+# are made unsigned first: a signed index makes Numba handle negative wraparound, which turns
+# every load into a gather.
 @njit(error_model="numpy", cache=True, inline="always")
-def _padded_image(x, n, xh, ph, pw, Wp):
-    """Image n into the channels-last buffer xh, whose padding the caller zeroed once."""
-    C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    for c in range(C):
+def _set1(dst, d, src, o1, s1, n):
+    d, o1, n = U(d), U(o1), U(n)
+    for k in range(n):
+        kk = U(k)
+        dst[d + kk] = s1 * src[o1 + kk]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _set2(dst, d, src, o1, s1, o2, s2, n):
+    d, o1, o2, n = U(d), U(o1), U(o2), U(n)
+    for k in range(n):
+        kk = U(k)
+        dst[d + kk] = s1 * src[o1 + kk] + s2 * src[o2 + kk]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _set3(dst, d, src, o1, s1, o2, s2, o3, s3, n):
+    d, o1, o2, o3, n = U(d), U(o1), U(o2), U(o3), U(n)
+    for k in range(n):
+        kk = U(k)
+        dst[d + kk] = s1 * src[o1 + kk] + s2 * src[o2 + kk] + s3 * src[o3 + kk]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _add1(dst, d, src, o1, s1, n):
+    d, o1, n = U(d), U(o1), U(n)
+    for k in range(n):
+        kk = U(k)
+        dst[d + kk] += s1 * src[o1 + kk]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _add3(dst, d, src, o1, s1, o2, s2, o3, s3, n):
+    d, o1, o2, o3, n = U(d), U(o1), U(o2), U(o3), U(n)
+    for k in range(n):
+        kk = U(k)
+        dst[d + kk] += s1 * src[o1 + kk] + s2 * src[o2 + kk] + s3 * src[o3 + kk]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _to_parity_rows(x, n, X, r0, c0, Q):
+    """Image n of x (N, K, H, W) into X, channels-last with the columns split by parity:
+    x[n, c, h, w] goes to row h + r0, column w + c0 = 2q + p, at X[row, p, q, c] (rows of
+    2 * Q * K values)."""
+    K, H, W = x.shape[1], x.shape[2], x.shape[3]
+    for c in range(K):
         for h in range(H):
+            base = (h + r0) * 2 * Q * K
             for w in range(W):
-                xh[(h + ph) * Wp + w + pw, c] = x[n, c, h, w]
+                wp = w + c0
+                X[base + ((wp & 1) * Q + (wp >> 1)) * K + c] = x[n, c, h, w]
 
 
 @njit(error_model="numpy", cache=True, inline="always")
-def _scatter_planes(tb, P, t0):
-    """P[xi, t0 + u, :] = tb[u, xi, :]: one image's tiles into the 16 planes, one contiguous run
-    of tiles x channels per plane (not 16 short runs per tile, a megabyte apart)."""
-    TT, K = tb.shape[0], tb.shape[2]
-    for xi in range(16):
-        for u in range(TT):
-            for c in range(K):
-                P[xi, t0 + u, c] = tb[u, xi, c]
-
-
-@njit(error_model="numpy", cache=True, inline="always")
-def _gather_planes(P, tb, t0):
-    """tb[u, xi, :] = P[xi, t0 + u, :], the inverse of _scatter_planes."""
-    TT, K = tb.shape[0], tb.shape[2]
-    for xi in range(16):
-        for u in range(TT):
-            for c in range(K):
-                tb[u, xi, c] = P[xi, t0 + u, c]
+def _from_parity_rows(X, y, n, r0, c0, Q):
+    """The inverse of _to_parity_rows: y[n] (K, H, W) read back from X."""
+    K, H, W = y.shape[1], y.shape[2], y.shape[3]
+    for c in range(K):
+        for h in range(H):
+            base = (h + r0) * 2 * Q * K
+            for w in range(W):
+                wp = w + c0
+                y[n, c, h, w] = X[base + ((wp & 1) * Q + (wp >> 1)) * K + c]
 
 
 @njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
-def _input_images(x, V, n0, n1, ph, pw, TH, TW):
+def _input_images(x, Vf, ps, n0, n1, ph, pw, TH, TW):
+    """V = B^T d B. Rows first, on whole padded rows: R[a] = sum_i B^T[a, i] X[2th + i];
+    then columns: V[(a, b)] = sum_j B^T[b, j] R[a, column 2tw + j], one run of TW*C values per
+    plane and tile row."""
     C = x.shape[1]
-    Wp = 2 * TW + 2
-    xh = np.zeros(((2 * TH + 2) * Wp, C), dtype=x.dtype)     # padding zeroed once; images overwrite the rest
-    TT = TH * TW
-    tb = np.empty((TT, 16, C), dtype=x.dtype)       # one image's tiles, each one contiguous run
+    Q = TW + 1                          # padded columns per parity
+    row = 2 * Q * C
+    run = TW * C
+    X = np.zeros((2 * TH + 2) * 2 * Q * C, dtype=x.dtype)   # padding zeroed once; images overwrite the rest
+    R = np.empty(4 * 2 * Q * C, dtype=x.dtype)
+    one = x.dtype.type(1.0)
+    # column 2tw + j of R[a] starts at: parity j % 2, q = tw + j // 2
+    j0, j1, j2, j3 = 0, Q * C, C, Q * C + C
     for n in range(n0, n1):
-        _padded_image(x, n, xh, ph, pw, Wp)
+        _to_parity_rows(x, n, X, ph, pw, Q)
         for th in range(TH):
-            for tw in range(TW):
-                u = th * TW + tw
-                r = 2 * th * Wp + 2 * tw
-                for c in range(C):
-                    d00 = xh[r, c]
-                    d01 = xh[r + 1, c]
-                    d02 = xh[r + 2, c]
-                    d03 = xh[r + 3, c]
-                    d10 = xh[r + Wp, c]
-                    d11 = xh[r + Wp + 1, c]
-                    d12 = xh[r + Wp + 2, c]
-                    d13 = xh[r + Wp + 3, c]
-                    d20 = xh[r + 2 * Wp, c]
-                    d21 = xh[r + 2 * Wp + 1, c]
-                    d22 = xh[r + 2 * Wp + 2, c]
-                    d23 = xh[r + 2 * Wp + 3, c]
-                    d30 = xh[r + 3 * Wp, c]
-                    d31 = xh[r + 3 * Wp + 1, c]
-                    d32 = xh[r + 3 * Wp + 2, c]
-                    d33 = xh[r + 3 * Wp + 3, c]
-                    # rows: B^T d
-                    a0, a1, a2, a3 = d00 - d20, d01 - d21, d02 - d22, d03 - d23
-                    b0, b1, b2, b3 = d10 + d20, d11 + d21, d12 + d22, d13 + d23
-                    e0, e1, e2, e3 = d20 - d10, d21 - d11, d22 - d12, d23 - d13
-                    f0, f1, f2, f3 = d10 - d30, d11 - d31, d12 - d32, d13 - d33
-                    # columns: (B^T d) B
-                    tb[u, 0, c] = a0 - a2
-                    tb[u, 1, c] = a1 + a2
-                    tb[u, 2, c] = a2 - a1
-                    tb[u, 3, c] = a1 - a3
-                    tb[u, 4, c] = b0 - b2
-                    tb[u, 5, c] = b1 + b2
-                    tb[u, 6, c] = b2 - b1
-                    tb[u, 7, c] = b1 - b3
-                    tb[u, 8, c] = e0 - e2
-                    tb[u, 9, c] = e1 + e2
-                    tb[u, 10, c] = e2 - e1
-                    tb[u, 11, c] = e1 - e3
-                    tb[u, 12, c] = f0 - f2
-                    tb[u, 13, c] = f1 + f2
-                    tb[u, 14, c] = f2 - f1
-                    tb[u, 15, c] = f1 - f3
-        _scatter_planes(tb, V, n * TT)
+            r0 = 2 * th * row
+            r1, r2, r3 = r0 + row, r0 + 2 * row, r0 + 3 * row
+            _set2(R, 0, X, r0, one, r2, -one, row)       # a = 0: d0 - d2
+            _set2(R, row, X, r1, one, r2, one, row)         # a = 1: d1 + d2
+            _set2(R, 2 * row, X, r2, one, r1, -one, row)    # a = 2: d2 - d1
+            _set2(R, 3 * row, X, r1, one, r3, -one, row)    # a = 3: d1 - d3
+            t = (n * TH + th) * TW * C
+            for a in range(4):
+                ra = a * row
+                v = 4 * a * ps + t
+                _set2(Vf, v, R, ra + j0, one, ra + j2, -one, run)
+                _set2(Vf, v + ps, R, ra + j1, one, ra + j2, one, run)
+                _set2(Vf, v + 2 * ps, R, ra + j2, one, ra + j1, -one, run)
+                _set2(Vf, v + 3 * ps, R, ra + j1, one, ra + j3, -one, run)
+
+
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
+def _input_adjoint_images(Vf, ps, dx, n0, n1, ph, pw, TH, TW):
+    """dd = B dV B^T, added where the tile was read. Columns first:
+    Z[a, j] = sum_b B^T[b, j] dV[(a, b)]; then rows: X[2th + i, column 2tw + j] +=
+    sum_a B^T[a, i] Z[a, j]. Within one run the tiles' columns 2tw + j are distinct, so the
+    overlapping tiles add in order."""
+    C = dx.shape[1]
+    Q = TW + 1
+    row = 2 * Q * C
+    run = TW * C
+    X = np.empty((2 * TH + 2) * 2 * Q * C, dtype=dx.dtype)
+    Z = np.empty(16 * TW * C, dtype=dx.dtype)       # Z[a, j] for one tile row
+    one = dx.dtype.type(1.0)
+    for n in range(n0, n1):
+        X[:] = 0
+        for th in range(TH):
+            t = (n * TH + th) * TW * C
+            for a in range(4):
+                v0 = 4 * a * ps + t
+                v1, v2, v3 = v0 + ps, v0 + 2 * ps, v0 + 3 * ps
+                z = 4 * a * run
+                _set1(Z, z, Vf, v0, one, run)                                  # j = 0: v0
+                _set3(Z, z + run, Vf, v1, one, v2, -one, v3, one, run)         # j = 1: v1 - v2 + v3
+                _set3(Z, z + 2 * run, Vf, v1, one, v2, one, v0, -one, run)     # j = 2: v1 + v2 - v0
+                _set1(Z, z + 3 * run, Vf, v3, -one, run)                       # j = 3: -v3
+            r0 = 2 * th * row
+            for j in range(4):
+                xj = r0 + ((j & 1) * Q + (j >> 1)) * C
+                z0 = j * run
+                z1, z2, z3 = z0 + 4 * run, z0 + 8 * run, z0 + 12 * run
+                _add1(X, xj, Z, z0, one, run)                                  # i = 0: Z0
+                _add3(X, xj + row, Z, z1, one, z2, -one, z3, one, run)         # i = 1: Z1 - Z2 + Z3
+                _add3(X, xj + 2 * row, Z, z1, one, z2, one, z0, -one, run)     # i = 2: Z1 + Z2 - Z0
+                _add1(X, xj + 3 * row, Z, z3, -one, run)                       # i = 3: -Z3
+        _from_parity_rows(X, dx, n, ph, pw, Q)
+
+
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
+def _output_images(Mf, ps, y, n0, n1, TH, TW):
+    """y = A^T M A. Columns first: Z[a, b'] = sum_b A^T[b', b] M[(a, b)]; then rows:
+    Y[2th + a', column parity b'] = sum_a A^T[a', a] Z[a, b'] (cropped at odd sizes)."""
+    O = y.shape[1]
+    run = TW * O
+    row = 2 * run                       # one output row, both column parities
+    Y = np.empty(2 * TH * 2 * TW * O, dtype=y.dtype)
+    Z = np.empty(8 * TW * O, dtype=y.dtype)   # Z[a, b'] for one tile row
+    one = y.dtype.type(1.0)
+    for n in range(n0, n1):
+        for th in range(TH):
+            t = (n * TH + th) * TW * O
+            for a in range(4):
+                m0 = 4 * a * ps + t
+                m1, m2, m3 = m0 + ps, m0 + 2 * ps, m0 + 3 * ps
+                z = 2 * a * run
+                _set3(Z, z, Mf, m0, one, m1, one, m2, one, run)           # b' = 0: m0 + m1 + m2
+                _set3(Z, z + run, Mf, m1, one, m2, -one, m3, -one, run)   # b' = 1: m1 - m2 - m3
+            y0 = 2 * th * row
+            for bp in range(2):
+                z0 = bp * run
+                z1, z2, z3 = z0 + 2 * run, z0 + 4 * run, z0 + 6 * run
+                _set3(Y, y0 + z0, Z, z0, one, z1, one, z2, one, run)          # a' = 0: Z0 + Z1 + Z2
+                _set3(Y, y0 + row + z0, Z, z1, one, z2, -one, z3, -one, run)  # a' = 1: Z1 - Z2 - Z3
+        _from_parity_rows(Y, y, n, 0, 0, TW)
+
+
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
+def _output_adjoint_images(g, Df, ps, n0, n1, TH, TW):
+    """dM = A g A^T. Rows first, on whole rows: Zr[a] = sum_a' A^T[a', a] G[2th + a'];
+    then columns: dM[(a, b)] = sum_b' A^T[b', b] Zr[a, column parity b']."""
+    O = g.shape[1]
+    run = TW * O
+    row = 2 * run
+    G = np.zeros(2 * TH * 2 * TW * O, dtype=g.dtype)   # zero past OH, OW (odd sizes), set once
+    Zr = np.empty(4 * 2 * TW * O, dtype=g.dtype)
+    one = g.dtype.type(1.0)
+    for n in range(n0, n1):
+        _to_parity_rows(g, n, G, 0, 0, TW)
+        for th in range(TH):
+            g0 = 2 * th * row
+            g1 = g0 + row
+            _set1(Zr, 0, G, g0, one, row)                 # a = 0: g0
+            _set2(Zr, row, G, g0, one, g1, one, row)         # a = 1: g0 + g1
+            _set2(Zr, 2 * row, G, g0, one, g1, -one, row)    # a = 2: g0 - g1
+            _set1(Zr, 3 * row, G, g1, -one, row)             # a = 3: -g1
+            t = (n * TH + th) * TW * O
+            for a in range(4):
+                z0 = a * row
+                z1 = z0 + run
+                d = 4 * a * ps + t
+                _set1(Df, d, Zr, z0, one, run)
+                _set2(Df, d + ps, Zr, z0, one, z1, one, run)
+                _set2(Df, d + 2 * ps, Zr, z0, one, z1, -one, run)
+                _set1(Df, d + 3 * ps, Zr, z1, -one, run)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
-def _input_parallel(x, V, n_chunks, ph, pw, TH, TW):
+def _input_parallel(x, Vf, ps, n_chunks, ph, pw, TH, TW):
     N = x.shape[0]
     for k in prange(n_chunks):
-        _input_images(x, V, k * N // n_chunks, (k + 1) * N // n_chunks, ph, pw, TH, TW)
-
-
-@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
-def _input_adjoint_images(dV, dx, n0, n1, ph, pw, TH, TW):
-    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
-    Wp = 2 * TW + 2
-    dxh = np.empty(((2 * TH + 2) * Wp, C), dtype=dx.dtype)
-    TT = TH * TW
-    tb = np.empty((TT, 16, C), dtype=dx.dtype)
-    for n in range(n0, n1):
-        _gather_planes(dV, tb, n * TT)
-        dxh[:] = 0
-        for th in range(TH):
-            for tw in range(TW):
-                u = th * TW + tw
-                r = 2 * th * Wp + 2 * tw
-                for c in range(C):
-                    v0, v1, v2, v3 = tb[u, 0, c], tb[u, 1, c], tb[u, 2, c], tb[u, 3, c]
-                    v4, v5, v6, v7 = tb[u, 4, c], tb[u, 5, c], tb[u, 6, c], tb[u, 7, c]
-                    v8, v9, v10, v11 = tb[u, 8, c], tb[u, 9, c], tb[u, 10, c], tb[u, 11, c]
-                    v12, v13, v14, v15 = tb[u, 12, c], tb[u, 13, c], tb[u, 14, c], tb[u, 15, c]
-                    # columns: dV B^T (B = (B^T)^T: rows [1, 0, 0, 0], [0, 1, -1, 1], [-1, 1, 1, 0], [0, 0, 0, -1])
-                    a0, a1, a2, a3 = v0, v1 - v2 + v3, v1 + v2 - v0, -v3
-                    b0, b1, b2, b3 = v4, v5 - v6 + v7, v5 + v6 - v4, -v7
-                    e0, e1, e2, e3 = v8, v9 - v10 + v11, v9 + v10 - v8, -v11
-                    f0, f1, f2, f3 = v12, v13 - v14 + v15, v13 + v14 - v12, -v15
-                    # rows: B (dV B^T)
-                    dxh[r, c] += a0
-                    dxh[r + 1, c] += a1
-                    dxh[r + 2, c] += a2
-                    dxh[r + 3, c] += a3
-                    dxh[r + Wp, c] += b0 - e0 + f0
-                    dxh[r + Wp + 1, c] += b1 - e1 + f1
-                    dxh[r + Wp + 2, c] += b2 - e2 + f2
-                    dxh[r + Wp + 3, c] += b3 - e3 + f3
-                    dxh[r + 2 * Wp, c] += b0 + e0 - a0
-                    dxh[r + 2 * Wp + 1, c] += b1 + e1 - a1
-                    dxh[r + 2 * Wp + 2, c] += b2 + e2 - a2
-                    dxh[r + 2 * Wp + 3, c] += b3 + e3 - a3
-                    dxh[r + 3 * Wp, c] -= f0
-                    dxh[r + 3 * Wp + 1, c] -= f1
-                    dxh[r + 3 * Wp + 2, c] -= f2
-                    dxh[r + 3 * Wp + 3, c] -= f3
-        for c in range(C):
-            for h in range(H):
-                for w in range(W):
-                    dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
+        _input_images(x, Vf, ps, k * N // n_chunks, (k + 1) * N // n_chunks, ph, pw, TH, TW)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
-def _input_adjoint_parallel(dV, dx, n_chunks, ph, pw, TH, TW):
+def _input_adjoint_parallel(Vf, ps, dx, n_chunks, ph, pw, TH, TW):
     N = dx.shape[0]
     for k in prange(n_chunks):
-        _input_adjoint_images(dV, dx, k * N // n_chunks, (k + 1) * N // n_chunks, ph, pw, TH, TW)
-
-
-@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
-def _output_images(M, y, n0, n1, TH, TW):
-    O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
-    yh = np.empty((2 * TH * 2 * TW, O), dtype=y.dtype)      # one image's output, channels-last
-    Wo = 2 * TW
-    TT = TH * TW
-    tb = np.empty((TT, 16, O), dtype=y.dtype)
-    for n in range(n0, n1):
-        _gather_planes(M, tb, n * TT)
-        for th in range(TH):
-            for tw in range(TW):
-                u = th * TW + tw
-                r = 2 * th * Wo + 2 * tw
-                for o in range(O):
-                    m0, m1, m2, m3 = tb[u, 0, o], tb[u, 1, o], tb[u, 2, o], tb[u, 3, o]
-                    m4, m5, m6, m7 = tb[u, 4, o], tb[u, 5, o], tb[u, 6, o], tb[u, 7, o]
-                    m8, m9, m10, m11 = tb[u, 8, o], tb[u, 9, o], tb[u, 10, o], tb[u, 11, o]
-                    m12, m13, m14, m15 = tb[u, 12, o], tb[u, 13, o], tb[u, 14, o], tb[u, 15, o]
-                    # columns: M A
-                    a0, a1 = m0 + m1 + m2, m1 - m2 - m3
-                    b0, b1 = m4 + m5 + m6, m5 - m6 - m7
-                    e0, e1 = m8 + m9 + m10, m9 - m10 - m11
-                    f0, f1 = m12 + m13 + m14, m13 - m14 - m15
-                    # rows: A^T (M A)
-                    yh[r, o] = a0 + b0 + e0
-                    yh[r + 1, o] = a1 + b1 + e1
-                    yh[r + Wo, o] = b0 - e0 - f0
-                    yh[r + Wo + 1, o] = b1 - e1 - f1
-        for o in range(O):
-            for h in range(OH):
-                for w in range(OW):
-                    y[n, o, h, w] = yh[h * Wo + w, o]
+        _input_adjoint_images(Vf, ps, dx, k * N // n_chunks, (k + 1) * N // n_chunks, ph, pw, TH, TW)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
-def _output_parallel(M, y, n_chunks, TH, TW):
+def _output_parallel(Mf, ps, y, n_chunks, TH, TW):
     N = y.shape[0]
     for k in prange(n_chunks):
-        _output_images(M, y, k * N // n_chunks, (k + 1) * N // n_chunks, TH, TW)
-
-
-@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
-def _output_adjoint_images(g, dM, n0, n1, TH, TW):
-    O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
-    Wo = 2 * TW
-    gh = np.zeros((2 * TH * Wo, O), dtype=g.dtype)    # one image's gradient, channels-last, zero-padded
-    TT = TH * TW
-    tb = np.empty((TT, 16, O), dtype=g.dtype)
-    for n in range(n0, n1):
-        for o in range(O):
-            for h in range(OH):
-                for w in range(OW):
-                    gh[h * Wo + w, o] = g[n, o, h, w]
-        for th in range(TH):
-            for tw in range(TW):
-                u = th * TW + tw
-                r = 2 * th * Wo + 2 * tw
-                for o in range(O):
-                    g00, g01 = gh[r, o], gh[r + 1, o]
-                    g10, g11 = gh[r + Wo, o], gh[r + Wo + 1, o]
-                    # rows: A g (A = (A^T)^T: rows [1, 0], [1, 1], [1, -1], [0, -1])
-                    a0, a1 = g00, g01
-                    b0, b1 = g00 + g10, g01 + g11
-                    e0, e1 = g00 - g10, g01 - g11
-                    f0, f1 = -g10, -g11
-                    # columns: (A g) A^T
-                    tb[u, 0, o], tb[u, 1, o], tb[u, 2, o], tb[u, 3, o] = a0, a0 + a1, a0 - a1, -a1
-                    tb[u, 4, o], tb[u, 5, o], tb[u, 6, o], tb[u, 7, o] = b0, b0 + b1, b0 - b1, -b1
-                    tb[u, 8, o], tb[u, 9, o], tb[u, 10, o], tb[u, 11, o] = e0, e0 + e1, e0 - e1, -e1
-                    tb[u, 12, o], tb[u, 13, o], tb[u, 14, o], tb[u, 15, o] = f0, f0 + f1, f0 - f1, -f1
-        _scatter_planes(tb, dM, n * TT)
+        _output_images(Mf, ps, y, k * N // n_chunks, (k + 1) * N // n_chunks, TH, TW)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
-def _output_adjoint_parallel(g, dM, n_chunks, TH, TW):
+def _output_adjoint_parallel(g, Df, ps, n_chunks, TH, TW):
     N = g.shape[0]
     for k in prange(n_chunks):
-        _output_adjoint_images(g, dM, k * N // n_chunks, (k + 1) * N // n_chunks, TH, TW)
+        _output_adjoint_images(g, Df, ps, k * N // n_chunks, (k + 1) * N // n_chunks, TH, TW)
 
 
-def _chunks(n_images, size):
+def _chunks(n_images, size, parallel):
     """How many image chunks to split a transform into: one per image up to the thread count
-    (serial below the layer kernels' threshold or where they may not run in parallel)."""
+    (one on the calling thread for the serial entry points, below the layer kernels' threshold
+    or where they may not run in parallel)."""
     import numba
-    if n_images <= 1 or not layer_parallel(size):
+    if not parallel or n_images <= 1 or not layer_parallel(size):
         return 1
     return max(1, min(n_images, numba.get_num_threads()))
 
 
-def winograd_input(x, ph, pw, TH, TW, out=None):
-    """x (N, C, H, W), C-contiguous -> V (16, N*TH*TW, C) (written into ``out`` when given)."""
+def _flat_planes(P):
+    """(P's memory as one flat view, its plane stride in elements) for the kernels' offset
+    arithmetic. P is (16, T, K) with contiguous rows: a C-contiguous array or a slice of
+    tiles of one (conv2d's blocks write into the kept V through such slices)."""
+    item = P.itemsize
+    if P.ndim != 3 or P.shape[0] != 16 or P.strides[2] != item or P.strides[1] != P.shape[2] * item:
+        raise ValueError(f"winograd: expected (16, tiles, channels) planes with contiguous rows, got shape "
+                         f"{P.shape} and strides {P.strides}")
+    ps = P.strides[0] // item
+    span = 15 * ps + P.shape[1] * P.shape[2]
+    return np.lib.stride_tricks.as_strided(P, shape=(span,), strides=(item,)), ps
+
+
+def _input(x, ph, pw, TH, TW, out, parallel):
     N, C = x.shape[:2]
     V = np.empty((16, N * TH * TW, C), dtype=x.dtype) if out is None else out
     if V.size == 0:
         return V
-    k = _chunks(N, V.size)
+    Vf, ps = _flat_planes(V)
+    k = _chunks(N, V.size, parallel)
     if k == 1:
-        return winograd_input_serial(x, ph, pw, TH, TW, V)
-    _input_parallel(x, V, k, ph, pw, TH, TW)
+        _input_images(x, Vf, ps, 0, N, ph, pw, TH, TW)
+    else:
+        _input_parallel(x, Vf, ps, k, ph, pw, TH, TW)
     return V
 
 
-def winograd_input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out=None):
-    """dV (16, N*TH*TW, C), C-contiguous -> dx (N, C, H, W) (into ``out``, C-contiguous, when given)."""
+def _input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out, parallel):
     dx = np.empty((N, C, H, W), dtype=dV.dtype) if out is None else out
     if dx.size == 0:
         return dx
-    k = _chunks(N, dV.size)
+    Vf, ps = _flat_planes(dV)
+    k = _chunks(N, dV.size, parallel)
     if k == 1:
-        return winograd_input_adjoint_serial(dV, N, C, H, W, ph, pw, TH, TW, dx)
-    _input_adjoint_parallel(dV, dx, k, ph, pw, TH, TW)
+        _input_adjoint_images(Vf, ps, dx, 0, N, ph, pw, TH, TW)
+    else:
+        _input_adjoint_parallel(Vf, ps, dx, k, ph, pw, TH, TW)
     return dx
 
 
-def winograd_output(M, N, O, OH, OW, TH, TW, out=None):
-    """M (16, N*TH*TW, O), C-contiguous -> y (N, O, OH, OW) (into ``out``, C-contiguous, when given)."""
+def _output(M, N, O, OH, OW, TH, TW, out, parallel):
     y = np.empty((N, O, OH, OW), dtype=M.dtype) if out is None else out
     if y.size == 0:
         return y
-    k = _chunks(N, M.size)
+    Mf, ps = _flat_planes(M)
+    k = _chunks(N, M.size, parallel)
     if k == 1:
-        return winograd_output_serial(M, N, O, OH, OW, TH, TW, y)
-    _output_parallel(M, y, k, TH, TW)
+        _output_images(Mf, ps, y, 0, N, TH, TW)
+    else:
+        _output_parallel(Mf, ps, y, k, TH, TW)
     return y
 
 
-def winograd_output_adjoint(g, TH, TW, out=None):
-    """g (N, O, OH, OW), C-contiguous -> dM (16, N*TH*TW, O) (into ``out`` when given)."""
+def _output_adjoint(g, TH, TW, out, parallel):
     N, O = g.shape[:2]
     dM = np.empty((16, N * TH * TW, O), dtype=g.dtype) if out is None else out
     if dM.size == 0:
         return dM
-    k = _chunks(N, dM.size)
+    Df, ps = _flat_planes(dM)
+    k = _chunks(N, dM.size, parallel)
     if k == 1:
-        return winograd_output_adjoint_serial(g, TH, TW, dM)
-    _output_adjoint_parallel(g, dM, k, TH, TW)
+        _output_adjoint_images(g, Df, ps, 0, N, TH, TW)
+    else:
+        _output_adjoint_parallel(g, Df, ps, k, TH, TW)
     return dM
+
+
+def winograd_input(x, ph, pw, TH, TW, out=None):
+    """x (N, C, H, W), C-contiguous -> V (16, N*TH*TW, C) (written into ``out`` when given)."""
+    return _input(x, ph, pw, TH, TW, out, True)
+
+
+def winograd_input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out=None):
+    """dV (16, N*TH*TW, C) -> dx (N, C, H, W) (into ``out``, C-contiguous, when given)."""
+    return _input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out, True)
+
+
+def winograd_output(M, N, O, OH, OW, TH, TW, out=None):
+    """M (16, N*TH*TW, O) -> y (N, O, OH, OW) (into ``out``, C-contiguous, when given)."""
+    return _output(M, N, O, OH, OW, TH, TW, out, True)
+
+
+def winograd_output_adjoint(g, TH, TW, out=None):
+    """g (N, O, OH, OW), C-contiguous -> dM (16, N*TH*TW, O) (into ``out`` when given)."""
+    return _output_adjoint(g, TH, TW, out, True)
 
 
 # The same four maps on the calling thread only, with the GIL released: conv2d's block workers
 # (minidl.runtime.block_workers) run one image block each, concurrently.
 def winograd_input_serial(x, ph, pw, TH, TW, out=None):
     """winograd_input on one thread."""
-    N, C = x.shape[:2]
-    V = np.empty((16, N * TH * TW, C), dtype=x.dtype) if out is None else out
-    if V.size:
-        _input_images(x, V, 0, N, ph, pw, TH, TW)
-    return V
+    return _input(x, ph, pw, TH, TW, out, False)
 
 
 def winograd_input_adjoint_serial(dV, N, C, H, W, ph, pw, TH, TW, out=None):
     """winograd_input_adjoint on one thread."""
-    dx = np.empty((N, C, H, W), dtype=dV.dtype) if out is None else out
-    if dx.size:
-        _input_adjoint_images(dV, dx, 0, N, ph, pw, TH, TW)
-    return dx
+    return _input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out, False)
 
 
 def winograd_output_serial(M, N, O, OH, OW, TH, TW, out=None):
     """winograd_output on one thread."""
-    y = np.empty((N, O, OH, OW), dtype=M.dtype) if out is None else out
-    if y.size:
-        _output_images(M, y, 0, N, TH, TW)
-    return y
+    return _output(M, N, O, OH, OW, TH, TW, out, False)
 
 
 def winograd_output_adjoint_serial(g, TH, TW, out=None):
     """winograd_output_adjoint on one thread."""
-    N, O = g.shape[:2]
-    dM = np.empty((16, N * TH * TW, O), dtype=g.dtype) if out is None else out
-    if dM.size:
-        _output_adjoint_images(g, dM, 0, N, TH, TW)
-    return dM
+    return _output_adjoint(g, TH, TW, out, False)
