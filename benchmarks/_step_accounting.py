@@ -2,7 +2,10 @@
 
 One instrumented step splits the wall time into
 - GEMM: every ``numpy.matmul`` call (conv and linear layers use it through their array
-  namespace), timed one by one, with its FLOPs (2 * m * n * k per product) from the shapes;
+  namespace), timed one by one, with its FLOPs (2 * m * n * k per product) from the shapes.
+  Where conv2d's block workers run shares of the images concurrently, each thread its own
+  GEMMs, the time counted is the calling thread's (its share's GEMMs run while the workers run
+  theirs) and the FLOPs are every thread's, so the rate is that of all threads together;
   beside them the model's FLOPs: 3x the direct convolution's and the linear layers' forward
   multiply-adds x 2 (forward, dx, dW), which Winograd convolutions do with fewer GEMM FLOPs;
 - other op work: the rest of each op's forward and backward (im2col/col2im, norms,
@@ -18,8 +21,10 @@ The machine's side: the copy bandwidth (``np.copyto`` of 64 MiB, bytes read + wr
 and one large SGEMM's rate. Timing wrappers cost about a microsecond per call, a fraction of a
 percent of a step; the instrumented step's own time is reported beside the plain median.
 On a loaded machine, one thread and CPU time (``CLOCK = time.process_time``) give figures that
-do not count the time the process waited for a core.
+do not count the time the process waited for a core (with more threads the process's CPU time
+counts every thread's, so there the split is wall-clock only).
 """
+import threading
 import time
 
 import numpy as np
@@ -88,14 +93,21 @@ class _Recorder:
         self._op_roots = None    # array roots the current outermost op touches (None: no op running)
         self._gemm_in_op = 0.0
         self._restore = []
+        self._lock = threading.Lock()
+        self._thread = None
 
     # np.matmul -------------------------------------------------------------------------------
     def _matmul(self, a, b, *args, **kw):
         t0 = CLOCK()
         r = self._np_matmul(a, b, *args, **kw)
         dt = CLOCK() - t0
+        with self._lock:
+            self.gemm_flops += _matmul_flops(a, b)
+        if threading.get_ident() != self._thread:
+            # a block worker's share (conv2d): it runs beside the calling thread's own share,
+            # whose GEMMs are the ones that take the step's time, so only their time counts
+            return r
         self.gemm_s += dt
-        self.gemm_flops += _matmul_flops(a, b)
         if self._op_roots is not None:
             self._gemm_in_op += dt
             for arr in (a, b, r):
@@ -151,6 +163,7 @@ class _Recorder:
         return seen
 
     def __enter__(self):
+        self._thread = threading.get_ident()
         self._np_matmul = np.matmul
         np.matmul = self._matmul
         restore = []

@@ -3,6 +3,7 @@ whatever the forward already computed (often the output itself)."""
 import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ._kernel_switch import LAYER
 
 
 class Exp(Function):
@@ -96,15 +97,28 @@ def _half_bits(a):
     return None
 
 
+def relu_forward_reference(x):
+    """(y, mask) = (max(x, 0), y != 0), with NaN and -0.0 passed through as PyTorch's relu."""
+    y = namespace_of(x).where(x < 0, 0, x).astype(x.dtype, copy=False)
+    return y, y != 0
+
+
+def relu_backward_reference(mask, g):
+    """dL/dx = g where the mask is set, else 0."""
+    return g * mask
+
+
 class Relu(Function):
     """y = max(x, 0) (NaN stays NaN);  dy/dx = 1 where y > 0 or y is NaN, else 0 (0 at x = 0),
-    as PyTorch's threshold backward: the mask is ``y != 0``.
+    as PyTorch's threshold backward: the mask is ``y != 0``. The CPU kernels do each direction in
+    one parallel pass (``minidl.kernels.cpu.relu``); the references above are the NumPy form.
 
     float16/bfloat16 on the CPU go through the bits: NumPy computes 2-byte floats one converted
     element at a time, while integer compares on the int16 view vectorise. x < 0 is "sign bit
     set, magnitude bits non-zero and at most those of inf" (not -0.0, not NaN), y takes 0 there
     and x's bits elsewhere (-0.0 and NaN kept, as PyTorch's clamp), and y != 0 is "magnitude bits
     non-zero"."""
+    kernels = LAYER.kernels(("relu_forward", "relu_backward"), __name__, cpu="minidl.kernels.cpu.relu")
 
     @staticmethod
     def forward(ctx, x):
@@ -115,9 +129,9 @@ class Relu(Function):
             y = np.where((bits < 0) & (mag != 0) & (mag <= inf), np.int16(0), bits)
             ctx.save_for_backward((y & 0x7fff) != 0)
             return y.view(x.dtype)
-        xp = namespace_of(x)
-        y = xp.maximum(x, 0).astype(x.dtype, copy=False)
-        ctx.save_for_backward(y != 0)
+        ctx.impl = Relu.kernels.select(x)
+        y, positive = ctx.impl.relu_forward(x)
+        ctx.save_for_backward(positive)
         return y
 
     @staticmethod
@@ -126,7 +140,7 @@ class Relu(Function):
         half = _half_bits(g)
         if half is not None:
             return np.where(positive, half[0], np.int16(0)).view(g.dtype)
-        return g * positive
+        return ctx.impl.relu_backward(positive, g)
 
 
 class Abs(Function):
