@@ -76,3 +76,13 @@ def test_a_large_relu_runs_the_parallel_kernel(monkeypatch):
     x = np.random.default_rng(2).standard_normal((64, 16, 8, 8)).astype(np.float32)
     y, _ = k_relu.relu_forward(x)
     assert calls and np.array_equal(y, np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_nan_gradient_stays_out_where_the_mask_is_clear(monkeypatch, parallel):
+    """dx is 0 where y == 0 even for a NaN (or inf) incoming gradient, as PyTorch's threshold backward."""
+    monkeypatch.setattr(k_relu, "layer_parallel", lambda n: parallel)
+    mask = np.array([True, False, False, True])
+    g = np.array([np.nan, np.nan, np.inf, 2.0], dtype=np.float32)
+    for dx in (k_relu.relu_backward(mask, g), unary.relu_backward_reference(mask, g)):
+        np.testing.assert_array_equal(dx, [np.nan, 0, 0, 2.0])

@@ -99,13 +99,15 @@ def _half_bits(a):
 
 def relu_forward_reference(x):
     """(y, mask) = (max(x, 0), y != 0), with NaN and -0.0 passed through as PyTorch's relu."""
-    y = namespace_of(x).where(x < 0, 0, x).astype(x.dtype, copy=False)
+    xp = namespace_of(x)
+    y = xp.where(x < 0, xp.zeros((), dtype=x.dtype), x)
     return y, y != 0
 
 
 def relu_backward_reference(mask, g):
-    """dL/dx = g where the mask is set, else 0."""
-    return g * mask
+    """dL/dx = g where the mask is set, else 0 (0 even where g is NaN, as PyTorch's threshold backward)."""
+    xp = namespace_of(g)
+    return xp.where(mask, g, xp.zeros((), dtype=g.dtype))
 
 
 class Relu(Function):

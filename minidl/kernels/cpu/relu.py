@@ -16,10 +16,13 @@ from numba import config, njit, prange
 from ._threads import layer_parallel, plane_chunks
 
 
+# Elements a..b-1, indexed as unsigned offsets: a signed index would make Numba handle negative
+# wraparound, and that keeps LLVM from vectorising the loop (about 10x slower).
 @njit(error_model="numpy", cache=True, nogil=True)
 def _forward(x, y, m, a, b):
     zero = x.dtype.type(0)
-    for i in range(a, b):
+    for k in range(b - a):
+        i = np.uintp(a) + np.uintp(k)
         v = x[i]
         r = zero if v < zero else v
         y[i] = r
@@ -29,7 +32,8 @@ def _forward(x, y, m, a, b):
 @njit(error_model="numpy", cache=True, nogil=True)
 def _backward(g, m, dx, a, b):
     zero = g.dtype.type(0)
-    for i in range(a, b):
+    for k in range(b - a):
+        i = np.uintp(a) + np.uintp(k)
         dx[i] = g[i] if m[i] else zero
 
 
