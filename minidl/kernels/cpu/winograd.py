@@ -285,7 +285,9 @@ def _flat_planes(P):
     arithmetic. P is (16, T, K) with contiguous rows: a C-contiguous array or a slice of
     tiles of one (conv2d's blocks write into the kept V through such slices)."""
     item = P.itemsize
-    if P.ndim != 3 or P.shape[0] != 16 or P.strides[2] != item or P.strides[1] != P.shape[2] * item:
+    rows_ok = P.ndim == 3 and (P.shape[2] <= 1 or P.strides[2] == item) and (
+        P.shape[1] <= 1 or P.strides[1] == P.shape[2] * item)
+    if not rows_ok or P.shape[0] != 16 or P.strides[0] < 0 or P.strides[0] % item:
         raise ValueError(f"winograd: expected (16, tiles, channels) planes with contiguous rows, got shape "
                          f"{P.shape} and strides {P.strides}")
     ps = P.strides[0] // item
