@@ -38,9 +38,9 @@ image block per thread (``minidl.runtime.block_workers``).
 import numpy as np
 from numba import njit, prange
 
-U = np.uintp
-
 from ._threads import layer_parallel
+
+U = np.uintp   # the loops' offsets are unsigned (see below)
 
 
 # Loops over one run of n values: dst[d + k] = sum of s * src[o + k] (s = +-1, exact), k < n.
