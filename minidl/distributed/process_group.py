@@ -15,10 +15,12 @@ import datetime
 import os
 import sys
 import threading
+import time
 
 from .thread_communicator import Rendezvous, ThreadCommunicator
 
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)        # PyTorch's default_pg_timeout
+ABORT_GRACE_S = 0.5    # seconds a rank with an uncaught error waits, its traceback written, before Abort
 _NOT_INITIALIZED = "Default process group has not been initialized, please make sure to call init_process_group."
 _OTHER_BACKENDS = ("gloo", "nccl", "ucc", "xccl", "cncl", "hccl")
 # variables that MPI launchers (MPICH's hydra, Open MPI, PMIx, Slurm's PMI) set in each rank
@@ -206,6 +208,9 @@ def _install_abort_on_error(communicator):
         sys.stderr.write(f"minidl.distributed: rank {communicator.rank} stopped with an uncaught "
                          f"{kind.__name__}; aborting all {communicator.size} ranks\n")
         sys.stderr.flush()
+        # the launcher forwards a rank's output through its proxy process, which Abort kills
+        # too: without a pause, the end of the traceback could still be in flight and be lost
+        time.sleep(ABORT_GRACE_S)
         communicator.comm.Abort(1)
 
     _process["excepthook"] = previous
