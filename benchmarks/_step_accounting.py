@@ -103,18 +103,17 @@ class _Recorder:
         dt = CLOCK() - t0
         with self._lock:
             self.gemm_flops += _matmul_flops(a, b)
-        if threading.get_ident() != self._thread:
-            # a block worker's share (conv2d): it runs beside the calling thread's own share,
-            # whose GEMMs are the ones that take the step's time, so only their time counts
-            return r
-        self.gemm_s += dt
-        if self._op_roots is not None:
-            self._gemm_in_op += dt
-            for arr in (a, b, r):
-                if isinstance(arr, np.ndarray):
-                    key = _root(arr)
-                    if key not in self._op_roots:
-                        self._op_roots[key] = arr.nbytes
+            # a block worker's share (conv2d) runs beside the calling thread's own share, whose
+            # GEMMs are the ones that take the step's time: only their time counts, every
+            # thread's operands count as bytes
+            if threading.get_ident() == self._thread:
+                self.gemm_s += dt
+                if self._op_roots is not None:
+                    self._gemm_in_op += dt
+            if self._op_roots is not None:
+                for arr in (a, b, r):
+                    if isinstance(arr, np.ndarray):
+                        self._op_roots.setdefault(_root(arr), arr.nbytes)
         return r
 
     # ops -------------------------------------------------------------------------------------

@@ -137,6 +137,7 @@ IM2COL = LAYER.kernels(("im2col", "col2im"), __name__, cpu="minidl.kernels.cpu.i
 WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
 WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
 WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+WINOGRAD_GG = np.kron(WINOGRAD_G, WINOGRAD_G)   # (16, 9): GG[(a, b), (i, j)] = G[a, i] G[b, j]
 
 
 def winograd_tiles(OH, OW):
@@ -203,12 +204,12 @@ def winograd_output_adjoint_reference(g, TH, TW, out=None):
 
 
 def winograd_filter(w):
-    """W (O, C, 3, 3) -> U (16, O, C): U[(a, b), o, c] = (G W_oc G^T)[a, b]. Tiny, but per call:
-    one product with the Kronecker matrix, (G kron G)[(a, b), (i, j)] = G[a, i] G[b, j] (16, 9),
-    and every filter's nine taps as a column."""
+    """W (O, C, 3, 3) -> U (16, O, C): U[(a, b), o, c] = (G W_oc G^T)[a, b], as one product of
+    WINOGRAD_GG = G kron G with every filter's nine taps as a column (an einsum over the two
+    G's runs NumPy's unoptimised loop: 3 ms of a ResNet-8 step, docs/performance.md)."""
     xp = namespace_of(w)
     O, C = w.shape[:2]
-    gg = xp.asarray(np.kron(WINOGRAD_G, WINOGRAD_G).astype(w.dtype))
+    gg = xp.asarray(WINOGRAD_GG.astype(w.dtype))
     return xp.ascontiguousarray((gg @ w.reshape(O * C, 9).T).reshape(16, O, C))
 
 
@@ -216,7 +217,7 @@ def winograd_filter_adjoint(dU):
     """The adjoint of winograd_filter: dU (16, O, C) -> dW (O, C, 3, 3) = G^T dU_oc G."""
     xp = namespace_of(dU)
     O, C = dU.shape[1:]
-    gg = xp.asarray(np.kron(WINOGRAD_G, WINOGRAD_G).astype(dU.dtype))
+    gg = xp.asarray(WINOGRAD_GG.astype(dU.dtype))
     return (dU.reshape(16, O * C).T @ gg).reshape(O, C, 3, 3)
 
 

@@ -291,7 +291,9 @@ def _flat_planes(P):
         raise ValueError(f"winograd: expected (16, tiles, channels) planes with contiguous rows, got shape "
                          f"{P.shape} and strides {P.strides}")
     ps = P.strides[0] // item
-    span = 15 * ps + P.shape[1] * P.shape[2]
+    if P.flags.c_contiguous:
+        return P.reshape(-1), ps
+    span = 15 * ps + P.shape[1] * P.shape[2]    # a slice of tiles: a view of its span (a few us)
     return np.lib.stride_tricks.as_strided(P, shape=(span,), strides=(item,)), ps
 
 
