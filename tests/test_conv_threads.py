@@ -1,5 +1,6 @@
 """conv2d's image blocks on the block workers (minidl.runtime.block_workers): the same output and
-gradients as the loop on the calling thread, for Winograd and im2col convolutions, over block
+gradients as the loop on the calling thread, for Winograd convolutions and both column layouts
+(im2col's and unfold's), over block
 counts, odd batches, more shares than workers, and groups/stride/dilation; an exception in a
 worker reaches the caller; two user threads convolving at once; BLAS held at one thread only
 while the workers run."""
@@ -13,6 +14,7 @@ import minidl as md
 import minidl.nn.functional as F
 from minidl.kernels.cpu import _threads
 from minidl.kernels.cpu import im2col as k_im2col
+from minidl.kernels.cpu import unfold as k_unfold
 from minidl.kernels.cpu import winograd as k_wino
 from minidl.ops import conv as conv_ops
 from minidl.runtime import blas_threads, block_workers, layer_threads
@@ -23,14 +25,15 @@ pytestmark = pytest.mark.skipif(not block_workers.available(), reason="needs an 
 @pytest.fixture
 def workers(monkeypatch):
     """Let every convolution here take the block workers (small problems included), with two
-    threads; returns the names of the threads that ran a serial kernel."""
+    threads; returns the names of the threads that ran a share of images (or a serial kernel)."""
     monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
     monkeypatch.setattr(conv_ops, "BLOCK_WORKERS_FROM", 1)
     monkeypatch.setattr(layer_threads, "PARALLEL", True)
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     seen = set()
     for module, name in [(k_wino, "winograd_input_serial"), (k_wino, "winograd_output_adjoint_serial"),
-                         (k_im2col, "im2col_serial"), (k_im2col, "col2im_serial")]:
+                         (k_im2col, "im2col_serial"), (k_im2col, "col2im_serial"),
+                         (k_unfold, "unfold_serial"), (k_unfold, "fold_serial"), (conv_ops, "_share_blocks")]:
         fn = getattr(module, name)
 
         def spy(*args, _fn=fn, **kw):
@@ -93,7 +96,7 @@ def test_winograd_blocks_on_workers_equal_the_serial_loop(monkeypatch, workers, 
         _assert_same(pooled, serial, dtype)
 
 
-IM2COL_CASES = [  # (N, C, H, W), weight shape, conv2d keywords
+COLUMN_CASES = [  # (N, C, H, W), weight shape, conv2d keywords
     ((3, 3, 9, 9), (6, 3, 3, 3), dict(padding=1)),                        # few channels: im2col, not Winograd
     ((4, 8, 9, 8), (16, 8, 3, 3), dict(stride=2, padding=1)),
     ((5, 8, 7, 7), (6, 4, 3, 3), dict(padding=1, groups=2)),
@@ -104,9 +107,12 @@ IM2COL_CASES = [  # (N, C, H, W), weight shape, conv2d keywords
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("block_bytes", [1, 8 << 20])
-@pytest.mark.parametrize("xs,ws,kw", IM2COL_CASES)
-def test_im2col_blocks_on_workers_equal_the_serial_loop(monkeypatch, workers, xs, ws, kw, block_bytes, dtype):
+@pytest.mark.parametrize("xs,ws,kw", COLUMN_CASES)
+@pytest.mark.parametrize("columns", ["im2col", "unfold"])
+def test_column_blocks_on_workers_equal_the_serial_loop(monkeypatch, workers, xs, ws, kw, block_bytes, dtype, columns):
     monkeypatch.setattr(conv_ops, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(conv_ops, "UNFOLD_MAX_K", 1 << 30 if columns == "unfold" else 0)
+    monkeypatch.setattr(conv_ops, "USE_UNFOLD", columns == "unfold")
     rng = np.random.default_rng(1)
     x = rng.standard_normal(xs).astype(dtype)
     w = rng.standard_normal(ws).astype(dtype)

@@ -136,3 +136,9 @@ def test_conv2d_cuda_im2col_kernels(geom):
 def test_rotary_embedding_with_host_tables():
     rope = nn.RotaryEmbedding(4, max_len=5)
     check(lambda x: rope(x), rnd(1, 2, 3, 4), atol=1e-9)
+
+
+def test_unfold_and_fold_on_the_device():
+    """F.unfold / F.fold take the NumPy references on device arrays (the CPU has the kernels)."""
+    check(lambda x: F.fold(F.unfold(x, (2, 3), padding=1, stride=(1, 2)) * 2, (5, 4), (2, 3), padding=1,
+                           stride=(1, 2)), rnd(2, 3, 5, 4), atol=1e-12)

@@ -12,6 +12,7 @@ import minidl as md
 import minidl.nn.functional as F
 from minidl.kernels.cpu import batch_norm as cpu_batch_norm
 from minidl.kernels.cpu import im2col as cpu_im2col
+from minidl.kernels.cpu import unfold as cpu_unfold
 from minidl.kernels.cpu import layer_norm as cpu_layer_norm
 from minidl.ops import normalization as N
 
@@ -90,12 +91,14 @@ def test_reference_runs_no_cpu_kernel(monkeypatch):
         monkeypatch.setattr(cpu_batch_norm, name, _refuse)
     monkeypatch.setattr(cpu_im2col, "im2col", _refuse)
     monkeypatch.setattr(cpu_im2col, "col2im", _refuse)
+    monkeypatch.setattr(cpu_unfold, "unfold", _refuse)
+    monkeypatch.setattr(cpu_unfold, "fold", _refuse)
     x = md.randn(2, 3, 5, 5, requires_grad=True)
-    w = md.randn(4, 3, 3, 3, requires_grad=True)
-    with md.implementation(norm="reference", layer="reference"):
-        y = F.batch_norm(F.conv2d(x, w), None, None, training=True)
-        y.sum().backward()
-    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+    for w in (md.randn(4, 3, 3, 3, requires_grad=True), md.randn(4, 3, 7, 7, requires_grad=True)):
+        with md.implementation(norm="reference", layer="reference"):    # unfold's layout, then im2col's
+            y = F.batch_norm(F.conv2d(x, w, padding=1), None, None, training=True)
+            y.sum().backward()
+    assert x.grad.shape == x.shape
 
 
 def test_a_device_module_without_the_kernel_fails_at_selection():

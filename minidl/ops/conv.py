@@ -84,21 +84,11 @@ from ..kernels.switch import into
 from ..tensor.dtype import check_same_dtype
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
-from .conv_blocks import (im2col_backward_blocks, im2col_forward_blocks, winograd_backward_blocks,
-                          winograd_forward_blocks)
+from .conv_blocks import (im2col_backward_blocks, im2col_forward_blocks, unfold_backward_blocks,
+                          unfold_forward_blocks, unfold_is_identity, winograd_backward_blocks, winograd_forward_blocks)
 from ._kernel_switch import LAYER
+from .fold import UNFOLD, conv_output_size, sliding_views
 from .low_precision import float32_compute, keep_low, narrows_saves
-
-
-def conv_output_size(size, k, s, p, d):
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-def _views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
-    """(i, j, xpad[:, :, i*dh + sh*oh, j*dw + sw*ow]) for every kernel offset."""
-    for i in range(kh):
-        for j in range(kw):
-            yield i, j, xpad[:, :, i * dh: i * dh + sh * (OH - 1) + 1: sh, j * dw: j * dw + sw * (OW - 1) + 1: sw]
 
 
 def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
@@ -110,7 +100,7 @@ def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=No
     G = groups
     xpad = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
     cols = xp.empty((N, OH, OW, G, kh, kw, C // G), dtype=x.dtype)
-    for i, j, view in _views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
+    for i, j, view in sliding_views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
         cols[:, :, :, :, i, j, :] = view.transpose(0, 2, 3, 1).reshape(N, OH, OW, G, C // G)
     return into(out, cols.reshape(N, OH, OW, C * kh * kw))
 
@@ -123,7 +113,7 @@ def col2im_reference(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups=1,
     G = groups
     cols = cols.reshape(N, OH, OW, G, kh, kw, C // G)
     dxpad = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=cols.dtype)
-    for i, j, view in _views(dxpad, kh, kw, sh, sw, dh, dw, OH, OW):
+    for i, j, view in sliding_views(dxpad, kh, kw, sh, sw, dh, dw, OH, OW):
         view += cols[:, :, :, :, i, j, :].reshape(N, OH, OW, C).transpose(0, 3, 1, 2)
     return into(out, dxpad[:, :, ph: ph + H, pw: pw + W])
 
@@ -302,10 +292,39 @@ def _share_blocks(n0, n1, per):
     return [(a, min(a + per, n1)) for a in range(n0, n1, per)]
 
 
+# The two column layouts. unfold's, (N, C*kh*kw, L), multiplies each image as W (O, K) @ cols
+# (K, L), which lands in NCHW order and reads the output gradient in place: it pays on the CPU
+# where the gather is cheap or the product short, 1x1 kernels (no gather at stride 1, a
+# subsample otherwise) and receptive fields of at most UNFOLD_MAX_K values (the first layers:
+# 1-3 input channels, where im2col's tall GEMM has a short inner dimension). Elsewhere, and
+# on other devices, im2col's pixel rows: one tall GEMM per block, faster once K is long
+# (docs/performance.md has the measurements behind the threshold).
+class _Columns:
+    def __init__(self, name, kernels, forward_blocks, backward_blocks, weight_rows, cols_shape):
+        self.name, self.kernels = name, kernels
+        self.forward_blocks, self.backward_blocks = forward_blocks, backward_blocks
+        self.weight_rows, self.cols_shape = weight_rows, cols_shape
+
+
+IM2COL_COLUMNS = _Columns("im2col", IM2COL, im2col_forward_blocks, im2col_backward_blocks, _weight_rows,
+                          lambda N, OH, OW, GK: (N, OH, OW, GK))
+UNFOLD_COLUMNS = _Columns("unfold", UNFOLD, unfold_forward_blocks, unfold_backward_blocks,
+                          lambda w, G: w.reshape(G, w.shape[0] // G, -1), lambda N, OH, OW, GK: (N, GK, OH * OW))
+USE_UNFOLD = True     # CPU arrays in unfold's layout where it pays (else im2col's everywhere)
+UNFOLD_MAX_K = 96     # receptive-field values per group up to which unfold's layout is faster
+
+
+def _columns(x, w):
+    Cg, kh, kw = w.shape[1:]
+    if USE_UNFOLD and type(x) is np.ndarray and (kh * kw == 1 or Cg * kh * kw <= UNFOLD_MAX_K):
+        return UNFOLD_COLUMNS
+    return IM2COL_COLUMNS
+
+
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Conv2d(Function):
-    """conv2d by Winograd F(2x2, 3x3) where ``_use_winograd`` says so, else by blocked im2col + GEMM;
-    see the module docstring for both derivations."""
+    """conv2d by Winograd F(2x2, 3x3) where ``_use_winograd`` says so, else by blocked columns
+    (unfold's on the CPU, im2col's elsewhere) + GEMM; see the module docstring for the derivations."""
 
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups):
@@ -315,7 +334,8 @@ class Conv2d(Function):
         ctx.winograd = _use_winograd(x, w, stride, dilation, groups)
         if ctx.winograd:
             return _winograd_forward(ctx, x, w, b, padding)
-        impl = ctx.impl = IM2COL.select(x)
+        path = ctx.path = _columns(x, w)
+        impl = ctx.impl = path.kernels.select(x)
         N, C, H, W = x.shape
         O, Cg, kh, kw = w.shape
         (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
@@ -323,20 +343,20 @@ class Conv2d(Function):
         OW = conv_output_size(W, kw, sw, pw, dw)
         G, K, L = groups, Cg * kh * kw, OH * OW
         geom = (kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G)
-        wr = _weight_rows(w, G)                                            # (G, O/G, K)
-        wt = wr[0].T if G == 1 else wr.transpose(0, 2, 1)
+        wr = path.weight_rows(w, G)                                          # (G, O/G, K)
         out = xp.empty((N, O, OH, OW), dtype=x.dtype)
         keep = None
-        if ctx.needs_input_grad[1] and N * L * G * K * x.itemsize <= KEEP_COLS_BYTES:
-            keep = xp.empty((N, OH, OW, G * K), dtype=x.dtype)
+        if (ctx.needs_input_grad[1] and N * L * G * K * x.itemsize <= KEEP_COLS_BYTES
+                and not (path is UNFOLD_COLUMNS and unfold_is_identity(geom))):    # there the columns are x
+            keep = xp.empty(path.cols_shape(N, OH, OW, G * K), dtype=x.dtype)
         row_bytes = L * G * K * x.itemsize
         k = _worker_count(N, N * L * G * K, impl)
         if k == 1:
-            im2col_forward_blocks(impl, x, wt, b, keep, out, geom, _blocks(N, row_bytes))
+            path.forward_blocks(impl, x, wr, b, keep, out, geom, _blocks(N, row_bytes))
         else:
-            kern, per = _SerialKernels(_cpu_module("im2col")), _images_per_block(BLOCK_BYTES / k, row_bytes)
-            _run_shares(lambda n0, n1: im2col_forward_blocks(kern, x, wt, b, keep, out, geom,
-                                                              _share_blocks(n0, n1, per)), N, k)
+            kern, per = _SerialKernels(_cpu_module(path.name)), _images_per_block(BLOCK_BYTES / k, row_bytes)
+            _run_shares(lambda n0, n1: path.forward_blocks(kern, x, wr, b, keep, out, geom,
+                                                            _share_blocks(n0, n1, per)), N, k)
         ctx.save_for_backward(x, wr)
         ctx.cols = keep
         keep_low(ctx, keep, wr)   # copies of the (rounded) input and weight: exact in the low dtype
@@ -350,9 +370,11 @@ class Conv2d(Function):
             return _winograd_backward(ctx, g) + (None, None, None, None)
         x, wr = ctx.saved_tensors
         kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom = ctx.geom
+        path = ctx.path
         O, Cg = ctx.wshape[:2]
         nx, nw, nb = ctx.needs_input_grad[:3]
         xp = namespace_of(g)
+        g = xp.ascontiguousarray(g)
         N, C, H, W = x.shape
         K, L = Cg * kh * kw, OH * OW
         dx = xp.empty((N, C, H, W), dtype=g.dtype) if nx else None
@@ -361,19 +383,20 @@ class Conv2d(Function):
         k = _worker_count(N, N * L * G * K, ctx.impl)
         if k == 1:
             db = g.sum(axis=(0, 2, 3)) if nb else None
-            dwr = im2col_backward_blocks(ctx.impl, x, g, wr, kept, dx, nw, geom, _blocks(N, row_bytes))
+            dwr = path.backward_blocks(ctx.impl, x, g, wr, kept, dx, nw, geom, _blocks(N, row_bytes))
         else:
-            kern, per = _SerialKernels(_cpu_module("im2col")), _images_per_block(BLOCK_BYTES / k, row_bytes)
+            kern, per = _SerialKernels(_cpu_module(path.name)), _images_per_block(BLOCK_BYTES / k, row_bytes)
 
             def share(n0, n1):    # a share's dW and db, summed over the shares below
-                return (im2col_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, _share_blocks(n0, n1, per)),
+                return (path.backward_blocks(kern, x, g, wr, kept, dx, nw, geom, _share_blocks(n0, n1, per)),
                         g[n0:n1].sum(axis=(0, 2, 3)) if nb else None)
             parts = _run_shares(share, N, k)
             dwr = sum(p[0] for p in parts) if nw else None
             db = sum(p[1] for p in parts) if nb else None
         dw_ = None
         if nw:
-            dw_ = dwr.reshape(G, O // G, kh, kw, Cg).transpose(0, 1, 4, 2, 3).reshape(ctx.wshape)
+            dw_ = (dwr.reshape(ctx.wshape) if path is UNFOLD_COLUMNS else
+                   dwr.reshape(G, O // G, kh, kw, Cg).transpose(0, 1, 4, 2, 3).reshape(ctx.wshape))
         return dx, dw_, db, None, None, None, None
 
 

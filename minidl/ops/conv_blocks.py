@@ -33,11 +33,12 @@ def scratch_buffer(name, shape, dtype, xp):
         buf = buffers[key] = np.empty(n, dtype=dtype)
     return buf[:n].reshape(shape)
 
-def im2col_forward_blocks(kern, x, wt, b, keep, out, geom, blocks):
+def im2col_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
     """Forward over ``blocks`` of images: im2col of a block (into ``keep`` when cols are kept
-    for backward), its GEMM, the NCHW copy with the bias."""
+    for backward), its GEMM with the weight rows ``wr`` (G, O/G, K), the NCHW copy with the bias."""
     xp = namespace_of(x)
     kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
+    wt = wr[0].T if G == 1 else wr.transpose(0, 2, 1)
     O, L = out.shape[1], OH * OW
     K = x.shape[1] // G * kh * kw
     for n0, n1 in blocks:
@@ -123,3 +124,62 @@ def winograd_backward_blocks(kern, x, g, U, V, dx, nw, geom, blocks):
             np.matmul(dM, U, out=dV)
             kern.winograd_input_adjoint(dV, n1 - n0, C, H, W, ph, pw, TH, TW, out=dx[n0:n1])
     return dU
+
+
+def unfold_is_identity(geom):
+    """A 1x1, stride-1, unpadded kernel: unfold(x) is x itself, (N, C, H*W)."""
+    kh, kw, sh, sw, ph, pw = geom[:6]
+    return kh == kw == sh == sw == 1 and ph == pw == 0
+
+
+def _unfold_block(kern, x, keep, geom, n0, n1):
+    """The (n1 - n0, C*kh*kw, L) columns of images n0..n1: a view of x for the identity, else
+    unfolded into ``keep`` (kept for backward) or a scratch buffer."""
+    kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
+    C = x.shape[1]
+    if unfold_is_identity(geom):
+        return x[n0:n1].reshape(n1 - n0, C, OH * OW)
+    dst = keep[n0:n1] if keep is not None else scratch_buffer("unfold_cols", (n1 - n0, C * kh * kw, OH * OW),
+                                                              x.dtype, np)
+    return kern.unfold(x[n0:n1], kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, out=dst)
+
+
+def unfold_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
+    """Forward over ``blocks`` of images in unfold's layout: a block's columns (into ``keep``
+    when kept for backward), then one GEMM per image and group, W_g (O/G, K) @ cols (K, L),
+    written straight into the output's NCHW rows, and the bias."""
+    OH, OW, G = geom[8:]
+    O, K = out.shape[1], wr.shape[2]
+    for n0, n1 in blocks:
+        nb = n1 - n0
+        cols = _unfold_block(kern, x, keep, geom, n0, n1).reshape(nb, G, K, OH * OW)
+        np.matmul(wr, cols, out=out[n0:n1].reshape(nb, G, O // G, OH * OW))
+        if b is not None:
+            out[n0:n1] += b.reshape(1, O, 1, 1)
+
+
+def unfold_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
+    """Backward over ``blocks`` of images in unfold's layout (g is read in place, NCHW): per
+    image and group dW_g += G_g (O/G, L) @ cols^T (L, K) (returned summed, (G, O/G, K), when
+    ``nw``), dcols = W_g^T @ G_g and fold into ``dx`` (when given)."""
+    kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
+    N, C, H, W = x.shape
+    Og, K, L = wr.shape[1], wr.shape[2], OH * OW
+    dwr = np.zeros((G, Og, K), dtype=g.dtype) if nw else None
+    wt = wr.transpose(0, 2, 1)                                                 # (G, K, O/G)
+    for n0, n1 in blocks:
+        nb = n1 - n0
+        gb = g[n0:n1].reshape(nb, G, Og, L)
+        if nw:
+            cols = (kept[n0:n1] if kept is not None else _unfold_block(kern, x, None, geom, n0, n1))
+            parts = scratch_buffer("unfold_dw", (nb, G, Og, K), g.dtype, np)
+            np.matmul(gb, cols.reshape(nb, G, K, L).transpose(0, 1, 3, 2), out=parts)
+            dwr += parts.sum(axis=0)
+        if dx is not None:
+            if unfold_is_identity(geom):
+                np.matmul(wt, gb, out=dx[n0:n1].reshape(nb, G, K, L))
+                continue
+            dcols = scratch_buffer("unfold_dcols", (nb, G, K, L), g.dtype, np)
+            np.matmul(wt, gb, out=dcols)
+            kern.fold(dcols.reshape(nb, G * K, L), nb, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, out=dx[n0:n1])
+    return dwr

@@ -1,4 +1,5 @@
-"""F.unfold (im2col) and F.fold (col2im), as ``torch.nn.functional.unfold`` / ``fold``.
+"""F.unfold (im2col) and F.fold (col2im), as ``torch.nn.functional.unfold`` / ``fold``; their
+layout is also the one conv2d multiplies on the CPU (``minidl.ops.conv``).
 
 unfold copies every kh x kw sliding block of a padded (N, C, H, W) input into a column:
 
@@ -7,27 +8,69 @@ unfold copies every kh x kw sliding block of a padded (N, C, H, W) input into a 
 so a convolution is ``W.view(O, -1) @ unfold(x)``. fold is its adjoint: it sums each
 column entry back into the position it was copied from. Hence each is the other's backward:
 d unfold(x) / dx applied to g is fold(g), and d fold(c) / dc applied to g is unfold(g).
-Both reuse the convolution's im2col / col2im (``minidl.ops.conv``), whose columns are laid
-out (i, j, c); the transposes here only reorder them to PyTorch's (c, i, j).
+The NumPy references are below (one strided view of xpad per kernel offset (i, j)); the CPU
+runs Numba kernels with the same signature (``minidl.kernels.cpu.unfold``), other devices the
+references on their own arrays.
 """
+from ..backends import namespace_of
 from ..autograd.function import Function
+from ..kernels.switch import into
 from ..tensor.tensor import Tensor
 from ._broadcast import int_pair
-from .conv import col2im_reference, conv_output_size, im2col_reference
+from ._kernel_switch import LAYER
+
+
+def conv_output_size(size, k, s, p, d):
+    """How many positions a window of k taps, dilation d, slides over at stride s in size + 2p."""
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def sliding_views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
+    """(i, j, xpad[:, :, i*dh + sh*oh, j*dw + sw*ow]) for every kernel offset."""
+    for i in range(kh):
+        for j in range(kw):
+            yield i, j, xpad[:, :, i * dh: i * dh + sh * (OH - 1) + 1: sh, j * dw: j * dw + sw * (OW - 1) + 1: sw]
+
+
+def unfold_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, out=None):
+    """x (N, C, H, W) -> cols (N, C*kh*kw, OH*OW) with
+    cols[n, (c, i, j), oh*OW + ow] = xpad[n, c, oh*sh + i*dh, ow*sw + j*dw]
+    (written into ``out`` when given)."""
+    xp = namespace_of(x)
+    N, C = x.shape[:2]
+    xpad = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+    cols = xp.empty((N, C, kh, kw, OH, OW), dtype=x.dtype)
+    for i, j, view in sliding_views(xpad, kh, kw, sh, sw, dh, dw, OH, OW):
+        cols[:, :, i, j] = view
+    return into(out, cols.reshape(N, C * kh * kw, OH * OW))
+
+
+def fold_reference(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, out=None):
+    """The adjoint of unfold: scatter-add cols (N, C*kh*kw, OH*OW) into dx (N, C, H, W)
+    (written into ``out`` when given)."""
+    xp = namespace_of(cols)
+    OH, OW = conv_output_size(H, kh, sh, ph, dh), conv_output_size(W, kw, sw, pw, dw)
+    cols = cols.reshape(N, C, kh, kw, OH, OW)
+    dxpad = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=cols.dtype)
+    for i, j, view in sliding_views(dxpad, kh, kw, sh, sw, dh, dw, OH, OW):
+        view += cols[:, :, i, j]
+    return into(out, dxpad[:, :, ph: ph + H, pw: pw + W])
+
+
+# the gather and its adjoint: the reference above, or the CPU's Numba kernels
+UNFOLD = LAYER.kernels(("unfold", "fold"), __name__, cpu="minidl.kernels.cpu.unfold")
 
 
 def _unfold(x, geom):
     (kh, kw), (dh, dw), (ph, pw), (sh, sw), (OH, OW) = geom
-    N, C = x.shape[:2]
-    cols = im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)           # (N, OH, OW, kh*kw*C)
-    return cols.reshape(N, OH * OW, kh, kw, C).transpose(0, 4, 2, 3, 1).reshape(N, C * kh * kw, OH * OW)
+    xp = namespace_of(x)
+    return UNFOLD.select(x).unfold(xp.ascontiguousarray(x), kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
 
 
 def _fold(cols, geom, C, H, W):
     (kh, kw), (dh, dw), (ph, pw), (sh, sw), (OH, OW) = geom
-    N = cols.shape[0]
-    c = cols.reshape(N, C, kh, kw, OH, OW).transpose(0, 4, 5, 2, 3, 1).reshape(N, OH, OW, kh * kw * C)
-    return col2im_reference(c, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw)
+    xp = namespace_of(cols)
+    return UNFOLD.select(cols).fold(xp.ascontiguousarray(cols), cols.shape[0], C, H, W, kh, kw, sh, sw, ph, pw, dh, dw)
 
 
 class Unfold(Function):
