@@ -1,6 +1,7 @@
 """minidl's float32 <-> float16/bfloat16 array casts (kernels/cpu/half_cast.py, used by every op that
 computes a 2-byte input in float32) give NumPy's / ml_dtypes' results bit for bit, on the fast path
-and the fallbacks, and never warn on overflow."""
+and the fallbacks, and never warn on overflow; its parallel sum and copy of float32/float64 arrays
+(residual adds, autograd's gradient sums and copies) equal NumPy's bit for bit."""
 import warnings
 
 import ml_dtypes
@@ -145,3 +146,69 @@ def test_relu_on_two_byte_floats_works_on_the_bits_with_pytorchs_results(low):
     np.testing.assert_array_equal(np.isnan(my), nan)                 # NaN payloads may differ
     np.testing.assert_array_equal(ty[~nan].view(np.uint32), my[~nan].view(np.uint32))   # -0.0 included
     np.testing.assert_array_equal(tx.grad.float().numpy(), x.grad.numpy().astype(np.float32))
+
+
+def _spy(monkeypatch, name):
+    calls = []
+    real = getattr(half_cast, name)
+    monkeypatch.setattr(half_cast, name, lambda *a: (calls.append(a[0].dtype), real(*a)))
+    return calls
+
+
+@_JIT_ONLY
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_sum_and_copy_of_wide_arrays_run_parallel_and_equal_numpy(monkeypatch, dtype):
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    adds, copies = _spy(monkeypatch, "_add_flat"), _spy(monkeypatch, "_widen_flat")
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(3 * SERIAL_BELOW + 7).astype(dtype).reshape(-1, 1)
+    b = rng.standard_normal(a.shape).astype(dtype)
+    a[:4, 0] = [np.inf, -0.0, np.nan, 1e308 if dtype == np.float64 else 3e38]
+    b[:4, 0] = [-np.inf, -0.0, 1.0, 1e308 if dtype == np.float64 else 3e38]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = a + b
+    got, c = half_cast.add(a, b), half_cast.copy(a)
+    assert adds == [dtype] and copies == [dtype]
+    assert got.dtype == dtype and got.shape == a.shape and c.shape == a.shape
+    np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))    # NaN, -0.0 and inf included
+    np.testing.assert_array_equal(c.view(np.uint8), a.view(np.uint8))
+    assert not np.shares_memory(c, a)
+    for x, y in [(a[::2], b[::2]), (a[:9], b[:9]), (a, b.astype(np.float16)), (a, b[:1])]:
+        with warnings.catch_warnings():     # strided, small, mixed dtypes, broadcasting: NumPy's add
+            warnings.simplefilter("ignore")
+            np.testing.assert_array_equal(half_cast.add(x, y), x + y)
+    np.testing.assert_array_equal(half_cast.copy(a[::2]), a[::2])
+    assert len(adds) == 1 and len(copies) == 1
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)   # one thread: NumPy's own loops
+    half_cast.add(a, b), half_cast.copy(a)
+    assert len(adds) == 1 and len(copies) == 1
+
+
+@_JIT_ONLY
+def test_two_leaves_of_one_gradient_get_parallel_copies(monkeypatch):
+    import minidl as md
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    copies = _spy(monkeypatch, "_widen_flat")
+    rng = np.random.default_rng(5)
+    x = md.tensor(rng.standard_normal((SERIAL_BELOW // 8, 8)).astype(np.float32), requires_grad=True)
+    r = md.tensor(rng.standard_normal((SERIAL_BELOW // 8, 8)).astype(np.float32), requires_grad=True)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    (x + r).backward(md.tensor(g))        # Add's backward hands the caller's array to both leaves
+    assert copies == [np.float32, np.float32]
+    np.testing.assert_array_equal(x.grad.numpy(), g)
+    np.testing.assert_array_equal(r.grad.numpy(), g)
+    assert not np.shares_memory(x.grad.numpy(), r.grad.numpy())
+
+
+@_JIT_ONLY
+def test_float32_residual_adds_and_gradient_sums_take_the_parallel_kernel(monkeypatch):
+    import minidl as md
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    adds = _spy(monkeypatch, "_add_flat")
+    x = md.tensor(np.random.default_rng(6).standard_normal(SERIAL_BELOW).astype(np.float32), requires_grad=True)
+    y = x * 2
+    z = y + y.exp()                          # one add forward; y's gradient is a sum of two
+    z.backward(md.ones_like(z))
+    assert adds == [np.float32, np.float32]
+    np.testing.assert_allclose(x.grad.numpy(), 2 + 2 * np.exp(2 * x.detach().numpy()), rtol=1e-6)

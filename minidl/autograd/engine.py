@@ -233,12 +233,22 @@ def _add_pending(pending, node, i, g):
 
 
 def _sum(a, b):
-    """a + b of two gradients; two float16/bfloat16 CPU arrays in one Numba pass (NumPy's 2-byte
-    arithmetic is slow, and a residual network sums a gradient per skip connection)."""
-    if type(a) is np.ndarray and a.dtype.itemsize == 2 and type(b) is np.ndarray:
+    """a + b of two gradients; two large float CPU arrays of one shape in one parallel Numba pass
+    (NumPy's adds run on one thread, and its 2-byte arithmetic is slow; a residual network sums a
+    gradient per skip connection)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray:
         from ..kernels.cpu.half_cast import add
         return add(a, b)
     return a + b
+
+
+def _copy(g):
+    """A copy of gradient g; a large float CPU array in one parallel Numba pass (NumPy's copy runs
+    on one thread)."""
+    if type(g) is np.ndarray:
+        from ..kernels.cpu.half_cast import copy
+        return copy(g)
+    return g.copy()
 
 
 def _output_hooks(node, gouts, owned, retain):
@@ -279,7 +289,7 @@ def _fresh(g, owned):
     if g is None:
         return None
     if id(g) in owned or getattr(g, "base", None) is not None or not g.flags.writeable:
-        g = g.copy()
+        g = _copy(g)
     owned.add(id(g))
     return function.Tensor._wrap(g, None, 0)
 
@@ -292,7 +302,7 @@ def _accumulate(leaf, g, owned):
     if g.dtype != leaf._data.dtype:
         g = g.astype(leaf._data.dtype)
     elif grad is None and (g.base is not None or id(g) in owned or not g.flags.writeable):
-        g = g.copy()
+        g = _copy(g)
     owned.add(id(g))
     if grad is None:
         leaf._grad = function.Tensor._wrap(g, None, 0)

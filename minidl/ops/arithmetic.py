@@ -12,13 +12,14 @@ from ._broadcast import shape_of, unbroadcast
 
 
 class Add(Function):
-    """out = a + b;  dL/da = g,  dL/db = g. (Two float16/bfloat16 CPU arrays of one shape add in one
-    Numba pass, ``minidl.kernels.cpu.half_cast.add``: NumPy's 2-byte arithmetic is slow.)"""
+    """out = a + b;  dL/da = g,  dL/db = g. (Two large float CPU arrays of one shape add in one
+    parallel Numba pass, ``minidl.kernels.cpu.half_cast.add``: NumPy's adds run on one thread,
+    and its 2-byte arithmetic is slow.)"""
 
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = shape_of(a), shape_of(b)
-        if type(a) is np.ndarray and a.dtype.itemsize == 2 and type(b) is np.ndarray:
+        if type(a) is np.ndarray and type(b) is np.ndarray:
             from ..kernels.cpu.half_cast import add
             return add(a, b)
         return a + b

@@ -12,7 +12,13 @@ becomes inf; see ``_half`` for the one difference, a float16 signalling NaN read
 added in float32 and rounded once: NumPy's result, since float32 holds the exact sum of two
 float16 or bfloat16 values to within the half-ulp that makes one rounding correct) for the
 residual adds and the gradient sums of a float16 network, which NumPy runs several times slower
-than float32 ones.
+than float32 ones. Two float32 or float64 arrays take the same parallel loop when Numba has
+more than one thread: NumPy's add runs on one, and a sum of large arrays is bound by one
+core's memory bandwidth (two threads: 1.7-1.9x faster at 4-8 MB, docs/performance.md).
+
+``copy(a)`` copies a float32 or float64 array through the same loop (a widening from a dtype
+to itself), split over Numba's threads like the sum, for the gradient copies autograd makes when
+two leaves would otherwise share one array.
 
 ``astype(a, dtype)`` takes this path for a C-contiguous NumPy array of at least SERIAL_BELOW
 elements cast between float32 and a 2-byte float, and NumPy's ``astype`` for anything else
@@ -75,16 +81,35 @@ def _add_flat(a, b, out):
         _add_all(a[lo:hi], b[lo:hi], out[lo:hi])
 
 
+_WIDE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def add(a, b):
-    """``a + b`` for two C-contiguous float16 (or bfloat16) NumPy arrays of one shape and dtype
-    (see the module docstring); anything else as NumPy adds it."""
-    if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and is_half(a.dtype)
-            and a.shape == b.shape and a.size >= SERIAL_BELOW and a.flags.c_contiguous and b.flags.c_contiguous
+    """``a + b`` for two C-contiguous NumPy arrays of one shape and float dtype, in one parallel
+    pass (see the module docstring); anything else as NumPy adds it."""
+    if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape
+            and a.size >= SERIAL_BELOW and a.flags.c_contiguous and b.flags.c_contiguous
             and not numba.config.DISABLE_JIT):
-        out = np.empty(a.shape, a.dtype)
-        _add_flat(storage(a).reshape(-1), storage(b).reshape(-1), storage(out).reshape(-1))
-        return out
+        if is_half(a.dtype):
+            out = np.empty(a.shape, a.dtype)
+            _add_flat(storage(a).reshape(-1), storage(b).reshape(-1), storage(out).reshape(-1))
+            return out
+        if a.dtype in _WIDE and numba.get_num_threads() > 1:
+            out = np.empty(a.shape, a.dtype)
+            _add_flat(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+            return out
     return a + b
+
+
+def copy(a):
+    """``a.copy()``: a C-contiguous float32/float64 NumPy array of at least SERIAL_BELOW elements in
+    one parallel pass when Numba has more than one thread; anything else by NumPy."""
+    if (type(a) is np.ndarray and a.dtype in _WIDE and a.size >= SERIAL_BELOW and a.flags.c_contiguous
+            and not numba.config.DISABLE_JIT and numba.get_num_threads() > 1):
+        out = np.empty(a.shape, a.dtype)
+        _widen_flat(a.reshape(-1), out.reshape(-1))
+        return out
+    return a.copy()
 
 
 def astype(a, dtype):
