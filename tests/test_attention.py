@@ -1,5 +1,7 @@
 """scaled_dot_product_attention (reference and fused Numba kernel), positional encodings,
 and MultiheadAttention (against PyTorch when it is installed)."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -420,3 +422,68 @@ def test_split_heads_and_attention_pass_packed_gradients_without_copies(monkeypa
     assert original(parts) is a
     assert original([parts[0], parts[2], parts[1]]) is None
     assert original([parts[0], parts[1], parts[2].copy()]) is None
+
+
+@pytest.fixture
+def shares(monkeypatch):
+    """Every unmasked fused-softmax call here takes shares of the batch on the block workers (two
+    threads, small problems included); returns the names of the threads that ran a share."""
+    import numba
+
+    from minidl.kernels.cpu import _threads
+    from minidl.runtime import block_workers, layer_threads
+    if not block_workers.available():
+        pytest.skip("needs an OpenBLAS whose thread count can be set")
+    monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
+    monkeypatch.setattr(layer_threads, "PARALLEL", True)
+    monkeypatch.setattr(A, "SHARES_FROM", 1)
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    seen = set()
+    original = A.attention_backward_reference
+
+    def spy_backward(*a, **k):
+        seen.add(threading.current_thread().name)
+        return original(*a, **k)
+    monkeypatch.setattr(A, "attention_backward_reference", spy_backward)
+    return seen
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.3])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("packed", [False, True])
+def test_shares_of_the_batch_on_workers_equal_the_one_thread_path(monkeypatch, shares, causal, dropout_p, packed):
+    """Output and gradients as on the calling thread, bit for bit (each share runs the same
+    per-head products and row passes); both threads ran a share of backward."""
+    from minidl.ops.heads import split_heads
+    rng = np.random.default_rng(8)
+    x0 = rng.standard_normal((5, 6, 3 * 2 * 4)).astype(np.float32)
+    g = rng.standard_normal((5, 2, 6, 4)).astype(np.float32)
+    results = []
+    for shares_from in (1, 1 << 62):               # shared, then all on the calling thread
+        monkeypatch.setattr(A, "SHARES_FROM", shares_from)
+        x = md.tensor(x0, requires_grad=True)
+        if packed:
+            q, k, v = split_heads(x, 3, 2)
+        else:
+            q, k, v = (t.contiguous() for t in split_heads(x, 3, 2))
+        md.manual_seed(3)
+        with A.implementation("fused-softmax"):
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+        out.backward(md.tensor(g))
+        results.append((out.numpy(), x.grad.numpy()))
+        if shares_from == 1:
+            assert len(shares) == 2
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_masked_or_broadcast_attention_stays_on_the_calling_thread(shares):
+    rng = np.random.default_rng(9)
+    q, k, v = (md.tensor(a.astype(np.float32)) for a in _qkv(rng, batch=(3, 2), L=4, S=4, E=3, Ev=3))
+    mask = md.tensor(rng.random((4, 4)) > 0.3)
+    k1 = md.tensor(rng.standard_normal((1, 2, 4, 3)).astype(np.float32))
+    with A.implementation("fused-softmax"):
+        for args, kw in [((q, k, v), dict(attn_mask=mask)), ((q, k1, v), {}), ((q, k, v), dict(scale=-1.0))]:
+            x = [t.detach().requires_grad_() for t in args]
+            F.scaled_dot_product_attention(*x, **kw).sum().backward()
+    assert shares == {threading.current_thread().name}

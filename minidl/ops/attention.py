@@ -174,6 +174,9 @@ class ScaledDotProductAttention(Function):
             from ..kernels.cpu.softmax import softmax_rows_
             # without a float mask the kernel applies the scale itself (no pass over q, dq, dk)
             ctx.scale_in_softmax = bias is None and scale > 0
+            ctx.shares = _shares(q, k, v, bias, allow, scale)
+            if ctx.shares > 1:
+                return _shared_forward(ctx, q, k, v, causal, scale, drop)
             if ctx.scale_in_softmax:
                 p = softmax_rows_(_scores(q, k, None, allow, 1.0), causal, scale)
             else:
@@ -205,7 +208,9 @@ class ScaledDotProductAttention(Function):
             if ctx.impl == "fused-softmax":
                 from ..kernels.cpu.softmax import softmax_backward_
                 out = packed_like((q, k, v))   # q, k, v from split_heads: gradients packed alike
-                if ctx.scale_in_softmax:   # dS comes out scaled: dq = dS k, dk = dS^T q
+                if ctx.shares > 1:
+                    dq, dk, dv, ds = _shared_backward(ctx, q, k, v, p, pd, drop, g, out)
+                elif ctx.scale_in_softmax:   # dS comes out scaled: dq = dS k, dk = dS^T q
                     dq, dk, dv, ds = attention_backward_reference(
                         q, k, v, p, pd, drop, 1.0, g, lambda dp, p: softmax_backward_(dp, p, ctx.scale), out)
                 else:
@@ -218,6 +223,75 @@ class ScaledDotProductAttention(Function):
         if ctx.needs_input_grad[3]:
             dbias = unbroadcast(ds, ctx.bias_shape)
         return dq, dk, dv, dbias, None, None, None, None
+
+
+# Shares of the batch on the block workers ------------------------------------------------------
+# Each (batch, head) pair's products are small (GPT's: 64 x 32 by 32 x 64), so NumPy's batched
+# matmul runs them one after another on one thread, and with them the whole op. Without masks
+# the pairs are independent: the fused-softmax path then splits the leading batch axis into one
+# contiguous share per thread (``minidl.runtime.block_workers``), each running its share's
+# products (single-threaded BLAS) and softmax passes (the serial kernels, which release the GIL)
+# end to end, in forward and in backward; docs/performance.md has the measurement.
+SHARES_FROM = 1 << 18   # score elements; below, the hand-over to the workers costs more than it saves
+
+
+def _shares(q, k, v, bias, allow, scale):
+    """How many shares of the leading batch axis run concurrently (1: all on the calling thread)."""
+    if (bias is not None or allow is not None or not scale > 0 or q.ndim < 3
+            or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2] or q.shape[0] < 2):
+        return 1
+    import numba
+
+    from ..kernels.cpu._threads import layer_parallel
+    from ..runtime import block_workers
+    scores = int(np.prod(q.shape[:-1])) * k.shape[-2]
+    if (numba.get_num_threads() < 2 or not layer_parallel(scores) or scores < SHARES_FROM
+            or block_workers.in_worker() or not block_workers.available()):
+        return 1
+    return min(q.shape[0], numba.get_num_threads())
+
+
+def _run_shares(ctx, work):
+    from ..runtime import block_workers
+    return block_workers.run(lambda share: work(*share), block_workers.split(ctx.batch0, ctx.shares))
+
+
+def _shared_forward(ctx, q, k, v, causal, scale, drop):
+    """The fused-softmax forward (scale inside the softmax), one share of the batch per thread."""
+    from ..kernels.cpu.softmax import softmax_rows_
+    L, S = q.shape[-2], k.shape[-2]
+    p = np.empty(q.shape[:-1] + (S,), q.dtype)
+    pd = p if drop is None else np.empty_like(p)
+    out = _heads_last_buffer(p, v)
+    kt = np.swapaxes(k, -1, -2)
+    ctx.batch0 = q.shape[0]
+
+    def work(b0, b1):
+        np.matmul(q[b0:b1], kt[b0:b1], out=p[b0:b1])
+        softmax_rows_(p[b0:b1], causal, scale, serial=True)
+        if drop is not None:
+            np.multiply(p[b0:b1], drop[b0:b1], out=pd[b0:b1])
+        np.matmul(pd[b0:b1], v[b0:b1], out=out[b0:b1])
+    _run_shares(ctx, work)
+    ctx.save_for_backward(q, k, v, p, pd, drop)
+    keep_low(ctx, p, pd)
+    return out
+
+
+def _shared_backward(ctx, q, k, v, p, pd, drop, g, out):
+    """The fused-softmax backward, in the forward's shares: (dq, dk, dv, None)."""
+    from ..kernels.cpu.softmax import softmax_backward_
+    dq, dk, dv = out if out is not None else (np.empty(q.shape, g.dtype), np.empty(k.shape, g.dtype),
+                                              np.empty(v.shape, g.dtype))
+
+    def work(b0, b1):
+        part = slice(b0, b1)
+        attention_backward_reference(q[part], k[part], v[part], p[part], pd[part],
+                                     None if drop is None else drop[part], 1.0, g[part],
+                                     lambda dp, p_: softmax_backward_(dp, p_, ctx.scale, serial=True),
+                                     (dq[part], dk[part], dv[part]))
+    _run_shares(ctx, work)
+    return dq, dk, dv, None
 
 
 def _no_scores_forward(ctx, q, k, v, batch, L):
@@ -242,10 +316,18 @@ def _heads_last_matmul(pd, v):
     writes each head's (L, Ev) block with leading dimension H * Ev)."""
     if pd.ndim != 4 or v.ndim != 4:
         return np.matmul(pd, v)
+    out = _heads_last_buffer(pd, v)
+    np.matmul(pd, v, out=out)
+    return out
+
+
+def _heads_last_buffer(pd, v):
+    """An uninitialised (B, H, L, Ev) result for pd @ v, laid out (B, L, H, Ev) for 4-D operands."""
+    if pd.ndim != 4 or v.ndim != 4:
+        return np.empty(np.broadcast_shapes(pd.shape[:-2], v.shape[:-2]) + (pd.shape[-2], v.shape[-1]),
+                        np.result_type(pd, v))
     B, H = np.broadcast_shapes(pd.shape[:2], v.shape[:2])
-    out = np.empty((B, pd.shape[2], H, v.shape[-1]), np.result_type(pd, v))
-    np.matmul(pd, v, out=out.transpose(0, 2, 1, 3))
-    return out.transpose(0, 2, 1, 3)
+    return np.empty((B, pd.shape[2], H, v.shape[-1]), np.result_type(pd, v)).transpose(0, 2, 1, 3)
 
 
 def _kernel_forward(ctx, q, k, v, bias, allow, causal, scale, drop):

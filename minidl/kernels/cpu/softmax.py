@@ -26,66 +26,84 @@ from ._threads import chunk_bounds, launch, num_chunks
 _FM = {"reassoc", "contract"}
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
-def _forward(s, L, causal, scale, nchunks):
-    R, S = s.shape
+@njit(error_model="numpy", cache=True, fastmath=_FM, nogil=True)
+def _forward_rows(s, L, causal, scale, r0, r1):
+    S = s.shape[1]
     zero = s.dtype.type(0)
+    for r in range(r0, r1):
+        jmax = min(r % L + 1, S) if causal else S
+        m = s[r, 0]
+        for j in range(1, jmax):
+            m = max(m, s[r, j])
+        if m == -np.inf:
+            jmax = 0
+        z = zero
+        for j in range(jmax):
+            e = exp_any((s[r, j] - m) * scale)
+            s[r, j] = e
+            z += e
+        inv = s.dtype.type(1) / z
+        for j in range(jmax):
+            s[r, j] *= inv
+        for j in range(jmax, S):
+            s[r, j] = zero
+
+
+@njit(error_model="numpy", cache=True, fastmath=_FM, nogil=True)
+def _backward_rows(dp, p, scale, r0, r1):
+    S = p.shape[1]
+    for r in range(r0, r1):
+        d = p.dtype.type(0)
+        for j in range(S):
+            d += dp[r, j] * p[r, j]
+        for j in range(S):
+            dp[r, j] = p[r, j] * (dp[r, j] - d) * scale
+
+
+@njit(error_model="numpy", parallel=True, cache=True)
+def _forward(s, L, causal, scale, nchunks):
     for c in prange(nchunks):
-        r0, r1 = chunk_bounds(R, nchunks, c)
-        for r in range(r0, r1):
-            jmax = min(r % L + 1, S) if causal else S
-            m = s[r, 0]
-            for j in range(1, jmax):
-                m = max(m, s[r, j])
-            if m == -np.inf:
-                jmax = 0
-            z = zero
-            for j in range(jmax):
-                e = exp_any((s[r, j] - m) * scale)
-                s[r, j] = e
-                z += e
-            inv = s.dtype.type(1) / z
-            for j in range(jmax):
-                s[r, j] *= inv
-            for j in range(jmax, S):
-                s[r, j] = zero
+        r0, r1 = chunk_bounds(s.shape[0], nchunks, c)
+        _forward_rows(s, L, causal, scale, r0, r1)
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=_FM)
+@njit(error_model="numpy", parallel=True, cache=True)
 def _backward(dp, p, scale, nchunks):
-    R, S = p.shape
     for c in prange(nchunks):
-        r0, r1 = chunk_bounds(R, nchunks, c)
-        for r in range(r0, r1):
-            d = p.dtype.type(0)
-            for j in range(S):
-                d += dp[r, j] * p[r, j]
-            for j in range(S):
-                dp[r, j] = p[r, j] * (dp[r, j] - d) * scale
+        r0, r1 = chunk_bounds(p.shape[0], nchunks, c)
+        _backward_rows(dp, p, scale, r0, r1)
 
 
-def softmax_rows_(s, causal=False, scale=1.0):
+def softmax_rows_(s, causal=False, scale=1.0, serial=False):
     """s (..., L, S), C-contiguous float32/float64: softmax of each row of scale * s, in place
-    (see above); scale > 0. Nothing to do without elements (a row of no entries has no max)."""
+    (see above); scale > 0. Nothing to do without elements (a row of no entries has no max).
+    ``serial``: on the calling thread only, which it leaves to other Python threads meanwhile
+    (attention's shares of heads run it concurrently)."""
     scale = _positive(scale)
     if s.size == 0:
         return s
     L, S = s.shape[-2:]
     rows = s.reshape(-1, S)
-    launch(_forward, rows.size, rows, L, bool(causal), s.dtype.type(scale),
-           num_chunks(rows.shape[0], rows.size))
+    if serial:
+        _forward_rows(rows, L, bool(causal), s.dtype.type(scale), 0, rows.shape[0])
+    else:
+        launch(_forward, rows.size, rows, L, bool(causal), s.dtype.type(scale),
+               num_chunks(rows.shape[0], rows.size))
     return s
 
 
-def softmax_backward_(dp, p, scale=1.0):
+def softmax_backward_(dp, p, scale=1.0, serial=False):
     """dp <- scale * p * (dp - rowsum(dp * p)) in place, the gradient with respect to s of
-    p = softmax(scale * s); both (..., S), C-contiguous, same dtype."""
+    p = softmax(scale * s); both (..., S), C-contiguous, same dtype (``serial`` as above)."""
     scale = _positive(scale)
     if p.size == 0:
         return dp
     S = p.shape[-1]
     rows, prow = dp.reshape(-1, S), p.reshape(-1, S)
-    launch(_backward, rows.size, rows, prow, p.dtype.type(scale), num_chunks(rows.shape[0], rows.size))
+    if serial:
+        _backward_rows(rows, prow, p.dtype.type(scale), 0, rows.shape[0])
+    else:
+        launch(_backward, rows.size, rows, prow, p.dtype.type(scale), num_chunks(rows.shape[0], rows.size))
     return dp
 
 
