@@ -159,13 +159,16 @@ def test_conv2d_in_unfolds_layout_equals_im2cols(monkeypatch, xs, ws, kw, keep, 
         np.testing.assert_allclose(a / scale, c / scale, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("ws,layout", [((16, 3, 3, 3), "unfold"), ((6, 1, 5, 5), "unfold"),
-                                       ((32, 64, 1, 1), "unfold"), ((32, 16, 3, 3), "im2col"),
-                                       ((16, 6, 5, 5), "im2col")])
-def test_cpu_layout_follows_the_receptive_field(ws, layout):
-    """1x1 kernels and receptive fields of at most UNFOLD_MAX_K values in unfold's layout."""
-    x = np.zeros((1, ws[1], 8, 8), np.float32)
-    assert conv_ops._columns(x, np.zeros(ws, np.float32)).name == layout
+@pytest.mark.parametrize("ws,groups,layout", [
+    ((16, 3, 3, 3), 1, "unfold"), ((6, 1, 5, 5), 1, "unfold"),     # short receptive fields
+    ((32, 64, 1, 1), 1, "unfold"),                                  # 1x1
+    ((16, 6, 5, 5), 1, "unfold"), ((64, 16, 3, 3), 4, "unfold"),    # few output channels per group
+    ((32, 16, 3, 3), 1, "im2col"), ((64, 32, 3, 3), 1, "im2col"), ((64, 16, 3, 3), 2, "im2col")])
+def test_cpu_layout_follows_the_receptive_field_and_output_channels(ws, groups, layout):
+    """1x1 kernels, receptive fields of at most UNFOLD_MAX_K values and at most UNFOLD_MAX_O output
+    channels per group in unfold's layout; the rest in im2col's, as on other devices."""
+    x = np.zeros((1, ws[1] * groups, 8, 8), np.float32)
+    assert conv_ops._columns(x, np.zeros(ws, np.float32), groups).name == layout
 
 
 def test_functional_unfold_and_fold_run_the_kernels(monkeypatch):

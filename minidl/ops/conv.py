@@ -262,11 +262,12 @@ class _SerialKernels:
         return getattr(self._module, name + "_serial")
 
 
-def _worker_count(N, n_elements, impl):
+def _worker_count(N, n_elements, impl, threshold=None):
     """How many threads run a convolution's image blocks, each its own share end to end
     (``minidl.runtime.block_workers``): 1 keeps the loop on the calling thread, where each block
     is a parallel kernel and a multi-threaded GEMM. Only the CPU kernels (not the references,
-    not the GPU), two images or more, the kernels' own threshold for going parallel
+    not the GPU), two images or more, problems of at least ``threshold`` elements
+    (BLOCK_WORKERS_FROM unless given), the kernels' own threshold for going parallel
     (``layer_parallel``), and a BLAS that can be held at one thread meanwhile."""
     if not BLOCK_WORKERS or impl.name != "cpu" or N < 2:
         return 1
@@ -274,7 +275,8 @@ def _worker_count(N, n_elements, impl):
 
     from ..kernels.cpu._threads import layer_parallel
     from ..runtime import block_workers
-    if (n_elements < BLOCK_WORKERS_FROM or not layer_parallel(n_elements) or block_workers.in_worker()
+    if (n_elements < (BLOCK_WORKERS_FROM if threshold is None else threshold) or not layer_parallel(n_elements)
+            or block_workers.in_worker()
             or not block_workers.available()):
         return 1
     return min(N, numba.get_num_threads())
@@ -294,29 +296,36 @@ def _share_blocks(n0, n1, per):
 
 # The two column layouts. unfold's, (N, C*kh*kw, L), multiplies each image as W (O, K) @ cols
 # (K, L), which lands in NCHW order and reads the output gradient in place: it pays on the CPU
-# where the gather is cheap or the product short, 1x1 kernels (no gather at stride 1, a
-# subsample otherwise) and receptive fields of at most UNFOLD_MAX_K values (the first layers:
-# 1-3 input channels, where im2col's tall GEMM has a short inner dimension). Elsewhere, and
-# on other devices, im2col's pixel rows: one tall GEMM per block, faster once K is long
-# (docs/performance.md has the measurements behind the threshold).
+# where the gather is cheap or im2col's tall GEMM is thin: 1x1 kernels (no gather at stride 1,
+# a subsample otherwise), receptive fields of at most UNFOLD_MAX_K values (the first layers:
+# 1-3 input channels, a short inner dimension) and at most UNFOLD_MAX_O output channels per
+# group (few columns). Elsewhere, and on other devices, im2col's pixel rows: one tall GEMM per
+# block, faster for long K and many channels (docs/performance.md has the measurements). Its
+# per-image products are too small for BLAS to thread, so it takes the block workers from
+# UNFOLD_BLOCK_WORKERS_FROM elements of columns.
 class _Columns:
-    def __init__(self, name, kernels, forward_blocks, backward_blocks, weight_rows, cols_shape):
+    def __init__(self, name, kernels, forward_blocks, backward_blocks, weight_rows, cols_shape, workers_from):
         self.name, self.kernels = name, kernels
         self.forward_blocks, self.backward_blocks = forward_blocks, backward_blocks
         self.weight_rows, self.cols_shape = weight_rows, cols_shape
+        self.workers_from = workers_from    # () -> elements of columns from which the block workers run
 
 
 IM2COL_COLUMNS = _Columns("im2col", IM2COL, im2col_forward_blocks, im2col_backward_blocks, _weight_rows,
-                          lambda N, OH, OW, GK: (N, OH, OW, GK))
+                          lambda N, OH, OW, GK: (N, OH, OW, GK), lambda: BLOCK_WORKERS_FROM)
 UNFOLD_COLUMNS = _Columns("unfold", UNFOLD, unfold_forward_blocks, unfold_backward_blocks,
-                          lambda w, G: w.reshape(G, w.shape[0] // G, -1), lambda N, OH, OW, GK: (N, GK, OH * OW))
+                          lambda w, G: w.reshape(G, w.shape[0] // G, -1), lambda N, OH, OW, GK: (N, GK, OH * OW),
+                          lambda: UNFOLD_BLOCK_WORKERS_FROM)
 USE_UNFOLD = True     # CPU arrays in unfold's layout where it pays (else im2col's everywhere)
 UNFOLD_MAX_K = 96     # receptive-field values per group up to which unfold's layout is faster
+UNFOLD_MAX_O = 16     # output channels per group up to which unfold's layout is faster
+UNFOLD_BLOCK_WORKERS_FROM = 1 << 18
 
 
-def _columns(x, w):
-    Cg, kh, kw = w.shape[1:]
-    if USE_UNFOLD and type(x) is np.ndarray and (kh * kw == 1 or Cg * kh * kw <= UNFOLD_MAX_K):
+def _columns(x, w, groups):
+    O, Cg, kh, kw = w.shape
+    if USE_UNFOLD and type(x) is np.ndarray and (kh * kw == 1 or Cg * kh * kw <= UNFOLD_MAX_K
+                                                 or O // groups <= UNFOLD_MAX_O):
         return UNFOLD_COLUMNS
     return IM2COL_COLUMNS
 
@@ -334,7 +343,7 @@ class Conv2d(Function):
         ctx.winograd = _use_winograd(x, w, stride, dilation, groups)
         if ctx.winograd:
             return _winograd_forward(ctx, x, w, b, padding)
-        path = ctx.path = _columns(x, w)
+        path = ctx.path = _columns(x, w, groups)
         impl = ctx.impl = path.kernels.select(x)
         N, C, H, W = x.shape
         O, Cg, kh, kw = w.shape
@@ -350,7 +359,7 @@ class Conv2d(Function):
                 and not (path is UNFOLD_COLUMNS and unfold_is_identity(geom))):    # there the columns are x
             keep = xp.empty(path.cols_shape(N, OH, OW, G * K), dtype=x.dtype)
         row_bytes = L * G * K * x.itemsize
-        k = _worker_count(N, N * L * G * K, impl)
+        k = _worker_count(N, N * L * G * K, impl, path.workers_from())
         if k == 1:
             path.forward_blocks(impl, x, wr, b, keep, out, geom, _blocks(N, row_bytes))
         else:
@@ -380,7 +389,7 @@ class Conv2d(Function):
         dx = xp.empty((N, C, H, W), dtype=g.dtype) if nx else None
         kept, ctx.cols = ctx.cols, None
         row_bytes = L * G * K * x.itemsize
-        k = _worker_count(N, N * L * G * K, ctx.impl)
+        k = _worker_count(N, N * L * G * K, ctx.impl, path.workers_from())
         if k == 1:
             db = g.sum(axis=(0, 2, 3)) if nb else None
             dwr = path.backward_blocks(ctx.impl, x, g, wr, kept, dx, nw, geom, _blocks(N, row_bytes))
