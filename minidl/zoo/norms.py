@@ -9,10 +9,15 @@
 
 Only "batch" depends on the other samples of the batch (and keeps running statistics for
 eval); the others behave the same in train and eval mode.
+
+``norm_relu(norm, x)`` is relu(norm(x)), the step after each convolution of a block: for a
+BatchNorm2d one op (``F.batch_norm_relu``, which on the CPU folds the ReLU into BatchNorm's
+passes), for any other norm, or a module with hooks (which a fused op would skip), the two.
 """
 import math
 
 from .. import nn
+from ..nn import functional as F
 
 NORMS = ("batch", "group", "layer", "instance", "none")
 
@@ -49,3 +54,16 @@ def make_norm(norm, num_channels, num_groups=8):
     if norm in ("none", None):
         return Identity()
     raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(NORMS)}")
+
+
+def hooked(module):
+    """Does ``module`` have forward or backward hooks (which an op fused across it would skip)?"""
+    d = module.__dict__
+    return bool(d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks"))
+
+
+def norm_relu(norm, x):
+    """relu(norm(x)) (see the module docstring)."""
+    if type(norm) is nn.BatchNorm2d and not hooked(norm):
+        return norm._relu_forward(x)
+    return F.relu(norm(x))

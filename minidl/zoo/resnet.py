@@ -10,7 +10,8 @@ depth = 6n + 2 (n = 1: ResNet-8, n = 3: ResNet-20), w = 16. A BasicBlock compute
 relu(x' + norm(conv(relu(norm(conv(x)))))) where the shortcut x' is x, or a 1x1 strided
 convolution + norm when the shape changes (the paper's option B). The normalization is a
 constructor choice (``norm="batch" | "group" | "layer" | "instance" | "none"``, see
-norms.py); convolutions followed by a norm have no bias (the norm's shift replaces it).
+norms.py); convolutions followed by a norm have no bias (the norm's shift replaces it). Each
+relu(norm(...)) is ``norms.norm_relu``: one fused op for BatchNorm, the two layers otherwise.
 
 ``init`` chooses how a network without normalization keeps its residual stream in check:
 
@@ -42,7 +43,7 @@ from .. import nn
 from ..nn import functional as F
 from ..nn import init as nn_init
 from ..nn.parameter import Parameter
-from .norms import make_norm
+from .norms import make_norm, norm_relu
 
 INITS = ("default", "skipinit", "fixup")
 
@@ -89,7 +90,7 @@ class BasicBlock(nn.Module):
             out = self.norm2(self.conv2(out + self.bias2a)) * self.scale + self.bias2b
             skip = x if self.shortcut is None else self.shortcut(xb)
             return F.relu(out + skip)
-        out = F.relu(self.norm1(self.conv1(x)))
+        out = norm_relu(self.norm1, self.conv1(x))
         out = self.norm2(self.conv2(out))
         if self.init == "skipinit":
             out = out * self.alpha
@@ -125,7 +126,7 @@ class ResNet(nn.Module):
             nn_init.zeros_(self.fc.bias)
 
     def forward(self, x):
-        x = F.relu(self.norm1(self.conv1(x)))
+        x = norm_relu(self.norm1, self.conv1(x))
         x = self.layers(x)
         x = self.pool(x).flatten(1)
         if self.init == "fixup":

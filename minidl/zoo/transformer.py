@@ -53,16 +53,11 @@ from .. import nn
 from ..nn import functional as F
 from ..ops.heads import split_heads
 from ..ops.linear_gelu import linear_gelu
+from .norms import hooked as _hooked
 
 NORM_POSITIONS = ("pre", "post", "deepnorm")
 NORM_KINDS = ("layer", "rms", "scale", "batch")
 QK_NORMS = (None, "layer", "rms")
-
-
-def _hooked(module):
-    """Does ``module`` have forward or backward hooks (which an op fused across it would skip)?"""
-    d = module.__dict__
-    return bool(d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks"))
 
 
 def deepnorm_constants(n_encoder_layers=0, n_decoder_layers=0):

@@ -185,6 +185,63 @@ def row_affine2(out, oi, dy, x, i, p, mu, q, o):
         out[oi, j] = narrow(p_ * widen(dy[i, j]) + q_ * ((widen(x[i, j]) - hi) - lo) + o_, out)
 
 
+# ReLU-fused variants (BatchNorm + ReLU): the output is relu(v), v the normalized value (0 where
+# v < 0; NaN and -0.0 kept, as relu); backward reads that output r and passes dy where r != 0
+# (relu's mask, as its own backward), so the two ops' gradients are those of the separate ones.
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
+def row_normalize_relu(out, oi, x, i, mu, a, b):
+    """out[oi] = relu((x[i] - mu) * a + b) (out, oi as in row_normalize)."""
+    hi, lo = split(x, mu)
+    a_ = compute_type(x, a)
+    b_ = compute_type(x, b)
+    zero = compute_zero(x)
+    for j in range(x.shape[1]):
+        v = ((widen(x[i, j]) - hi) - lo) * a_ + b_
+        out[oi, j] = narrow(zero if v < zero else v, out)
+
+
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
+def row_sums_dy_dyxc_relu(dy, r, x, i, mu):
+    """row_sums_dy_dyxc of dy masked by relu's output r (dy where r[i] != 0, else 0)."""
+    hi, lo = split(x, mu)
+    n = x.shape[1]
+    nb = n // _BLOCK
+    t1 = np.float64(0.0)
+    t2 = np.float64(0.0)
+    zero = compute_zero(x)
+    for b in range(nb + 1):
+        base = b * _BLOCK
+        m = _BLOCK if b < nb else n - base
+        s1 = compute_zero(x)
+        s2 = compute_zero(x)
+        if m == _BLOCK:
+            for j in range(_BLOCK):
+                d = widen(dy[i, base + j]) if widen(r[i, base + j]) != zero else zero
+                s1 += d
+                s2 += d * ((widen(x[i, base + j]) - hi) - lo)
+        else:
+            for j in range(m):
+                d = widen(dy[i, base + j]) if widen(r[i, base + j]) != zero else zero
+                s1 += d
+                s2 += d * ((widen(x[i, base + j]) - hi) - lo)
+        t1 += s1
+        t2 += s2
+    return t1, t2
+
+
+@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
+def row_affine2_relu(out, oi, dy, r, x, i, p, mu, q, o):
+    """row_affine2 with dy masked by relu's output r, as row_sums_dy_dyxc_relu."""
+    hi, lo = split(x, mu)
+    p_ = compute_type(x, p)
+    q_ = compute_type(x, q)
+    o_ = compute_type(x, o)
+    zero = compute_zero(x)
+    for j in range(x.shape[1]):
+        d = widen(dy[i, j]) if widen(r[i, j]) != zero else zero
+        out[oi, j] = narrow(p_ * d + q_ * ((widen(x[i, j]) - hi) - lo) + o_, out)
+
+
 # masked variants: mask[n] is a boolean row, True at the positions that count (BatchNorm1d with a
 # mask); these serve a less common path and keep float64 arithmetic
 @njit(error_model="numpy", cache=True)

@@ -50,9 +50,9 @@ import numpy as np
 from numba import njit, prange
 
 from ._channel_rows import (cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize, row_affine2,
-                            row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_sq_dev_sum,
-                            row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc, row_sums_dy_dyxc_masked,
-                            rows_shifted_moments)
+                            row_affine2_masked, row_affine2_relu, row_count, row_normalize, row_normalize_masked,
+                            row_normalize_relu, row_sq_dev_sum, row_sq_dev_sum_masked, row_sum, row_sum_masked,
+                            row_sums_dy_dyxc, row_sums_dy_dyxc_masked, row_sums_dy_dyxc_relu, rows_shifted_moments)
 from ._half import compute_zero, storage, widen
 from ._numerics import FLUSH_ROWS, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, row_head_mean
 from ._stream import should_stream, store_fence, stream_row
@@ -66,10 +66,11 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream):
+def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream, relu=False):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
     mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta
-    (with ``stream`` and no mask, through an L1 scratch row and streaming stores)."""
+    (with ``stream`` and no mask, through an L1 scratch row and streaming stores), or its ReLU
+    with ``relu`` (no mask)."""
     N = x.shape[0] // C
     for c in prange(C):
         if not given:
@@ -81,8 +82,13 @@ def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stre
             if mask is not None:
                 row_normalize_masked(y, x, n * C + c, mask, n, mu, a, beta[c])
             elif stream:
-                row_normalize(row, 0, x, n * C + c, mu, a, beta[c])
+                if relu:
+                    row_normalize_relu(row, 0, x, n * C + c, mu, a, beta[c])
+                else:
+                    row_normalize(row, 0, x, n * C + c, mu, a, beta[c])
                 stream_row(y, n * C + c, row, 0)
+            elif relu:
+                row_normalize_relu(y, n * C + c, x, n * C + c, mu, a, beta[c])
             else:
                 row_normalize(y, n * C + c, x, n * C + c, mu, a, beta[c])
         if stream:
@@ -121,14 +127,17 @@ def _channel_stats(x, mask, C, c, eps):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx, stream):
-    """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o."""
+def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx, stream, relu_out=None):
+    """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o.
+    With ``relu_out`` (the rows of relu(y), no mask), dy counts only where relu_out != 0."""
     N = x.shape[0] // C
     for c in prange(C):
         a1 = np.float64(0.0)
         a2 = np.float64(0.0)
         for n in range(N):
-            if mask is None:
+            if relu_out is not None:
+                b1, b2 = row_sums_dy_dyxc_relu(dy, relu_out, x, n * C + c, mean[c])
+            elif mask is None:
                 b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c])
             else:
                 b1, b2 = row_sums_dy_dyxc_masked(dy, x, n * C + c, mask, n, mean[c])
@@ -144,8 +153,13 @@ def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx,
             if mask is not None:
                 row_affine2_masked(dx, dy, x, n * C + c, mask, n, p, mean[c], q, o)
             elif stream:
-                row_affine2(row, 0, dy, x, n * C + c, p, mean[c], q, o)
+                if relu_out is not None:
+                    row_affine2_relu(row, 0, dy, relu_out, x, n * C + c, p, mean[c], q, o)
+                else:
+                    row_affine2(row, 0, dy, x, n * C + c, p, mean[c], q, o)
                 stream_row(dx, n * C + c, row, 0)
+            elif relu_out is not None:
+                row_affine2_relu(dx, n * C + c, dy, relu_out, x, n * C + c, p, mean[c], q, o)
             else:
                 row_affine2(dx, n * C + c, dy, x, n * C + c, p, mean[c], q, o)
         if stream:

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from ...ops.normalization.batch_norm import BatchNormFunction
+from ...ops.normalization.batch_norm import BatchNormFunction, BatchNormReLUFunction
 from ...ops.normalization.group_norm import GroupNormFunction
 from ...ops.normalization.instance_norm import InstanceNormFunction
 from ...tensor.dtype import check_same_dtype
@@ -127,6 +127,27 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                          "running_mean and running_var must be given")
     return BatchNormFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
                            float(momentum) if training else 0.0, float(eps), None)
+
+
+def batch_norm_relu(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """``relu(batch_norm(x, ...))`` as one op, with batch_norm's arguments and the same results
+    and gradients: on the CPU both run in BatchNorm's passes over memory (no ReLU pass, no ReLU
+    mask). Not in PyTorch (whose fused BatchNorm + ReLU is a quantization module); the zoo's
+    CNNs use it for each BatchNorm2d that a ReLU follows."""
+    _check_input("batch_norm_relu", x)
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        _check_channel_tensor("batch_norm_relu", name, t, c, x)
+    _check_dtypes("batch_norm_relu", x, running_mean, running_var, weight, bias)
+    if training:
+        _check_momentum("batch_norm_relu", momentum)
+        _verify_batch_size(x.shape)
+    elif running_mean is None or running_var is None:
+        raise ValueError("batch_norm_relu: training=False normalizes with the running statistics, so "
+                         "running_mean and running_var must be given")
+    return BatchNormReLUFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
+                                       float(momentum) if training else 0.0, float(eps))
 
 
 def masked_batch_norm(x, mask, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,

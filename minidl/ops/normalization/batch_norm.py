@@ -158,3 +158,62 @@ class BatchNormFunction(Function):
         need = ctx.needs_input_grad[:3]
         dx, dw, db = ctx.impl.batch_norm_backward(dy, x, mean, rstd, weight, ctx.training, mask, *need)
         return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 6
+
+
+# BatchNorm + ReLU -------------------------------------------------------------------------------
+# r = relu(BN(x)) as one node: the pair a CNN block runs after each convolution. ReLU's mask is
+# r != 0 (NaN passes, 0 and -0.0 do not), so backward is BatchNorm's backward of dy * (r != 0);
+# the CPU kernels fold both into BatchNorm's passes (``minidl.kernels.cpu.batch_norm_relu``).
+def batch_norm_relu_forward_reference(x, weight=None, bias=None, eps=1e-5):
+    """(relu(y), mean, rstd) for batch_norm_forward_reference's (y, mean, rstd)."""
+    y, mean, rstd = batch_norm_forward_reference(x, weight, bias, eps)
+    return _relu(y), mean, rstd
+
+
+def batch_norm_relu_apply_reference(x, mean, rstd, weight=None, bias=None):
+    """relu(y) with the given (eval) statistics."""
+    return _relu(batch_norm_apply_reference(x, mean, rstd, weight, bias))
+
+
+def batch_norm_relu_backward_reference(dy, r, x, mean, rstd, weight=None, training=True, need_dx=True,
+                                       need_dweight=True, need_dbias=True):
+    """(dx, dweight, dbias): BatchNorm's backward of dy where the output r != 0, else 0."""
+    xp = namespace_of(dy)
+    masked = xp.where(r != 0, dy, xp.zeros((), dtype=dy.dtype))
+    return batch_norm_backward_reference(masked, x, mean, rstd, weight, training, None, need_dx, need_dweight,
+                                         need_dbias)
+
+
+def _relu(y):
+    xp = namespace_of(y)
+    return xp.where(y < 0, xp.zeros((), dtype=y.dtype), y)
+
+
+BATCH_NORM_RELU = NORMS.kernels(("batch_norm_relu_forward", "batch_norm_relu_apply", "batch_norm_relu_backward"),
+                                __name__, cpu="minidl.kernels.cpu.batch_norm_relu")
+
+
+class BatchNormReLUFunction(Function):
+    """r = relu(gamma * (x - mean) * rstd + beta) per channel, statistics and running estimates as
+    BatchNormFunction's. Saves x, the statistics and r (ReLU's mask is r != 0)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        impl = ctx.impl = BATCH_NORM_RELU.select(x)
+        if training:
+            r, mean, rstd = impl.batch_norm_relu_forward(x, weight, bias, eps)
+            update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps,
+                                 x.size / max(x.shape[1], 1), momentum)
+        else:
+            mean, rstd = BATCH_NORM.select(x).batch_norm_statistics(running_mean, running_var, eps, x.dtype)
+            r = impl.batch_norm_relu_apply(x, mean, rstd, weight, bias)
+        ctx.save_for_backward(x, weight, mean, rstd, r)
+        ctx.training, ctx.affine = training, affine_meta(weight, bias)
+        return r
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd, r = ctx.saved_tensors
+        need = ctx.needs_input_grad[:3]
+        dx, dw, db = ctx.impl.batch_norm_relu_backward(dy, r, x, mean, rstd, weight, ctx.training, *need)
+        return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 5
