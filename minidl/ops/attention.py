@@ -259,7 +259,7 @@ def _run_shares(ctx, work):
 def _shared_forward(ctx, q, k, v, causal, scale, drop):
     """The fused-softmax forward (scale inside the softmax), one share of the batch per thread."""
     from ..kernels.cpu.softmax import softmax_rows_
-    L, S = q.shape[-2], k.shape[-2]
+    S = k.shape[-2]
     p = np.empty(q.shape[:-1] + (S,), q.dtype)
     pd = p if drop is None else np.empty_like(p)
     out = _heads_last_buffer(p, v)
