@@ -100,31 +100,17 @@ def test_group_norm_on_cuda_matches_cpu():
     check(lambda x: F.group_norm(x, 1), rnd(2, 2, 2, 2), atol=1e-9)
 
 
+@pytest.mark.parametrize("op", [F.batch_norm, F.batch_norm_relu])   # the latter: the references on device
 @pytest.mark.parametrize("training", [True, False])
-def test_batch_norm_on_cuda_matches_cpu_and_updates_running_stats(training):
+def test_batch_norm_on_cuda_matches_cpu_and_updates_running_stats(training, op):
     stats = {}
 
     def bn(x, w, b):
         rm, rv = md.tensor(np.full(3, 0.5), device=x.device), md.tensor(np.full(3, 2.0), device=x.device)
-        y = F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.3)
+        y = op(x, rm, rv, w, b, training=training, momentum=0.3)
         stats[x.device] = (rm.numpy(), rv.numpy())
         return y
     check(bn, rnd(4, 3, 2), rnd(3, seed=2), rnd(3, seed=3), atol=1e-9)
-    for a, b in zip(stats["cuda"], stats["cpu"]):
-        np.testing.assert_allclose(a, b, atol=1e-12)
-
-
-@pytest.mark.parametrize("training", [True, False])
-def test_batch_norm_relu_on_cuda_matches_cpu(training):
-    """The NumPy references on device arrays (the CPU has the fused kernels)."""
-    stats = {}
-
-    def bn_relu(x, w, b):
-        rm, rv = md.tensor(np.full(3, 0.5), device=x.device), md.tensor(np.full(3, 2.0), device=x.device)
-        y = F.batch_norm_relu(x, rm, rv, w, b, training=training, momentum=0.3)
-        stats[x.device] = (rm.numpy(), rv.numpy())
-        return y
-    check(bn_relu, rnd(4, 3, 2), rnd(3, seed=2), rnd(3, seed=3), atol=1e-9)
     for a, b in zip(stats["cuda"], stats["cpu"]):
         np.testing.assert_allclose(a, b, atol=1e-12)
 

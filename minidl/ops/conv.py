@@ -19,6 +19,18 @@ with G_g = dL/dY_g of shape (M, O/G) (the output gradient moved to pixel-major o
 The products go to BLAS through ``xp.matmul``; the gather and scatter are Numba kernels
 (``minidl.kernels.cpu.im2col``) with the NumPy references below.
 
+On the CPU, convolutions whose tall GEMM would be thin (1x1 kernels, at most UNFOLD_MAX_K values
+per receptive field, or at most UNFOLD_MAX_O output channels per group; ``_columns``) use
+PyTorch's unfold layout instead (``minidl.ops.fold``: cols_n of shape (C*kh*kw, L), rows (c, i,
+j)), one product per image n and group g with W_g (O/G, K) as it is stored:
+
+    Y_ng      = W_g @ cols_ng               (O/G, L): already image n's NCHW rows
+    dW_g      = sum_n G_ng @ cols_ng^T      G_ng: dL/dY read in place, no transposing copy
+    dcols_ng  = W_g^T @ G_ng                then fold (unfold's adjoint) into dx
+
+(for a 1x1, stride-1, unpadded kernel cols_n is x[n] itself). The per-image products are too
+small for BLAS to thread, so this layout takes the block workers from a lower size.
+
 cols is K times bigger than x, so instead of materialising it for the whole batch, the
 rows are processed in blocks of whole images (about BLOCK_BYTES of cols, which the L3 cache
 holds, in one reused buffer: fresh pages would each cost a page fault): im2col of a block,

@@ -145,9 +145,20 @@ def row_normalize(out, oi, x, i, mu, a, b):
         out[oi, j] = narrow(((widen(x[i, j]) - hi) - lo) * a_ + b_, out)
 
 
+@njit(error_model="numpy", cache=True, inline="always")
+def _grad_at(dy, r, i, j):
+    """dy[i, j] in the compute type; 0 where ReLU's output r[i, j] is 0 (with r given)."""
+    d = widen(dy[i, j])
+    if r is not None:
+        if widen(r[i, j]) == 0:
+            d = compute_zero(dy)
+    return d
+
+
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
-def row_sums_dy_dyxc(dy, x, i, mu):
-    """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum."""
+def row_sums_dy_dyxc(dy, x, i, mu, r=None):
+    """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum (dy masked by ReLU's output r
+    when given, see row_normalize_relu)."""
     hi, lo = split(x, mu)
     n = x.shape[1]
     nb = n // _BLOCK
@@ -160,12 +171,12 @@ def row_sums_dy_dyxc(dy, x, i, mu):
         s2 = compute_zero(x)
         if m == _BLOCK:
             for j in range(_BLOCK):
-                d = widen(dy[i, base + j])
+                d = _grad_at(dy, r, i, base + j)
                 s1 += d
                 s2 += d * ((widen(x[i, base + j]) - hi) - lo)
         else:
             for j in range(m):
-                d = widen(dy[i, base + j])
+                d = _grad_at(dy, r, i, base + j)
                 s1 += d
                 s2 += d * ((widen(x[i, base + j]) - hi) - lo)
         t1 += s1
@@ -174,20 +185,21 @@ def row_sums_dy_dyxc(dy, x, i, mu):
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
-def row_affine2(out, oi, dy, x, i, p, mu, q, o):
+def row_affine2(out, oi, dy, x, i, p, mu, q, o, r=None):
     """out[oi] = p * dy[i] + q * (x[i] - mu) + o: every channel norm's dx has this form (out, oi
-    as in row_normalize)."""
+    as in row_normalize; dy masked by ReLU's output r when given)."""
     hi, lo = split(x, mu)
     p_ = compute_type(x, p)
     q_ = compute_type(x, q)
     o_ = compute_type(x, o)
     for j in range(x.shape[1]):
-        out[oi, j] = narrow(p_ * widen(dy[i, j]) + q_ * ((widen(x[i, j]) - hi) - lo) + o_, out)
+        out[oi, j] = narrow(p_ * _grad_at(dy, r, i, j) + q_ * ((widen(x[i, j]) - hi) - lo) + o_, out)
 
 
-# ReLU-fused variants (BatchNorm + ReLU): the output is relu(v), v the normalized value (0 where
-# v < 0; NaN and -0.0 kept, as relu); backward reads that output r and passes dy where r != 0
-# (relu's mask, as its own backward), so the two ops' gradients are those of the separate ones.
+# BatchNorm + ReLU: the output is relu(v), v the normalized value (0 where v < 0; NaN and -0.0
+# kept, as relu); backward reads that output r and passes dy where r != 0 (relu's mask, as its
+# own backward): row_sums_dy_dyxc and row_affine2 take r (None elsewhere, where the test
+# compiles away), so the two ops' gradients are those of the separate ones.
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
 def row_normalize_relu(out, oi, x, i, mu, a, b):
     """out[oi] = relu((x[i] - mu) * a + b) (out, oi as in row_normalize)."""
@@ -198,48 +210,6 @@ def row_normalize_relu(out, oi, x, i, mu, a, b):
     for j in range(x.shape[1]):
         v = ((widen(x[i, j]) - hi) - lo) * a_ + b_
         out[oi, j] = narrow(zero if v < zero else v, out)
-
-
-@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
-def row_sums_dy_dyxc_relu(dy, r, x, i, mu):
-    """row_sums_dy_dyxc of dy masked by relu's output r (dy where r[i] != 0, else 0)."""
-    hi, lo = split(x, mu)
-    n = x.shape[1]
-    nb = n // _BLOCK
-    t1 = np.float64(0.0)
-    t2 = np.float64(0.0)
-    zero = compute_zero(x)
-    for b in range(nb + 1):
-        base = b * _BLOCK
-        m = _BLOCK if b < nb else n - base
-        s1 = compute_zero(x)
-        s2 = compute_zero(x)
-        if m == _BLOCK:
-            for j in range(_BLOCK):
-                d = widen(dy[i, base + j]) if widen(r[i, base + j]) != zero else zero
-                s1 += d
-                s2 += d * ((widen(x[i, base + j]) - hi) - lo)
-        else:
-            for j in range(m):
-                d = widen(dy[i, base + j]) if widen(r[i, base + j]) != zero else zero
-                s1 += d
-                s2 += d * ((widen(x[i, base + j]) - hi) - lo)
-        t1 += s1
-        t2 += s2
-    return t1, t2
-
-
-@njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
-def row_affine2_relu(out, oi, dy, r, x, i, p, mu, q, o):
-    """row_affine2 with dy masked by relu's output r, as row_sums_dy_dyxc_relu."""
-    hi, lo = split(x, mu)
-    p_ = compute_type(x, p)
-    q_ = compute_type(x, q)
-    o_ = compute_type(x, o)
-    zero = compute_zero(x)
-    for j in range(x.shape[1]):
-        d = widen(dy[i, j]) if widen(r[i, j]) != zero else zero
-        out[oi, j] = narrow(p_ * d + q_ * ((widen(x[i, j]) - hi) - lo) + o_, out)
 
 
 # masked variants: mask[n] is a boolean row, True at the positions that count (BatchNorm1d with a

@@ -50,9 +50,9 @@ import numpy as np
 from numba import njit, prange
 
 from ._channel_rows import (cols_add_dev_sq, cols_add_dy_dyxc, cols_affine2, cols_normalize, row_affine2,
-                            row_affine2_masked, row_affine2_relu, row_count, row_normalize, row_normalize_masked,
-                            row_normalize_relu, row_sq_dev_sum, row_sq_dev_sum_masked, row_sum, row_sum_masked,
-                            row_sums_dy_dyxc, row_sums_dy_dyxc_masked, row_sums_dy_dyxc_relu, rows_shifted_moments)
+                            row_affine2_masked, row_count, row_normalize, row_normalize_masked, row_normalize_relu,
+                            row_sq_dev_sum, row_sq_dev_sum_masked, row_sum, row_sum_masked, row_sums_dy_dyxc,
+                            row_sums_dy_dyxc_masked, rows_shifted_moments)
 from ._half import compute_zero, storage, widen
 from ._numerics import FLUSH_ROWS, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, row_head_mean
 from ._stream import should_stream, store_fence, stream_row
@@ -135,10 +135,8 @@ def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx,
         a1 = np.float64(0.0)
         a2 = np.float64(0.0)
         for n in range(N):
-            if relu_out is not None:
-                b1, b2 = row_sums_dy_dyxc_relu(dy, relu_out, x, n * C + c, mean[c])
-            elif mask is None:
-                b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c])
+            if mask is None:
+                b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c], relu_out)
             else:
                 b1, b2 = row_sums_dy_dyxc_masked(dy, x, n * C + c, mask, n, mean[c])
             a1 += b1
@@ -153,15 +151,10 @@ def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx,
             if mask is not None:
                 row_affine2_masked(dx, dy, x, n * C + c, mask, n, p, mean[c], q, o)
             elif stream:
-                if relu_out is not None:
-                    row_affine2_relu(row, 0, dy, relu_out, x, n * C + c, p, mean[c], q, o)
-                else:
-                    row_affine2(row, 0, dy, x, n * C + c, p, mean[c], q, o)
+                row_affine2(row, 0, dy, x, n * C + c, p, mean[c], q, o, relu_out)
                 stream_row(dx, n * C + c, row, 0)
-            elif relu_out is not None:
-                row_affine2_relu(dx, n * C + c, dy, relu_out, x, n * C + c, p, mean[c], q, o)
             else:
-                row_affine2(dx, n * C + c, dy, x, n * C + c, p, mean[c], q, o)
+                row_affine2(dx, n * C + c, dy, x, n * C + c, p, mean[c], q, o, relu_out)
         if stream:
             store_fence()
 

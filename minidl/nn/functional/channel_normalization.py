@@ -105,6 +105,27 @@ def check_real_tokens(m, x):
                          f"token(s) in an input of size {tuple(x.shape)}")
 
 
+def _check_batch_norm_arguments(op, x, running_mean, running_var, weight, bias, training, momentum):
+    """batch_norm's argument checks (``op`` names the function in the errors)."""
+    _check_input(op, x)
+    _check_channel_tensors(op, x, running_mean, running_var, weight, bias)
+    if training:
+        _check_momentum(op, momentum)
+        _verify_batch_size(x.shape)
+    elif running_mean is None or running_var is None:
+        raise ValueError(f"{op}: training=False normalizes with the running statistics, so "
+                         "running_mean and running_var must be given")
+
+
+def _check_channel_tensors(op, x, running_mean, running_var, weight, bias):
+    """The four per-channel tensors: each None or of shape (C,), and of x's dtype."""
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        _check_channel_tensor(op, name, t, c, x)
+    _check_dtypes(op, x, running_mean, running_var, weight, bias)
+
+
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Normalize each channel (dim 1) of ``x`` (N, C, *) over every other dim.
 
@@ -113,18 +134,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     the *unbiased* variance: ``running = (1 - momentum) * running + momentum * batch``.
     ``training=False``: normalize with ``running_mean`` / ``running_var``.
     """
-    _check_input("batch_norm", x)
-    c = x.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
-                    ("bias", bias)):
-        _check_channel_tensor("batch_norm", name, t, c, x)
-    _check_dtypes("batch_norm", x, running_mean, running_var, weight, bias)
-    if training:
-        _check_momentum("batch_norm", momentum)
-        _verify_batch_size(x.shape)
-    elif running_mean is None or running_var is None:
-        raise ValueError("batch_norm: training=False normalizes with the running statistics, so "
-                         "running_mean and running_var must be given")
+    _check_batch_norm_arguments("batch_norm", x, running_mean, running_var, weight, bias, training, momentum)
     return BatchNormFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
                            float(momentum) if training else 0.0, float(eps), None)
 
@@ -134,18 +144,7 @@ def batch_norm_relu(x, running_mean, running_var, weight=None, bias=None, traini
     and gradients: on the CPU both run in BatchNorm's passes over memory (no ReLU pass, no ReLU
     mask). Not in PyTorch (whose fused BatchNorm + ReLU is a quantization module); the zoo's
     CNNs use it for each BatchNorm2d that a ReLU follows."""
-    _check_input("batch_norm_relu", x)
-    c = x.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
-                    ("bias", bias)):
-        _check_channel_tensor("batch_norm_relu", name, t, c, x)
-    _check_dtypes("batch_norm_relu", x, running_mean, running_var, weight, bias)
-    if training:
-        _check_momentum("batch_norm_relu", momentum)
-        _verify_batch_size(x.shape)
-    elif running_mean is None or running_var is None:
-        raise ValueError("batch_norm_relu: training=False normalizes with the running statistics, so "
-                         "running_mean and running_var must be given")
+    _check_batch_norm_arguments("batch_norm_relu", x, running_mean, running_var, weight, bias, training, momentum)
     return BatchNormReLUFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
                                        float(momentum) if training else 0.0, float(eps))
 
@@ -158,11 +157,7 @@ def masked_batch_norm(x, mask, running_mean, running_var, weight=None, bias=None
     are 0 and their input gradient is 0."""
     _check_input("masked_batch_norm", x, min_dim=3)
     m = _as_mask("masked_batch_norm", mask, x)
-    c = x.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
-                    ("bias", bias)):
-        _check_channel_tensor("masked_batch_norm", name, t, c, x)
-    _check_dtypes("masked_batch_norm", x, running_mean, running_var, weight, bias)
+    _check_channel_tensors("masked_batch_norm", x, running_mean, running_var, weight, bias)
     if training:
         _check_momentum("masked_batch_norm", momentum)
         check_real_tokens(m, x)

@@ -154,13 +154,9 @@ def sync_batch_norm(x, running_mean, running_var, weight, bias, momentum, eps, m
     """Training-mode SyncBatchNorm of this rank's ``x`` through ``exchange`` (an object with
     ``gather`` and ``sum``, see SyncBatchNormFunction): the functional form the module calls,
     public so that a test or an experiment can pass a simulated exchange."""
-    from ..functional.channel_normalization import _check_channel_tensor, _check_dtypes, _check_input, _check_momentum
+    from ..functional.channel_normalization import _check_channel_tensors, _check_input, _check_momentum
     _check_input("sync_batch_norm", x)
-    c = x.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
-                    ("bias", bias)):
-        _check_channel_tensor("sync_batch_norm", name, t, c, x)
-    _check_dtypes("sync_batch_norm", x, running_mean, running_var, weight, bias)
+    _check_channel_tensors("sync_batch_norm", x, running_mean, running_var, weight, bias)
     _check_momentum("sync_batch_norm", momentum)
     if mask is not None:
         mask = _as_mask("sync_batch_norm", mask, x)

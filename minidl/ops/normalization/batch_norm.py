@@ -133,6 +133,19 @@ BATCH_NORM = NORMS.kernels(("batch_norm_forward", "batch_norm_apply", "batch_nor
                            fallback=("batch_norm_statistics",))
 
 
+def _normalized(x, running_mean, running_var, training, momentum, eps, mask, with_batch_stats, with_stats):
+    """(y, mean, rstd): in training ``with_batch_stats()``, whose statistics are then folded into
+    the running estimates; in eval ``with_stats(mean, rstd)`` of the running estimates."""
+    if training:
+        y, mean, rstd = with_batch_stats()
+        count = x.size / max(x.shape[1], 1) if mask is None or x.size == 0 else mask.astype(mean.dtype).sum()
+        update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps, count, momentum)
+    else:
+        mean, rstd = BATCH_NORM.select(x).batch_norm_statistics(running_mean, running_var, eps, x.dtype)
+        y = with_stats(mean, rstd)
+    return y, mean, rstd
+
+
 class BatchNormFunction(Function):
     """y = gamma * (x - mean) * rstd + beta per channel; training uses (and, if running tensors
     are given, folds into them) the batch statistics, eval the running ones. Saves x and the
@@ -141,13 +154,9 @@ class BatchNormFunction(Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps, mask):
         impl = ctx.impl = BATCH_NORM.select(x)
-        if training:
-            y, mean, rstd = impl.batch_norm_forward(x, weight, bias, eps, mask)
-            count = x.size / max(x.shape[1], 1) if mask is None or x.size == 0 else mask.astype(mean.dtype).sum()
-            update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps, count, momentum)
-        else:
-            mean, rstd = impl.batch_norm_statistics(running_mean, running_var, eps, x.dtype)
-            y = impl.batch_norm_apply(x, mean, rstd, weight, bias, mask)
+        y, mean, rstd = _normalized(x, running_mean, running_var, training, momentum, eps, mask,
+                                    lambda: impl.batch_norm_forward(x, weight, bias, eps, mask),
+                                    lambda mean, rstd: impl.batch_norm_apply(x, mean, rstd, weight, bias, mask))
         ctx.save_for_backward(x, weight, mean, rstd, keep_for_backward(ctx, mask))   # the caller's mask may change
         ctx.training, ctx.affine = training, affine_meta(weight, bias)
         return y
@@ -200,13 +209,9 @@ class BatchNormReLUFunction(Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
         impl = ctx.impl = BATCH_NORM_RELU.select(x)
-        if training:
-            r, mean, rstd = impl.batch_norm_relu_forward(x, weight, bias, eps)
-            update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps,
-                                 x.size / max(x.shape[1], 1), momentum)
-        else:
-            mean, rstd = BATCH_NORM.select(x).batch_norm_statistics(running_mean, running_var, eps, x.dtype)
-            r = impl.batch_norm_relu_apply(x, mean, rstd, weight, bias)
+        r, mean, rstd = _normalized(x, running_mean, running_var, training, momentum, eps, None,
+                                    lambda: impl.batch_norm_relu_forward(x, weight, bias, eps),
+                                    lambda mean, rstd: impl.batch_norm_relu_apply(x, mean, rstd, weight, bias))
         ctx.save_for_backward(x, weight, mean, rstd, r)
         ctx.training, ctx.affine = training, affine_meta(weight, bias)
         return r
