@@ -97,6 +97,7 @@ def test_scale_norm_module_on_cuda_matches_cpu():
 
 def test_group_norm_on_cuda_matches_cpu():
     check(lambda x, w, b: F.group_norm(x, 2, w, b), rnd(2, 4, 3), rnd(4, seed=2), rnd(4, seed=3), atol=1e-9)
+    check(lambda x, w, b: F.group_norm_relu(x, 2, w, b), rnd(2, 4, 3), rnd(4, seed=2), rnd(4, seed=3), atol=1e-9)
     check(lambda x: F.group_norm(x, 1), rnd(2, 2, 2, 2), atol=1e-9)
 
 

@@ -11,8 +11,9 @@ Only "batch" depends on the other samples of the batch (and keeps running statis
 eval); the others behave the same in train and eval mode.
 
 ``norm_relu(norm, x)`` is relu(norm(x)), the step after each convolution of a block: for a
-BatchNorm2d one op (``F.batch_norm_relu``, which on the CPU folds the ReLU into BatchNorm's
-passes), for any other norm, or a module with hooks (which a fused op would skip), the two.
+BatchNorm2d or a GroupNorm one op (``F.batch_norm_relu``, ``F.group_norm_relu``, which on the CPU
+fold the ReLU into the norm's passes), for any other norm, or a module with hooks (which a fused
+op would skip), the two.
 """
 import math
 
@@ -66,4 +67,7 @@ def norm_relu(norm, x):
     """relu(norm(x)) (see the module docstring)."""
     if type(norm) is nn.BatchNorm2d and not hooked(norm):
         return norm._relu_forward(x)
+    if type(norm) is nn.GroupNorm and not hooked(norm):
+        norm._check_input(x)
+        return F.group_norm_relu(x, norm.num_groups, norm.weight, norm.bias, norm.eps)
     return F.relu(norm(x))

@@ -11,7 +11,8 @@ relu(x' + norm(conv(relu(norm(conv(x)))))) where the shortcut x' is x, or a 1x1 
 convolution + norm when the shape changes (the paper's option B). The normalization is a
 constructor choice (``norm="batch" | "group" | "layer" | "instance" | "none"``, see
 norms.py); convolutions followed by a norm have no bias (the norm's shift replaces it). Each
-relu(norm(...)) is ``norms.norm_relu``: one fused op for BatchNorm, the two layers otherwise.
+relu(norm(...)) is ``norms.norm_relu``: one fused op for BatchNorm and GroupNorm, the two
+layers otherwise.
 
 ``init`` chooses how a network without normalization keeps its residual stream in check:
 

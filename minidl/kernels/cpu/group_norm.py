@@ -28,7 +28,7 @@ the activation, half the bytes of float32 to move.
 import numpy as np
 from numba import njit, prange
 
-from ._channel_rows import row_affine2, row_normalize, row_sums_dy_dyxc, rows_shifted_moments
+from ._channel_rows import row_affine2, row_normalize, row_normalize_relu, row_sums_dy_dyxc, rows_shifted_moments
 from ._half import storage
 from ._numerics import REASSOC_CONTRACT, compute_dtype, mean_var_from_sums, row_head_mean
 from ._stream import should_stream, store_fence, stream_row
@@ -36,11 +36,11 @@ from ._threads import chunk_bounds, num_chunks, threads_for
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
+def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream, relu=False):
     """x, y: (N*C, S) channel rows; group r is the K consecutive channel rows r*K ... r*K+K-1.
     mean, rstd: (N*G,). The groups are split into nchunks chunks (one per thread). With
     ``stream``, y is written through an L1 scratch row with streaming stores (see _stream),
-    fenced once per chunk."""
+    fenced once per chunk. With ``relu``, y is the ReLU of the normalized output."""
     R = x.shape[0] // K
     m = K * x.shape[1]
     C = gamma.shape[0]
@@ -57,8 +57,13 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
             for k in range(K):
                 c = (r * K + k) % C
                 if stream:
-                    row_normalize(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c])
+                    if relu:
+                        row_normalize_relu(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c])
+                    else:
+                        row_normalize(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c])
                     stream_row(y, r * K + k, row, 0)
+                elif relu:
+                    row_normalize_relu(y, r * K + k, x, r * K + k, mu, rs * gamma[c], beta[c])
                 else:
                     row_normalize(y, r * K + k, x, r * K + k, mu, rs * gamma[c], beta[c])
         if stream:
@@ -66,10 +71,11 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
+def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream, relu_out=None):
     """dx = rstd * (gamma_c dy - mean(dxhat) - xhat * mean(dxhat xhat)) per group row; sdy and
     sdyx (N*C,) receive sum(dy) and sum(dy * xhat) per (sample, channel) row. Chunks and
-    ``stream`` as in _rows_forward."""
+    ``stream`` as in _rows_forward. With ``relu_out`` (the rows of relu(y)), dy counts only
+    where relu_out != 0."""
     R = x.shape[0] // K
     m = K * x.shape[1]
     C = gamma.shape[0]
@@ -83,7 +89,7 @@ def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
             B = np.float64(0.0)  # sum over the group of dxhat * xhat
             for k in range(K):
                 i = r * K + k
-                a1, a2 = row_sums_dy_dyxc(dy, x, i, mu)
+                a1, a2 = row_sums_dy_dyxc(dy, x, i, mu, relu_out)
                 sdy[i] = a1
                 sdyx[i] = a2 * rs
                 A += gamma[i % C] * a1
@@ -93,10 +99,10 @@ def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream):
             for k in range(K):
                 i = r * K + k
                 if stream:
-                    row_affine2(row, 0, dy, x, i, gamma[i % C] * rs, mu, -q, -off)
+                    row_affine2(row, 0, dy, x, i, gamma[i % C] * rs, mu, -q, -off, relu_out)
                     stream_row(dx, i, row, 0)
                 else:
-                    row_affine2(dx, i, dy, x, i, gamma[i % C] * rs, mu, -q, -off)
+                    row_affine2(dx, i, dy, x, i, gamma[i % C] * rs, mu, -q, -off, relu_out)
         if stream:
             store_fence()
 
@@ -118,8 +124,9 @@ def _affine(v, c, fill):
     return np.full(c, fill) if v is None else np.ascontiguousarray(v, dtype=np.float64)
 
 
-def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
-    """(y, mean, rstd) with mean and rstd of shape (N, num_groups), float64."""
+def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5, relu=False):
+    """(y, mean, rstd) with mean and rstd of shape (N, num_groups), float64 (y = relu(GroupNorm(x))
+    with ``relu``)."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # no samples, or groups of no values: the statistics of no values are NaN
         return np.empty(x.shape, x.dtype), np.full((n, num_groups), np.nan), np.full((n, num_groups), np.nan)
@@ -129,13 +136,15 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     rstd = np.empty(n * num_groups)
     with threads_for(xc.size):
         _rows_forward(xc, c // num_groups, _affine(weight, c, 1.0), _affine(bias, c, 0.0), float(eps), y, mean, rstd,
-                      num_chunks(n * num_groups), should_stream(y))
+                      num_chunks(n * num_groups), should_stream(y), bool(relu))
     return y_full, mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
 
 
-def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True, need_dbias=True):
+def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True, need_dbias=True,
+                        relu_out=None):
     """(dx, dweight, dbias); dweight and dbias in float64 (the caller casts them). One pass gives
-    all three, so every one is computed whatever ``need_*`` says."""
+    all three, so every one is computed whatever ``need_*`` says. ``relu_out``: the output of
+    relu(GroupNorm(x)), whose backward this then is (dy counts where relu_out != 0)."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
         return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
@@ -147,7 +156,7 @@ def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, nee
     with threads_for(xc.size):
         _rows_backward(dyc, xc, c // num_groups, np.ascontiguousarray(mean, dtype=np.float64).reshape(-1),
                        np.ascontiguousarray(rstd, dtype=np.float64).reshape(-1), _affine(weight, c, 1.0), dx, sdy, sdyx,
-                       num_chunks(n * num_groups), should_stream(dx))
+                       num_chunks(n * num_groups), should_stream(dx), None if relu_out is None else _rows(relu_out))
     return (dx_full,
             sdyx.reshape(n, c).sum(axis=0), sdy.reshape(n, c).sum(axis=0))
 
@@ -159,3 +168,26 @@ def instance_norm_forward(x, weight=None, bias=None, eps=1e-5):
 
 def instance_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True):
     return group_norm_backward(dy, x, mean, rstd, weight, x.shape[1])
+
+
+# GroupNorm + ReLU (the BatchNorm pair's rule, kernels/cpu/batch_norm_relu.py): the ReLU as the
+# forward's epilogue, its mask (the output != 0) inside the backward's passes; a 2-byte float runs
+# the two ops in turn (rounding to 0 would change the sign of a zero output)
+def group_norm_relu_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """(relu(GroupNorm(x)), mean, rstd)."""
+    if x.dtype in _WIDE:
+        return group_norm_forward(x, num_groups, weight, bias, eps, relu=True)
+    y, mean, rstd = group_norm_forward(x, num_groups, weight, bias, eps)
+    np.copyto(y, 0, where=y < 0)
+    return y, mean, rstd
+
+
+def group_norm_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
+                             need_dbias=True):
+    """(dx, dweight, dbias) of r = relu(GroupNorm(x)) for the output gradient dy."""
+    if x.dtype in _WIDE and r.dtype == x.dtype:
+        return group_norm_backward(dy, x, mean, rstd, weight, num_groups, relu_out=r)
+    return group_norm_backward(np.where(r != 0, dy, np.zeros((), dy.dtype)), x, mean, rstd, weight, num_groups)
+
+
+_WIDE = (np.dtype(np.float32), np.dtype(np.float64))

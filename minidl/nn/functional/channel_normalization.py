@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from ...ops.normalization.batch_norm import BatchNormFunction, BatchNormReLUFunction
-from ...ops.normalization.group_norm import GroupNormFunction
+from ...ops.normalization.group_norm import GroupNormFunction, GroupNormReLUFunction
 from ...ops.normalization.instance_norm import InstanceNormFunction
 from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
@@ -197,12 +197,23 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalize each sample's channels in ``num_groups`` groups of consecutive channels (over
     the group's channels and every spatial position), then a per-channel affine."""
-    _check_input("group_norm", x)
+    _check_group_norm_arguments("group_norm", x, num_groups, weight, bias)
+    return GroupNormFunction.apply(x, int(num_groups), weight, bias, float(eps))
+
+
+def group_norm_relu(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """``relu(group_norm(x, ...))`` as one op, as ``batch_norm_relu`` (not in PyTorch): on the CPU
+    the ReLU runs inside GroupNorm's passes over memory."""
+    _check_group_norm_arguments("group_norm_relu", x, num_groups, weight, bias)
+    return GroupNormReLUFunction.apply(x, int(num_groups), weight, bias, float(eps))
+
+
+def _check_group_norm_arguments(op, x, num_groups, weight, bias):
+    _check_input(op, x)
     c = x.shape[1]
     if not isinstance(num_groups, numbers.Integral) or num_groups <= 0 or c % num_groups:
-        raise ValueError(f"group_norm: expected num_channels ({c}, dim 1 of input shape {tuple(x.shape)}) "
+        raise ValueError(f"{op}: expected num_channels ({c}, dim 1 of input shape {tuple(x.shape)}) "
                          f"to be divisible by num_groups, got num_groups={num_groups!r}")
-    _check_channel_tensor("group_norm", "weight", weight, c, x)
-    _check_channel_tensor("group_norm", "bias", bias, c, x)
-    _check_dtypes("group_norm", x, None, None, weight, bias)
-    return GroupNormFunction.apply(x, int(num_groups), weight, bias, float(eps))
+    _check_channel_tensor(op, "weight", weight, c, x)
+    _check_channel_tensor(op, "bias", bias, c, x)
+    _check_dtypes(op, x, None, None, weight, bias)

@@ -38,12 +38,15 @@ class GroupNorm(Module):
             self.bias._data[...] = 0
 
     def forward(self, x):
+        self._check_input(x)
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def _check_input(self, x):
         if not isinstance(x, Tensor):
             raise TypeError(f"GroupNorm: expected a Tensor input, got {type(x).__name__}")
         if x.ndim < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"GroupNorm: expected input of shape (N, {self.num_channels}, *), "
                              f"got input of shape {tuple(x.shape)}")
-        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

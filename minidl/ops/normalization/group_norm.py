@@ -99,3 +99,44 @@ class GroupNormFunction(Function):
         need_x, _, need_w, need_b, _ = ctx.needs_input_grad
         dx, dw, db = ctx.impl.group_norm_backward(dy, x, mean, rstd, weight, ctx.num_groups, need_x, need_w, need_b)
         return (dx if need_x else None, None) + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,)
+
+
+# GroupNorm + ReLU: r = relu(GroupNorm(x)) as one node, as BatchNorm + ReLU (batch_norm.py): the
+# backward is GroupNorm's backward of dy where r != 0 (ReLU's mask: NaN passes, 0 and -0.0 do not)
+def group_norm_relu_forward_reference(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """(relu(y), mean, rstd) for group_norm_forward_reference's (y, mean, rstd)."""
+    y, mean, rstd = group_norm_forward_reference(x, num_groups, weight, bias, eps)
+    xp = namespace_of(y)
+    return xp.where(y < 0, xp.zeros((), dtype=y.dtype), y), mean, rstd
+
+
+def group_norm_relu_backward_reference(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
+                                       need_dbias=True):
+    """(dx, dweight, dbias): GroupNorm's backward of dy where the output r != 0, else 0."""
+    xp = namespace_of(dy)
+    return group_norm_backward_reference(xp.where(r != 0, dy, xp.zeros((), dtype=dy.dtype)), x, mean, rstd, weight,
+                                         num_groups, need_dx, need_dweight, need_dbias)
+
+
+GROUP_NORM_RELU = NORMS.kernels(("group_norm_relu_forward", "group_norm_relu_backward"), __name__,
+                                cpu="minidl.kernels.cpu.group_norm")
+
+
+class GroupNormReLUFunction(Function):
+    """r = relu(GroupNorm(x)); saves x, mean, rstd and r (ReLU's mask is r != 0)."""
+
+    @staticmethod
+    def forward(ctx, x, num_groups, weight, bias, eps):
+        ctx.impl = GROUP_NORM_RELU.select(x)
+        r, mean, rstd = ctx.impl.group_norm_relu_forward(x, num_groups, weight, bias, eps)
+        ctx.save_for_backward(x, weight, mean, rstd, r)
+        ctx.num_groups, ctx.affine = num_groups, affine_meta(weight, bias)
+        return r
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd, r = ctx.saved_tensors
+        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
+        dx, dw, db = ctx.impl.group_norm_relu_backward(dy, r, x, mean, rstd, weight, ctx.num_groups, need_x, need_w,
+                                                       need_b)
+        return (dx if need_x else None, None) + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,)

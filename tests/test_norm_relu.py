@@ -1,10 +1,11 @@
-"""F.batch_norm_relu: relu(batch_norm(x)) as one op, with the same values and gradients.
+"""F.batch_norm_relu and F.group_norm_relu: relu(norm(x)) as one op, with the same values and
+gradients.
 
 Forward against plain NumPy and gradchecks with both implementations; the CPU kernels against
-the NumPy references in float32/float64 on the fused per-channel path and the fallback; bit for
-bit the two separate ops on the fused path, in training (running estimates included) and eval;
-ReLU's mask (NaN passes, 0 and -0.0 do not); the module path the zoo's ResNets take, and the
-hooks that keep a module unfused; the same errors as batch_norm."""
+the NumPy references in float32/float64 on the fused paths and the fallbacks; bit for bit the
+two separate ops, in training (running estimates included) and eval; ReLU's mask (NaN passes, 0
+and -0.0 do not); the module path the zoo's ResNets take, and the hooks that keep a module
+unfused; the same errors as the norms."""
 import numpy as np
 import pytest
 
@@ -12,7 +13,9 @@ import minidl as md
 import minidl.nn as nn
 import minidl.nn.functional as F
 from minidl.kernels.cpu import batch_norm_relu as k
+from minidl.kernels.cpu import group_norm as gn_kernel
 from minidl.ops.normalization import batch_norm as bn_ops
+from minidl.ops.normalization import group_norm as gn_ops
 from minidl.ops.normalization import implementation
 from minidl.testing import OpSpec, check_forward, check_gradcheck, check_implementations, forward_cases, spec_id
 from minidl.zoo import resnet8
@@ -163,6 +166,9 @@ def test_the_zoo_resnet_fuses_unless_a_hook_is_set(monkeypatch):
     calls = []
     original = bn_ops.BatchNormReLUFunction.apply
     monkeypatch.setattr(bn_ops.BatchNormReLUFunction, "apply", lambda *a: calls.append(1) or original(*a))
+    gn_calls = []
+    gn_original = gn_ops.GroupNormReLUFunction.apply
+    monkeypatch.setattr(gn_ops.GroupNormReLUFunction, "apply", lambda *a: gn_calls.append(1) or gn_original(*a))
     model = resnet8(in_channels=3, num_classes=10)
     x = md.tensor(np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32))
     model(x).sum().backward()
@@ -173,8 +179,11 @@ def test_the_zoo_resnet_fuses_unless_a_hook_is_set(monkeypatch):
     model(x)
     assert len(calls) == 3 and seen == [(2, 16, 8, 8)]
     group = resnet8(in_channels=3, num_classes=10, norm="group")
-    group(x)
-    assert len(calls) == 3                          # no BatchNorm: the two layers
+    group(x).sum().backward()
+    assert len(calls) == 3 and len(gn_calls) == 4  # GroupNorm's own pair
+    layer = resnet8(in_channels=3, num_classes=10, norm="layer")
+    layer(x)
+    assert len(calls) == 3 and len(gn_calls) == 4  # any other norm: the two layers
 
 
 def test_errors_name_the_op():
@@ -185,3 +194,77 @@ def test_errors_name_the_op():
         F.batch_norm_relu(x, None, None)
     with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
         F.batch_norm_relu(md.tensor(np.zeros((1, 4))), None, None, training=True)
+
+
+# GroupNorm + ReLU -------------------------------------------------------------------------------
+def naive_gn_relu(x, groups, w, b, eps=1e-5):
+    xg = x.reshape(x.shape[0], groups, -1)
+    y = ((xg - xg.mean(axis=2, keepdims=True)) / np.sqrt(xg.var(axis=2, keepdims=True) + eps)).reshape(x.shape)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return np.maximum(y * w.reshape(shape) + b.reshape(shape), 0)
+
+
+GN_CASES = [((2, 6, 5), 3), ((3, 4, 3, 2), 2), ((4, 6), 2), ((2, 8, 16), 8)]
+GN_SPECS = [OpSpec(name=f"group_norm_relu{s}G{g}", op=lambda x, w, b, g=g: F.group_norm_relu(x, g, w, b),
+                   reference=lambda x, w, b, g=g: naive_gn_relu(x, g, w, b), inputs=_inputs(s)) for s, g in GN_CASES]
+
+
+@pytest.mark.parametrize("spec", GN_SPECS, ids=spec_id)
+def test_group_norm_relu_gradcheck(spec, impl):
+    assert check_gradcheck(spec)
+
+
+@pytest.mark.parametrize("spec,dtype,device", forward_cases(GN_SPECS))
+def test_group_norm_relu_forward(spec, dtype, device, impl):
+    check_forward(spec, dtype, device)
+
+
+def _gn_backward_inputs(shape, groups):
+    def make(rng):
+        x, w, b = _inputs(shape)(rng)
+        r, mean, rstd = gn_ops.group_norm_relu_forward_reference(x, groups, w, b)
+        return rng.standard_normal(shape), r, x, mean, rstd, w
+    return make
+
+
+GN_KERNEL_SPECS = []
+for shape, groups in GN_CASES:
+    GN_KERNEL_SPECS += [
+        OpSpec(name=f"gn_relu_fwd{shape}G{groups}", op=None, inputs=_inputs(shape),
+               reference=lambda x, w, b, g=groups: gn_ops.group_norm_relu_forward_reference(x, g, w, b),
+               implementations={"numba": lambda x, w, b, g=groups: gn_kernel.group_norm_relu_forward(x, g, w, b)}),
+        OpSpec(name=f"gn_relu_bwd{shape}G{groups}", op=None, inputs=_gn_backward_inputs(shape, groups),
+               reference=lambda dy, r, x, m, s, w, g=groups: gn_ops.group_norm_relu_backward_reference(dy, r, x, m, s,
+                                                                                                      w, g),
+               implementations={"numba": lambda dy, r, x, m, s, w, g=groups: gn_kernel.group_norm_relu_backward(
+                   dy, r, x, m, s, w, g)}),
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("spec", GN_KERNEL_SPECS, ids=spec_id)
+def test_group_norm_relu_kernels_match_the_references(spec, dtype):
+    check_implementations(spec, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape,groups", [((8, 16, 8, 8), 8), ((4, 6, 5), 3)])
+def test_group_norm_relu_equals_group_norm_then_relu_bit_for_bit(shape, groups, dtype):
+    rng = np.random.default_rng(6)
+    x0 = (rng.standard_normal(shape) * 2 + 0.5).astype(dtype)
+    x0.reshape(-1)[:5] = 0.5                      # some exact values
+    w0, b0 = rng.standard_normal(shape[1]).astype(dtype), rng.standard_normal(shape[1]).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    results = []
+    for fused in (True, False):
+        x, w, b = (md.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+        y = F.group_norm_relu(x, groups, w, b) if fused else F.relu(F.group_norm(x, groups, w, b))
+        y.backward(md.tensor(g))
+        results.append([a.numpy() for a in (y, x.grad, w.grad, b.grad)])
+    for a, c in zip(*results):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_group_norm_relu_errors_name_the_op():
+    with pytest.raises(ValueError, match="group_norm_relu: expected num_channels \\(6"):
+        F.group_norm_relu(md.tensor(np.zeros((2, 6, 3))), 4)
