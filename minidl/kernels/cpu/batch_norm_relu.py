@@ -15,6 +15,7 @@ import numpy as np
 
 from .batch_norm import (_fused, _fused_backward_rows, _fused_forward_rows, _grad_view, _output, _vector, _view,
                          batch_norm_apply, batch_norm_backward, batch_norm_forward)
+from .relu import relu_backward, relu_forward
 from ._stream import should_stream
 from ._threads import threads_for
 
@@ -30,18 +31,12 @@ def _fusable(x):
         return v if _fused(layout, v, x.shape[1], None) else None
 
 
-def _relu_(y):
-    """ReLU in place: 0 where y < 0 (NaN and -0.0 stay)."""
-    np.copyto(y, 0, where=y < 0)
-    return y
-
-
 def batch_norm_relu_forward(x, weight=None, bias=None, eps=1e-5):
     """Training forward: (relu(BN(x)), mean, rstd), the statistics as batch_norm_forward's."""
     v = _fusable(x)
     if v is None:
         y, mean, rstd = batch_norm_forward(x, weight, bias, eps)
-        return _relu_(y), mean, rstd
+        return relu_forward(y)[0], mean, rstd
     c = x.shape[1]
     y, yv = _output(x, v.shape)
     mean, rstd = np.empty(c), np.empty(c)
@@ -55,7 +50,7 @@ def batch_norm_relu_apply(x, mean, rstd, weight=None, bias=None):
     """relu(BN(x)) with the given (eval) statistics."""
     v = _fusable(x)
     if v is None:
-        return _relu_(batch_norm_apply(x, mean, rstd, weight, bias))
+        return relu_forward(batch_norm_apply(x, mean, rstd, weight, bias))[0]
     c = x.shape[1]
     y, yv = _output(x, v.shape)
     with threads_for(v.size):
@@ -70,8 +65,8 @@ def batch_norm_relu_backward(dy, r, x, mean, rstd, weight=None, training=True, n
     """(dx, dweight, dbias) of r = relu(BN(x)) for the output gradient dy, as batch_norm_backward's."""
     v = _fusable(x)
     if v is None or r.shape != x.shape or r.dtype != x.dtype:
-        masked = np.where(r != 0, dy, np.zeros((), dy.dtype))
-        return batch_norm_backward(masked, x, mean, rstd, weight, training, None, need_dx, need_dweight, need_dbias)
+        return batch_norm_backward(relu_backward(r != 0, dy), x, mean, rstd, weight, training, None, need_dx,
+                                   need_dweight, need_dbias)
     c = x.shape[1]
     dyv, rv = _grad_view(dy, x, None), _view(r, None)[1]
     dx, dxv = _output(x, v.shape)

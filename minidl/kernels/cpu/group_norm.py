@@ -31,6 +31,7 @@ from numba import njit, prange
 from ._channel_rows import row_affine2, row_normalize, row_normalize_relu, row_sums_dy_dyxc, rows_shifted_moments
 from ._half import storage
 from ._numerics import REASSOC_CONTRACT, compute_dtype, mean_var_from_sums, row_head_mean
+from .relu import relu_backward, relu_forward
 from ._stream import should_stream, store_fence, stream_row
 from ._threads import chunk_bounds, num_chunks, threads_for
 
@@ -178,8 +179,7 @@ def group_norm_relu_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
     if x.dtype in _WIDE:
         return group_norm_forward(x, num_groups, weight, bias, eps, relu=True)
     y, mean, rstd = group_norm_forward(x, num_groups, weight, bias, eps)
-    np.copyto(y, 0, where=y < 0)
-    return y, mean, rstd
+    return relu_forward(y)[0], mean, rstd
 
 
 def group_norm_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
@@ -187,7 +187,7 @@ def group_norm_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=T
     """(dx, dweight, dbias) of r = relu(GroupNorm(x)) for the output gradient dy."""
     if x.dtype in _WIDE and r.dtype == x.dtype:
         return group_norm_backward(dy, x, mean, rstd, weight, num_groups, relu_out=r)
-    return group_norm_backward(np.where(r != 0, dy, np.zeros((), dy.dtype)), x, mean, rstd, weight, num_groups)
+    return group_norm_backward(relu_backward(r != 0, dy), x, mean, rstd, weight, num_groups)
 
 
 _WIDE = (np.dtype(np.float32), np.dtype(np.float64))

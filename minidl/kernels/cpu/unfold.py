@@ -26,6 +26,7 @@ Python threads meanwhile (``nogil``): conv2d's block workers call them, one imag
 import numpy as np
 from numba import njit, prange
 
+from ...ops.fold import conv_output_size
 from ._threads import layer_parallel, plane_chunks
 
 U = np.uintp
@@ -100,10 +101,6 @@ def _fold_parallel(cols, dx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
         _fold_images(cols, dx, t * N // n_chunks, (t + 1) * N // n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
 
 
-def _sliding(size, k, s, p, d):
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
 def _checked(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, what):
     """The kernels index flat arrays with no bounds checks: refuse any geometry, shape or layout
     whose reads or writes would leave the arrays."""
@@ -111,7 +108,7 @@ def _checked(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, what):
         raise ValueError(f"{what}: expected kernel size, stride and dilation >= 1 and padding >= 0, got "
                          f"kernel ({kh}, {kw}), stride ({sh}, {sw}), padding ({ph}, {pw}), dilation ({dh}, {dw})")
     N, C, H, W = x.shape
-    if (OH, OW) != (_sliding(H, kh, sh, ph, dh), _sliding(W, kw, sw, pw, dw)):
+    if (OH, OW) != (conv_output_size(H, kh, sh, ph, dh), conv_output_size(W, kw, sw, pw, dw)):
         raise ValueError(f"{what}: output size ({OH}, {OW}) does not match input ({H}, {W}) with kernel ({kh}, {kw}), "
                          f"stride ({sh}, {sw}), padding ({ph}, {pw}), dilation ({dh}, {dw})")
     if cols.shape != (N, C * kh * kw, OH * OW):
@@ -145,7 +142,7 @@ def _fold(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, out, serial):
     dx = np.empty((N, C, H, W), dtype=cols.dtype) if out is None else out
     if dx.shape != (N, C, H, W):
         raise ValueError(f"fold: expected an output of shape {(N, C, H, W)}, got {dx.shape}")
-    OH, OW = _sliding(H, kh, sh, ph, dh), _sliding(W, kw, sw, pw, dw)
+    OH, OW = conv_output_size(H, kh, sh, ph, dh), conv_output_size(W, kw, sw, pw, dw)
     _checked(dx, cols, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, "fold")
     if not _run(_fold_images, _fold_parallel, cols, dx, N, (kh, kw, sh, sw, ph, pw, dh, dw, OH, OW), serial):
         dx[...] = 0            # nothing to scatter (or nowhere to)

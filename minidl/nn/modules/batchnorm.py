@@ -104,18 +104,18 @@ class _BatchNorm(_NormBase):
         return None, None
 
     def forward(self, x):
-        self._check_input_dim(x)
-        factor, bn_training = self._factor_and_mode(x, None)
-        rm, rv = self._running()
-        return F.batch_norm(x, rm, rv, self.weight, self.bias, bn_training, factor, self.eps)
+        return self._normalize(x, F.batch_norm)
 
     def _relu_forward(self, x):
         """relu(self(x)) as one op (F.batch_norm_relu), with forward's checks, mode, running
         statistics and batch count; the zoo's CNNs call it where a ReLU follows (hooks aside)."""
+        return self._normalize(x, F.batch_norm_relu)
+
+    def _normalize(self, x, functional):
         self._check_input_dim(x)
         factor, bn_training = self._factor_and_mode(x, None)
         rm, rv = self._running()
-        return F.batch_norm_relu(x, rm, rv, self.weight, self.bias, bn_training, factor, self.eps)
+        return functional(x, rm, rv, self.weight, self.bias, bn_training, factor, self.eps)
 
 
 class BatchNorm1d(_BatchNorm):

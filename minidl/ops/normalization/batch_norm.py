@@ -46,6 +46,7 @@ import numpy as np
 from ...autograd.function import Function
 from ...backends import namespace_of
 from .._saved import keep_for_backward
+from ..unary import relu_backward_reference, relu_forward_reference
 from ._dispatch import NORMS, affine_meta, param_grads
 from .running_stats import update_running_stats
 
@@ -176,26 +177,19 @@ class BatchNormFunction(Function):
 def batch_norm_relu_forward_reference(x, weight=None, bias=None, eps=1e-5):
     """(relu(y), mean, rstd) for batch_norm_forward_reference's (y, mean, rstd)."""
     y, mean, rstd = batch_norm_forward_reference(x, weight, bias, eps)
-    return _relu(y), mean, rstd
+    return relu_forward_reference(y)[0], mean, rstd
 
 
 def batch_norm_relu_apply_reference(x, mean, rstd, weight=None, bias=None):
     """relu(y) with the given (eval) statistics."""
-    return _relu(batch_norm_apply_reference(x, mean, rstd, weight, bias))
+    return relu_forward_reference(batch_norm_apply_reference(x, mean, rstd, weight, bias))[0]
 
 
 def batch_norm_relu_backward_reference(dy, r, x, mean, rstd, weight=None, training=True, need_dx=True,
                                        need_dweight=True, need_dbias=True):
     """(dx, dweight, dbias): BatchNorm's backward of dy where the output r != 0, else 0."""
-    xp = namespace_of(dy)
-    masked = xp.where(r != 0, dy, xp.zeros((), dtype=dy.dtype))
-    return batch_norm_backward_reference(masked, x, mean, rstd, weight, training, None, need_dx, need_dweight,
-                                         need_dbias)
-
-
-def _relu(y):
-    xp = namespace_of(y)
-    return xp.where(y < 0, xp.zeros((), dtype=y.dtype), y)
+    return batch_norm_backward_reference(relu_backward_reference(r != 0, dy), x, mean, rstd, weight, training, None,
+                                         need_dx, need_dweight, need_dbias)
 
 
 BATCH_NORM_RELU = NORMS.kernels(("batch_norm_relu_forward", "batch_norm_relu_apply", "batch_norm_relu_backward"),

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...backends import namespace_of
+from ..unary import relu_backward_reference, relu_forward_reference
 from ._dispatch import NORMS, affine_meta, param_grads
 
 
@@ -106,16 +107,14 @@ class GroupNormFunction(Function):
 def group_norm_relu_forward_reference(x, num_groups, weight=None, bias=None, eps=1e-5):
     """(relu(y), mean, rstd) for group_norm_forward_reference's (y, mean, rstd)."""
     y, mean, rstd = group_norm_forward_reference(x, num_groups, weight, bias, eps)
-    xp = namespace_of(y)
-    return xp.where(y < 0, xp.zeros((), dtype=y.dtype), y), mean, rstd
+    return relu_forward_reference(y)[0], mean, rstd
 
 
 def group_norm_relu_backward_reference(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
                                        need_dbias=True):
     """(dx, dweight, dbias): GroupNorm's backward of dy where the output r != 0, else 0."""
-    xp = namespace_of(dy)
-    return group_norm_backward_reference(xp.where(r != 0, dy, xp.zeros((), dtype=dy.dtype)), x, mean, rstd, weight,
-                                         num_groups, need_dx, need_dweight, need_dbias)
+    return group_norm_backward_reference(relu_backward_reference(r != 0, dy), x, mean, rstd, weight, num_groups,
+                                         need_dx, need_dweight, need_dbias)
 
 
 GROUP_NORM_RELU = NORMS.kernels(("group_norm_relu_forward", "group_norm_relu_backward"), __name__,
