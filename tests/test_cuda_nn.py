@@ -66,6 +66,7 @@ def test_conv2d_and_pooling():
           atol=1e-9)
     check(lambda x: F.max_pool2d(x, 2) + F.avg_pool2d(x, 2), rnd(1, 2, 4, 4), atol=1e-9)
     check(lambda x: F.adaptive_avg_pool2d(x, 1), rnd(1, 2, 4, 4), atol=1e-9)
+    check(lambda x: F.relu_max_pool2d(x, 2), rnd(1, 2, 4, 6), atol=1e-9)   # the reference on device arrays
 
 
 def test_scaled_dot_product_attention_causal_and_masked():

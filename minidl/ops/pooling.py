@@ -5,6 +5,12 @@ Window (oh, ow) covers rows oh*sh - ph + i*dh, i < kh (and the same for columns)
 max_pool2d:  out = max over the window;  the max is a selection, so
     dL/dx[h, w] = sum of g[oh, ow] over the windows whose argmax is (h, w)   (a scatter-add)
 
+relu_max_pool2d: max_pool2d(relu(x)) as one op. ReLU is monotone, so the max of the ReLUs is the
+    ReLU of the max: out = relu(max over the window), and the gradient goes to the argmax only
+    where out > 0 (or is NaN; ReLU's mask), so those windows get index -1, the sentinel the
+    backward's scatter already skips. One pass over x instead of ReLU's two (forward and
+    backward) over the full-size activations before the pool.
+
 avg_pool2d:  out = (sum over the in-bounds window) / divisor, where the divisor is the window
     size clipped to the padded input (count_include_pad=True, the default), the number of
     in-bounds elements (False), or ``divisor_override``;
@@ -70,7 +76,7 @@ def _first_inside(o, s, p, d, k, size):
     return np.where((i0 < k) & (first < size), first, -1)
 
 
-def max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+def max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, relu=False):
     xp = namespace_of(x)
     H, W = x.shape[2:]
     kh, kw = _reach(kh, dh, H, ph), _reach(kw, dw, W, pw)
@@ -85,7 +91,11 @@ def max_pool2d_forward_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     fh, fw = _first_inside(OH, sh, ph, dh, kh, H), _first_inside(OW, sw, pw, dw, kw, W)
     first = np.where((fh[:, None] < 0) | (fw[None, :] < 0), -1, fh[:, None] * W + fw[None, :])
     inside = (h >= 0) & (h < H) & (w >= 0) & (w < W)
-    return out, xp.where(inside, h * W + w, xp.asarray(first)).astype(np.int64)
+    idx = xp.where(inside, h * W + w, xp.asarray(first)).astype(np.int64)
+    if relu:    # relu(max): 0 and no gradient where the max is not positive (a NaN stays)
+        stop = ~((out > 0) | (out != out)) & (idx >= 0)
+        out, idx = xp.where(stop, xp.zeros_like(out), out), xp.where(stop, -1, idx)
+    return out, idx
 
 
 def max_pool2d_backward_reference(g, idx, H, W):
@@ -144,12 +154,12 @@ POOLING = LAYER.kernels(("max_pool2d_forward", "max_pool2d_backward", "avg_pool2
 
 
 class MaxPool2d(Function):
-    """Max pooling; returns (out, indices). See the module docstring."""
+    """Max pooling, of relu(x) with ``relu``; returns (out, indices). See the module docstring."""
 
     @staticmethod
-    def forward(ctx, x, geom):
+    def forward(ctx, x, geom, relu=False):
         ctx.impl = POOLING.select(x)
-        out, idx = ctx.impl.max_pool2d_forward(_c(x), *geom)
+        out, idx = ctx.impl.max_pool2d_forward(_c(x), *geom, relu=relu)
         ctx.save_for_backward(idx)
         ctx.hw = x.shape[2:]
         return out, idx
@@ -157,7 +167,7 @@ class MaxPool2d(Function):
     @staticmethod
     def backward(ctx, g, _gidx):
         (idx,) = ctx.saved_tensors
-        return ctx.impl.max_pool2d_backward(_c(g), idx, *ctx.hw), None
+        return ctx.impl.max_pool2d_backward(_c(g), idx, *ctx.hw), None, None
 
 
 class AvgPool2d(Function):
@@ -259,13 +269,23 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     (-1 for a dilated window that steps over the whole input: its max is -inf)."""
     x, unbatched = _batched(input, "max_pool2d")
     geom = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
-    out, idx = MaxPool2d.apply(x, geom)
+    out, idx = MaxPool2d.apply(x, geom, False)
     out = _unbatch(out, unbatched)
     if not return_indices:
         return out
     if idx.grad_fn is not None:   # backward's scatter trusts the saved indices: the caller gets a copy
         idx = idx.clone()
     return out, _unbatch(idx, unbatched)
+
+
+def relu_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """``max_pool2d(relu(input), ...)`` as one op (not in PyTorch; see the module docstring):
+    the same values and gradients (a zero output is +0 here), without ReLU's passes over the
+    full-size input."""
+    x, unbatched = _batched(input, "relu_max_pool2d")
+    geom = _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "relu_max_pool2d")
+    out, _ = MaxPool2d.apply(x, geom, True)
+    return _unbatch(out, unbatched)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,

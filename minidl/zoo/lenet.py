@@ -4,8 +4,11 @@ For 28x28 inputs it is LeNet-5 (with ReLU and max-pooling): 5x5 convolutions, th
 padded, 6 and 16 channels, 16*5*5 -> 120 -> 84 -> classes. For small inputs (the 8x8
 digits) the convolutions are 3x3 and padded, so each pool halves the size: 8 -> 4 -> 2,
 and the classifier sees 16*2*2 features.
+
+The feature stack runs through ``fused.run``: norm + ReLU and ReLU + max-pool as one op each.
 """
 from .. import nn
+from . import fused
 from .norms import make_norm
 
 
@@ -34,4 +37,4 @@ class LeNet(nn.Module):
         )
 
     def forward(self, x):
-        return self.classifier(self.features(x))
+        return self.classifier(fused.run(self.features, x))

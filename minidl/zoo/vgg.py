@@ -6,8 +6,10 @@ turns an 8x8 digit into 128 channels at 2x2 and a 32x32 image into 128 at 8x8. `
 name of zoo.norms (``"batch"``, ``"group"``, ``"none"``, ...) or a callable that makes the layer
 for a channel count (``norm=lambda c: nn.BatchRenorm2d(c)``), for experiments with norms of
 their own. ``weight_std=True`` makes every 3x3 convolution a WSConv2d (Weight Standardization).
+The feature stack runs through ``fused.run``: norm + ReLU and ReLU + max-pool as one op each.
 """
 from .. import nn
+from . import fused
 from .norms import make_norm
 
 DEFAULT_CFG = (32, 32, "M", 64, 64, "M", 128)
@@ -32,7 +34,7 @@ class VGG(nn.Module):
         self.classifier = nn.Sequential(*head, nn.Linear(c, num_classes))
 
     def forward(self, x):
-        return self.classifier(self.features(x))
+        return self.classifier(fused.run(self.features, x))
 
 
 def vgg_small(**kw):

@@ -14,7 +14,7 @@ from .layers import (bilinear, dropout1d, dropout2d, dropout3d, embedding_bag, i
 from .loss import cross_entropy, mse_loss, nll_loss  # noqa: F401
 from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity,  # noqa: F401
                    huber_loss, kl_div, l1_loss, smooth_l1_loss)
-from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
+from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d, relu_max_pool2d  # noqa: F401
 from .pooling import (adaptive_avg_pool1d, adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
                       max_pool1d)
 from .sparse import embedding  # noqa: F401
