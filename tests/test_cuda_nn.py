@@ -67,6 +67,7 @@ def test_conv2d_and_pooling():
     check(lambda x: F.max_pool2d(x, 2) + F.avg_pool2d(x, 2), rnd(1, 2, 4, 4), atol=1e-9)
     check(lambda x: F.adaptive_avg_pool2d(x, 1), rnd(1, 2, 4, 4), atol=1e-9)
     check(lambda x: F.relu_max_pool2d(x, 2), rnd(1, 2, 4, 6), atol=1e-9)   # the reference on device arrays
+    check(lambda a, b: F.add_relu(a, b), rnd(2, 3), rnd(2, 3, seed=2), atol=1e-9)
 
 
 def test_scaled_dot_product_attention_causal_and_masked():

@@ -1,6 +1,7 @@
 """Elementwise functions. Each backward is dL/dx = g * f'(x), with f' written from
 whatever the forward already computed (often the output itself)."""
 import numpy as np
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
@@ -110,6 +111,11 @@ def relu_backward_reference(mask, g):
     return xp.where(mask, g, xp.zeros((), dtype=g.dtype))
 
 
+def add_relu_forward_reference(x, r):
+    """relu(x + r): (y, mask) as relu_forward_reference of the sum."""
+    return relu_forward_reference(x + r)
+
+
 class Relu(Function):
     """y = max(x, 0) (NaN stays NaN);  dy/dx = 1 where y > 0 or y is NaN, else 0 (0 at x = 0),
     as PyTorch's threshold backward: the mask is ``y != 0``. The CPU kernels do each direction in
@@ -120,7 +126,8 @@ class Relu(Function):
     set, magnitude bits non-zero and at most those of inf" (not -0.0, not NaN), y takes 0 there
     and x's bits elsewhere (-0.0 and NaN kept, as PyTorch's clamp), and y != 0 is "magnitude bits
     non-zero"."""
-    kernels = LAYER.kernels(("relu_forward", "relu_backward"), __name__, cpu="minidl.kernels.cpu.relu")
+    kernels = LAYER.kernels(("relu_forward", "relu_backward", "add_relu_forward"), __name__,
+                            cpu="minidl.kernels.cpu.relu")
 
     @staticmethod
     def forward(ctx, x):
@@ -143,6 +150,27 @@ class Relu(Function):
         if half is not None:
             return np.where(positive, half[0], np.int16(0)).view(g.dtype)
         return ctx.impl.relu_backward(positive, g)
+
+
+class AddRelu(Function):
+    """y = relu(a + b) for a and b of one shape and dtype, the residual add of a ResNet block and
+    the ReLU after it: one forward pass (the sum rounded once, as the add, then ReLU's rule);
+    dL/da = dL/db = g where y != 0, else 0, ReLU's backward. The two ops would write and read the
+    sum once more and keep two nodes."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.impl = Relu.kernels.select(a)
+        y, positive = ctx.impl.add_relu_forward(a, b)
+        ctx.save_for_backward(positive)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (positive,) = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        d = ctx.impl.relu_backward(positive, g) if na or nb else None
+        return (d if na else None), (d if nb else None)
 
 
 class Abs(Function):
@@ -219,6 +247,17 @@ def sigmoid(x):
 
 def relu(x):
     return Relu.apply(x)
+
+
+def add_relu(input, other):
+    """``relu(input + other)`` as one op (not in PyTorch; see ``AddRelu``) where both are tensors
+    of one shape and dtype on one device; anything else (broadcasting, a number, mixed dtypes)
+    runs as the two ops, with their rules and errors."""
+    Tensor = _function.Tensor
+    if (isinstance(input, Tensor) and isinstance(other, Tensor) and input.shape == other.shape
+            and input.dtype == other.dtype and type(input._data) is type(other._data)):
+        return AddRelu.apply(input, other)
+    return Relu.apply(input + other)
 
 
 def abs(x):

@@ -12,7 +12,8 @@ convolution + norm when the shape changes (the paper's option B). The normalizat
 constructor choice (``norm="batch" | "group" | "layer" | "instance" | "none"``, see
 norms.py); convolutions followed by a norm have no bias (the norm's shift replaces it). Each
 relu(norm(...)) is ``norms.norm_relu``: one fused op for BatchNorm and GroupNorm, the two
-layers otherwise.
+layers otherwise; the block's last relu(x' + ...) is ``F.add_relu``, the add and the ReLU in one
+pass.
 
 ``init`` chooses how a network without normalization keeps its residual stream in check:
 
@@ -96,7 +97,7 @@ class BasicBlock(nn.Module):
         if self.init == "skipinit":
             out = out * self.alpha
         skip = x if self.shortcut is None else self.shortcut(x)
-        return F.relu(out + skip)
+        return F.add_relu(out, skip)
 
 
 class ResNet(nn.Module):

@@ -1,6 +1,7 @@
 """ReLU forward and backward in one pass each: y = max(x, 0) with the mask y != 0 written
 beside it, and dx = g where the mask is set, else 0 (the math and the NumPy reference are in
-``minidl.ops.unary``'s ``Relu``).
+``minidl.ops.unary``'s ``Relu``); and relu(x + r), a residual add with the ReLU after it, in one
+forward pass (``AddRelu``; its backward is ReLU's).
 
 NumPy needs two passes for the forward (the maximum, then the comparison that makes the mask)
 and a multiply by the boolean mask for the backward, each on one thread. Here each is one loop,
@@ -37,6 +38,25 @@ def _backward(g, m, dx, a, b):
         dx[i] = g[i] if m[i] else zero
 
 
+@njit(error_model="numpy", cache=True, nogil=True)
+def _add_forward(x, r, y, m, a, b):
+    """_forward of x + r: the sum rounded once to the dtype, as an add then a ReLU."""
+    zero = x.dtype.type(0)
+    for k in range(b - a):
+        i = np.uintp(a) + np.uintp(k)
+        v = x[i] + r[i]
+        t = zero if v < zero else v
+        y[i] = t
+        m[i] = t != zero
+
+
+@njit(error_model="numpy", cache=True, parallel=True)
+def _add_forward_parallel(x, r, y, m, chunks):
+    n = x.size
+    for k in prange(chunks):
+        _add_forward(x, r, y, m, k * n // chunks, (k + 1) * n // chunks)
+
+
 @njit(error_model="numpy", cache=True, parallel=True)
 def _forward_parallel(x, y, m, chunks):
     n = x.size
@@ -67,6 +87,21 @@ def relu_forward(x):
         _forward_parallel(xf, yf, mf, plane_chunks(x.size))
     elif x.size:
         _forward(xf, yf, mf, 0, x.size)
+    return y, m
+
+
+def add_relu_forward(x, r):
+    """(y, mask): y = max(x + r, 0), mask = y != 0, in one pass (x and r of one shape and dtype)."""
+    if not (_takes(x) and _takes(r) and r.shape == x.shape and r.dtype == x.dtype):
+        from ...ops.unary import add_relu_forward_reference
+        return add_relu_forward_reference(x, r)
+    y = np.empty_like(x)
+    m = np.empty(x.shape, dtype=np.bool_)
+    xf, rf, yf, mf = x.reshape(-1), r.reshape(-1), y.reshape(-1), m.reshape(-1)
+    if layer_parallel(x.size):
+        _add_forward_parallel(xf, rf, yf, mf, plane_chunks(x.size))
+    elif x.size:
+        _add_forward(xf, rf, yf, mf, 0, x.size)
     return y, m
 
 

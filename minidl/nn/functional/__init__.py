@@ -4,6 +4,7 @@ Each family lives in its own file; the ops they call (with hand-written backward
 in ``minidl.ops``.
 """
 from ...ops import log_softmax, relu, sigmoid, softmax, tanh  # noqa: F401
+from ...ops.unary import add_relu  # noqa: F401
 from .activation import dropout, gelu  # noqa: F401
 from .activation import (elu, glu, hardtanh, leaky_relu, logsigmoid, mish, prelu, relu6, selu, silu,  # noqa: F401
                          softplus, softsign, tanhshrink)
