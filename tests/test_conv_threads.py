@@ -90,7 +90,7 @@ def test_winograd_blocks_on_workers_equal_the_serial_loop(monkeypatch, workers, 
     w = rng.standard_normal((O, xs[1], 3, 3)).astype(dtype)
     b = rng.standard_normal(O).astype(dtype)
     for keep in (64 << 20, 0):
-        monkeypatch.setattr(conv_ops, "KEEP_COLS_BYTES", keep)
+        monkeypatch.setattr(conv_ops, "KEEP_V_BYTES", keep)
         workers.clear()
         pooled, serial = _pooled_and_serial(monkeypatch, x, w, b, padding=padding)
         assert len(workers) == 2                  # the calling thread and a worker each ran a share

@@ -94,7 +94,7 @@ def test_winograd_gradients_equal_im2col_gradients(monkeypatch, block_bytes):
 
     def grads(use, keep, needs):
         monkeypatch.setattr(conv_ops, "USE_WINOGRAD", use)
-        monkeypatch.setattr(conv_ops, "KEEP_COLS_BYTES", keep)
+        monkeypatch.setattr(conv_ops, "KEEP_V_BYTES", keep)
         tx, tw = md.tensor(x, requires_grad=needs[0]), md.tensor(w, requires_grad=needs[1])
         y = F.conv2d(tx, tw, padding=1)
         y.backward(md.tensor(g))

@@ -73,11 +73,13 @@ transforms take additions only (G's halves are exact in binary); float32 error m
 direct summation in float64 is in docs/performance.md (F(4x4, 3x3) would save more
 multiplications but its transforms have entries up to 8 and 1/24, which costs float32 accuracy;
 F(2x2, 3x3) is the tile the float32 measurement chose). The tile transforms are the NumPy
-references below and Numba kernels in ``minidl.kernels.cpu.winograd``; V is kept from forward for
-dW under the same KEEP_COLS_BYTES budget as cols (otherwise rebuilt from x). The GPU device keeps
-im2col + GEMM. The batch is processed in blocks of a few images (``_winograd_blocks``): the
-transform of a block, its 16 GEMMs and the inverse transform, so that M, dM and dV stay in
-cache; only V (kept for dW) and the outputs go to memory.
+references below and Numba kernels in ``minidl.kernels.cpu.winograd``; backward rebuilds V from x
+for dW, block by block in a cache-resident buffer (V is 4x the size of x: writing it out in
+forward and reading it back cost more than the second transform, 3-4% of a ResNet-8 step on a
+2-core Intel machine, docs/performance.md; KEEP_V_BYTES above 0 keeps V up to that size). The
+GPU device keeps im2col + GEMM. The batch is processed in blocks of a few images
+(``_winograd_blocks``): the transform of a block, its 16 GEMMs and the inverse transform, so
+that V, M, dM and dV stay in cache; only the outputs go to memory.
 
 Threads: with more than one thread, a big CPU convolution splits its batch into one contiguous
 share of images per thread (``minidl.runtime.block_workers``), and each thread runs its share's
@@ -246,6 +248,7 @@ def _weight_rows(w, G):
 
 BLOCK_BYTES = 8 << 20   # target size of one block of cols (fits the L3 cache; few blocks = few thread syncs)
 KEEP_COLS_BYTES = 64 << 20   # largest cols (whole batch) kept from forward for backward's dW
+KEEP_V_BYTES = 0             # the same for Winograd's V: rebuilt in backward (see the module docstring)
 
 
 def _blocks(N, row_bytes):
@@ -454,9 +457,9 @@ def _winograd_forward(ctx, x, w, b, padding):
     geom = (ph, pw, OH, OW, TH, TW)
     U = winograd_filter(w)                                                    # (16, O, C)
     Ut = U.transpose(0, 2, 1)
-    # V sums inputs, so it is not exact in a low dtype: a float16/bfloat16 call rebuilds it in backward
+    # when V is kept: it sums inputs, so it is not exact in a low dtype, and a float16/bfloat16 call rebuilds it
     keep = (ctx.needs_input_grad[1] and not narrows_saves(ctx)
-            and 16 * N * TT * C * x.itemsize <= KEEP_COLS_BYTES)
+            and 16 * N * TT * C * x.itemsize <= KEEP_V_BYTES)
     V = np.empty((16, N * TT, C), dtype=x.dtype) if keep else None            # kept for dW
     out = np.empty((N, O, OH, OW), dtype=x.dtype)
     per_image = 16 * TT * max(C, O) * x.itemsize
