@@ -38,7 +38,7 @@ its GEMM, next block. Every block is a tall GEMM (thousands of rows).
 
 Backward needs cols again for dW. When the weight needs a gradient and the whole batch's
 cols fit in KEEP_COLS_BYTES, forward writes the blocks into one array kept for backward
-(ResNet-8 at batch 64: 126 MB over its nine convs, read back at memory speed); otherwise
+(ResNet-8 at batch 64: 23 MB over the five convs that take columns, read back at memory speed); otherwise
 backward rebuilds each block's cols from x, which keeps a step's memory at the size of the
 activations at the cost of a second gather (about 10% of a ResNet-8 step on 2 cores).
 
