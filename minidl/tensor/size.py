@@ -11,6 +11,12 @@ class Size(tuple):
     def __new__(cls, sizes=()):
         return super().__new__(cls, (int(n) for n in sizes))
 
+    @classmethod
+    def of_shape(cls, shape):
+        """The Size of a NumPy (or device) array's shape, a tuple of Python ints already: no
+        conversion (``tensor.shape`` is read on every op, and the generator above costs ~1 us)."""
+        return tuple.__new__(cls, shape)
+
     def __repr__(self):
         return f"minidl.Size({list(self)})"
 

@@ -107,7 +107,7 @@ class Tensor(InplaceMethods):
 
     @property
     def shape(self):
-        return Size(self._data.shape)
+        return Size.of_shape(self._data.shape)
 
     @property
     def ndim(self):
