@@ -158,10 +158,18 @@ def unfold_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
             out[n0:n1] += b.reshape(1, O, 1, 1)
 
 
+# OpenBLAS computes the per-image dW = G (O/G, L) @ cols^T (L, K) of a wide, short product (few
+# output channels, a long receptive field) 1.7x slower than its transpose cols @ G^T (LeNet's
+# conv2: O/G = 16, K = 150, 0.39 vs 0.23 ms per 32 images); for K below about 8 O/G the two are
+# within a few per cent either way (docs/performance.md).
+UNFOLD_DW_TRANSPOSED_FROM = 8
+
+
 def unfold_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
     """Backward over ``blocks`` of images in unfold's layout (g is read in place, NCHW): per
-    image and group dW_g += G_g (O/G, L) @ cols^T (L, K) (returned summed, (G, O/G, K), when
-    ``nw``), dcols = W_g^T @ G_g and fold into ``dx`` (when given)."""
+    image and group dW_g += G_g (O/G, L) @ cols^T (L, K), computed as its transpose where that
+    is faster (UNFOLD_DW_TRANSPOSED_FROM; returned summed, (G, O/G, K), when ``nw``),
+    dcols = W_g^T @ G_g and fold into ``dx`` (when given)."""
     kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
     N, C, H, W = x.shape
     Og, K, L = wr.shape[1], wr.shape[2], OH * OW
@@ -172,9 +180,15 @@ def unfold_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
         gb = g[n0:n1].reshape(nb, G, Og, L)
         if nw:
             cols = (kept[n0:n1] if kept is not None else _unfold_block(kern, x, None, geom, n0, n1))
-            parts = scratch_buffer("unfold_dw", (nb, G, Og, K), g.dtype, np)
-            np.matmul(gb, cols.reshape(nb, G, K, L).transpose(0, 1, 3, 2), out=parts)
-            dwr += parts.sum(axis=0)
+            cols = cols.reshape(nb, G, K, L)
+            if K >= UNFOLD_DW_TRANSPOSED_FROM * Og:   # dW_g^T = cols (K, L) @ G_g^T (L, O/G): BLAS's better shape
+                parts = scratch_buffer("unfold_dwt", (nb, G, K, Og), g.dtype, np)
+                np.matmul(cols, gb.transpose(0, 1, 3, 2), out=parts)
+                dwr += parts.sum(axis=0).transpose(0, 2, 1)
+            else:
+                parts = scratch_buffer("unfold_dw", (nb, G, Og, K), g.dtype, np)
+                np.matmul(gb, cols.transpose(0, 1, 3, 2), out=parts)
+                dwr += parts.sum(axis=0)
         if dx is not None:
             if unfold_is_identity(geom):
                 np.matmul(wt, gb, out=dx[n0:n1].reshape(nb, G, K, L))
