@@ -14,3 +14,16 @@ _QUIET = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_to
 settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_check=_QUIET, print_blob=True)
 settings.register_profile("long", max_examples=2000, deadline=None, suppress_health_check=_QUIET, print_blob=True)
 settings.load_profile(os.environ.get("MINIDL_FUZZ", "ci"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(params=["numba", "reference"])
+def impl(request):
+    """Each test that takes it runs with both implementations of every kernel family: the CPU
+    kernels, then the NumPy references."""
+    from minidl.ops._kernel_switch import implementation as layer_implementation
+    from minidl.ops.normalization import implementation as norm_implementation
+    with norm_implementation(request.param), layer_implementation(request.param):
+        yield request.param

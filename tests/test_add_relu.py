@@ -11,7 +11,6 @@ import minidl as md
 import minidl.nn.functional as F
 from minidl.kernels.cpu import relu as k_relu
 from minidl.ops import unary
-from minidl.ops._kernel_switch import implementation
 from minidl.testing import OpSpec, check_forward, check_gradcheck, check_implementations, forward_cases, spec_id
 from minidl.zoo import resnet8
 
@@ -21,18 +20,15 @@ SPECS = [OpSpec(name=f"add_relu{s}", op=lambda a, b: F.add_relu(a, b), reference
          for s in SHAPES[:2]]
 
 
-@pytest.mark.parametrize("impl", ["numba", "reference"])
+
 @pytest.mark.parametrize("spec", SPECS, ids=spec_id)
 def test_gradcheck(spec, impl):
-    with implementation(impl):
-        assert check_gradcheck(spec)
+    assert check_gradcheck(spec)
 
 
-@pytest.mark.parametrize("impl", ["numba", "reference"])
 @pytest.mark.parametrize("spec,dtype,device", forward_cases(SPECS))
 def test_forward(spec, dtype, device, impl):
-    with implementation(impl):
-        check_forward(spec, dtype, device)
+    check_forward(spec, dtype, device)
 
 
 KERNEL_SPECS = [OpSpec(name=f"kernel{s}", op=None,

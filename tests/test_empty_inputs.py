@@ -18,15 +18,7 @@ from minidl.kernels.cpu.layer_norm import layer_norm_backward, layer_norm_forwar
 from minidl.kernels.cpu.rms_norm import rms_norm_backward, rms_norm_forward
 from minidl.kernels.cpu.scale_norm import scale_norm_backward, scale_norm_forward
 from minidl.ops import attention as A
-from minidl.ops.normalization import implementation as norm_implementation
-from minidl.ops._kernel_switch import implementation as layer_implementation
 
-
-@pytest.fixture(params=["numba", "reference"])
-def impl(request):
-    """Both implementations of the norms and layer ops (conv, pooling, gelu, embedding)."""
-    with norm_implementation(request.param), layer_implementation(request.param):
-        yield request.param
 
 
 def leaf(*shape, dtype=md.float32):

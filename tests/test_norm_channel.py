@@ -92,11 +92,6 @@ SPECS += [
 ]
 
 
-@pytest.fixture(params=["numba", "reference"])
-def impl(request):
-    with implementation(request.param):
-        yield request.param
-
 
 @pytest.mark.parametrize("spec", SPECS, ids=spec_id)
 def test_gradcheck(spec, impl):

@@ -16,7 +16,6 @@ from minidl.kernels.cpu import batch_norm_relu as k
 from minidl.kernels.cpu import group_norm as gn_kernel
 from minidl.ops.normalization import batch_norm as bn_ops
 from minidl.ops.normalization import group_norm as gn_ops
-from minidl.ops.normalization import implementation
 from minidl.testing import OpSpec, check_forward, check_gradcheck, check_implementations, forward_cases, spec_id
 from minidl.zoo import resnet8
 from minidl.zoo.norms import norm_relu
@@ -49,11 +48,6 @@ SPECS.append(OpSpec(name="batch_norm_relu_eval",
                                                          md.tensor(RUN_VAR, dtype=x.dtype), w, b),
                     reference=lambda x, w, b: naive(x, w, b, RUN_MEAN, RUN_VAR), inputs=_inputs((2, 4, 16))))
 
-
-@pytest.fixture(params=["numba", "reference"])
-def impl(request):
-    with implementation(request.param):
-        yield request.param
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=spec_id)

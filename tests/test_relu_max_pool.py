@@ -13,7 +13,6 @@ import minidl.nn as nn
 import minidl.nn.functional as F
 from minidl.kernels.cpu import pooling as k_pool
 from minidl.ops import pooling as pool_ops
-from minidl.ops._kernel_switch import implementation
 from minidl.ops.normalization import batch_norm as bn_ops
 from minidl.testing import OpSpec, check_forward, check_gradcheck, check_implementations, forward_cases, spec_id
 from minidl.zoo import LeNet, fused
@@ -60,18 +59,15 @@ SPECS = [OpSpec(name=f"relu_max_pool2d_{name}",
          for name, shape, k, s, p, d, c in CASES]
 
 
-@pytest.mark.parametrize("impl", ["numba", "reference"])
+
 @pytest.mark.parametrize("spec", SPECS, ids=spec_id)
 def test_gradcheck(spec, impl):
-    with implementation(impl):
-        assert check_gradcheck(spec)
+    assert check_gradcheck(spec)
 
 
-@pytest.mark.parametrize("impl", ["numba", "reference"])
 @pytest.mark.parametrize("spec,dtype,device", forward_cases(SPECS))
 def test_forward(spec, dtype, device, impl):
-    with implementation(impl):
-        check_forward(spec, dtype, device)
+    check_forward(spec, dtype, device)
 
 
 KERNEL_SPECS = [OpSpec(name=f"kernel_{name}_relu{relu}", op=None,
@@ -98,19 +94,17 @@ def _special():
     return np.stack([x, -x])[None]          # (1, 2, 4, 8)
 
 
-@pytest.mark.parametrize("impl", ["numba", "reference"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_values_and_gradients_equal_relu_then_max_pool(impl, dtype):
     rng = np.random.default_rng(3)
     for x0 in (_special().astype(dtype), rng.standard_normal((4, 3, 10, 12)).astype(dtype)):
         g = rng.standard_normal((x0.shape[0], x0.shape[1], x0.shape[2] // 2, x0.shape[3] // 2)).astype(dtype)
         results = []
-        with implementation(impl):
-            for fused_op in (True, False):
-                x = md.tensor(x0, requires_grad=True)
-                y = F.relu_max_pool2d(x, 2) if fused_op else F.max_pool2d(F.relu(x), 2)
-                y.backward(md.tensor(g))
-                results.append((y.numpy(), x.grad.numpy()))
+        for fused_op in (True, False):
+            x = md.tensor(x0, requires_grad=True)
+            y = F.relu_max_pool2d(x, 2) if fused_op else F.max_pool2d(F.relu(x), 2)
+            y.backward(md.tensor(g))
+            results.append((y.numpy(), x.grad.numpy()))
         (y1, dx1), (y2, dx2) = results
         np.testing.assert_array_equal(y1, y2)      # equal as numbers: a zero may differ in sign
         np.testing.assert_array_equal(dx1, dx2)
@@ -127,14 +121,12 @@ def test_a_non_positive_window_sends_no_gradient_and_a_nan_window_does():
     np.testing.assert_array_equal(idx[~np.isnan(out)], ref_idx[~np.isnan(out)])   # NaN: first vs last NaN
 
 
-def test_a_window_with_no_input_element_stays_minus_inf():
+def test_a_window_with_no_input_element_stays_minus_inf(impl):
     # a dilated window that steps over the whole input sees only padding: -inf, as max_pool2d
     x = md.tensor(np.full((1, 1, 1, 1), 2.0))
-    for impl in ("numba", "reference"):
-        with implementation(impl):
-            out = F.relu_max_pool2d(x, 2, stride=1, padding=1, dilation=2).numpy()
-            np.testing.assert_array_equal(out, F.max_pool2d(F.relu(x), 2, stride=1, padding=1, dilation=2).numpy())
-            assert np.isneginf(out).any()
+    out = F.relu_max_pool2d(x, 2, stride=1, padding=1, dilation=2).numpy()
+    np.testing.assert_array_equal(out, F.max_pool2d(F.relu(x), 2, stride=1, padding=1, dilation=2).numpy())
+    assert np.isneginf(out).any()
 
 
 def test_unbatched_and_empty_inputs():

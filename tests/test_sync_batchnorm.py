@@ -10,7 +10,6 @@ import pytest
 import minidl as md
 import minidl.nn.functional as F
 from minidl.nn.modules.syncbatchnorm import sync_batch_norm
-from minidl.ops.normalization import implementation
 from minidl.ops.normalization.sync_batch_norm import merge_moments, pack_moments
 
 TOL = 1e-12
@@ -117,11 +116,6 @@ def _assert_same(mine, want, tol=TOL):
 def _parts(rng, sizes, rest, shift=0.0):
     return [rng.standard_normal((n,) + rest) * 2 + shift for n in sizes]
 
-
-@pytest.fixture(params=["numba", "reference"])
-def impl(request):
-    with implementation(request.param):
-        yield request.param
 
 
 @pytest.mark.parametrize("sizes,rest", [((4, 4, 4), (3, 5)), ((3, 3), (2, 2, 3)), ((5, 5), (3,)),
