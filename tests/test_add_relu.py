@@ -3,7 +3,8 @@
 Forward against NumPy and gradchecks with both implementations; the kernel against the reference
 in float32/float64, serial and parallel sizes; bit for bit the add then the ReLU (values, mask and
 both gradients, NaN and -0.0 included, float16 too); the fallback to the two ops where shapes,
-dtypes or devices differ; and the zoo's ResNet blocks taking it."""
+dtypes or devices differ; and the zoo's ResNet blocks taking it where their norm does not fold
+the add and the ReLU in itself."""
 import numpy as np
 import pytest
 
@@ -87,12 +88,14 @@ def test_anything_but_one_shape_and_dtype_runs_as_the_two_ops(other):
     np.testing.assert_array_equal(y.numpy(), F.relu(a + o).numpy())
 
 
-def test_the_zoo_resnet_blocks_end_in_it(monkeypatch):
+@pytest.mark.parametrize("options,calls_per_forward", [(dict(norm="layer"), 3), (dict(norm="none", init="skipinit"), 3),
+                                                       (dict(norm="batch"), 0)])   # BatchNorm: its own trio
+def test_the_zoo_resnet_blocks_end_in_it(monkeypatch, options, calls_per_forward):
     calls = []
     original = unary.AddRelu.apply.__func__
     monkeypatch.setattr(unary.AddRelu, "apply", classmethod(lambda c, *a: calls.append(1) or original(c, *a)))
-    model = resnet8(in_channels=3, num_classes=10)
+    model = resnet8(in_channels=3, num_classes=10, **options)
     x = md.tensor(np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32))
     model(x).sum().backward()
-    assert len(calls) == 3                          # one per block
+    assert len(calls) == calls_per_forward          # one per block where the norm does not take it
     assert all(p.grad is not None for p in model.parameters())

@@ -98,10 +98,13 @@ def test_scale_norm_module_on_cuda_matches_cpu():
 def test_group_norm_on_cuda_matches_cpu():
     check(lambda x, w, b: F.group_norm(x, 2, w, b), rnd(2, 4, 3), rnd(4, seed=2), rnd(4, seed=3), atol=1e-9)
     check(lambda x, w, b: F.group_norm_relu(x, 2, w, b), rnd(2, 4, 3), rnd(4, seed=2), rnd(4, seed=3), atol=1e-9)
+    check(lambda x, r, w, b: F.group_norm_add_relu(x, r, 2, w, b), rnd(2, 4, 3), rnd(2, 4, 3, seed=4), rnd(4, seed=2),
+          rnd(4, seed=3), atol=1e-9)
     check(lambda x: F.group_norm(x, 1), rnd(2, 2, 2, 2), atol=1e-9)
 
 
-@pytest.mark.parametrize("op", [F.batch_norm, F.batch_norm_relu])   # the latter: the references on device
+@pytest.mark.parametrize("op", [F.batch_norm, F.batch_norm_relu,   # the last two: the references on device
+                                lambda x, *a, **k: F.batch_norm_add_relu(x, x * 0.5, *a, **k)])
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_on_cuda_matches_cpu_and_updates_running_stats(training, op):
     stats = {}

@@ -13,7 +13,9 @@ eval); the others behave the same in train and eval mode.
 ``norm_relu(norm, x)`` is relu(norm(x)), the step after each convolution of a block: for a
 BatchNorm2d or a GroupNorm one op (``F.batch_norm_relu``, ``F.group_norm_relu``, which on the CPU
 fold the ReLU into the norm's passes), for any other norm, or a module with hooks (which a fused
-op would skip), the two.
+op would skip), the two. ``norm_add_relu(norm, x, residual)`` is relu(norm(x) + residual), a
+block's last step, the same way (``F.batch_norm_add_relu``, ``F.group_norm_add_relu``; otherwise
+the norm and ``F.add_relu``).
 """
 import math
 
@@ -71,3 +73,13 @@ def norm_relu(norm, x):
         norm._check_input(x)
         return F.group_norm_relu(x, norm.num_groups, norm.weight, norm.bias, norm.eps)
     return F.relu(norm(x))
+
+
+def norm_add_relu(norm, x, residual):
+    """relu(norm(x) + residual) (see the module docstring)."""
+    if type(norm) is nn.BatchNorm2d and not hooked(norm):
+        return norm._add_relu_forward(x, residual)
+    if type(norm) is nn.GroupNorm and not hooked(norm):
+        norm._check_input(x)
+        return F.group_norm_add_relu(x, residual, norm.num_groups, norm.weight, norm.bias, norm.eps)
+    return F.add_relu(norm(x), residual)

@@ -12,8 +12,8 @@ convolution + norm when the shape changes (the paper's option B). The normalizat
 constructor choice (``norm="batch" | "group" | "layer" | "instance" | "none"``, see
 norms.py); convolutions followed by a norm have no bias (the norm's shift replaces it). Each
 relu(norm(...)) is ``norms.norm_relu``: one fused op for BatchNorm and GroupNorm, the two
-layers otherwise; the block's last relu(x' + ...) is ``F.add_relu``, the add and the ReLU in one
-pass.
+layers otherwise; the block's last relu(x' + norm(...)) is ``norms.norm_add_relu``, one op for
+BatchNorm and GroupNorm too (otherwise the norm, then the add and the ReLU as ``F.add_relu``).
 
 ``init`` chooses how a network without normalization keeps its residual stream in check:
 
@@ -45,7 +45,7 @@ from .. import nn
 from ..nn import functional as F
 from ..nn import init as nn_init
 from ..nn.parameter import Parameter
-from .norms import make_norm, norm_relu
+from .norms import make_norm, norm_add_relu, norm_relu
 
 INITS = ("default", "skipinit", "fixup")
 
@@ -93,11 +93,11 @@ class BasicBlock(nn.Module):
             skip = x if self.shortcut is None else self.shortcut(xb)
             return F.relu(out + skip)
         out = norm_relu(self.norm1, self.conv1(x))
-        out = self.norm2(self.conv2(out))
-        if self.init == "skipinit":
-            out = out * self.alpha
+        out = self.conv2(out)
         skip = x if self.shortcut is None else self.shortcut(x)
-        return F.add_relu(out, skip)
+        if self.init == "skipinit":
+            return F.add_relu(self.norm2(out) * self.alpha, skip)
+        return norm_add_relu(self.norm2, out, skip)
 
 
 class ResNet(nn.Module):

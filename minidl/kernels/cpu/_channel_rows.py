@@ -156,9 +156,10 @@ def _grad_at(dy, r, i, j):
 
 
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
-def row_sums_dy_dyxc(dy, x, i, mu, r=None):
+def row_sums_dy_dyxc(dy, x, i, mu, r=None, ds=None):
     """(sum dy[i], sum dy[i] * (x[i] - mu)), blocked as row_sum (dy masked by ReLU's output r
-    when given, see row_normalize_relu)."""
+    when given, see row_normalize_relu; the masked dy also written into row i of ``ds`` when
+    given: the residual's gradient of norm + add + ReLU)."""
     hi, lo = split(x, mu)
     n = x.shape[1]
     nb = n // _BLOCK
@@ -172,11 +173,15 @@ def row_sums_dy_dyxc(dy, x, i, mu, r=None):
         if m == _BLOCK:
             for j in range(_BLOCK):
                 d = _grad_at(dy, r, i, base + j)
+                if ds is not None:
+                    ds[i, base + j] = narrow(d, ds)
                 s1 += d
                 s2 += d * ((widen(x[i, base + j]) - hi) - lo)
         else:
             for j in range(m):
                 d = _grad_at(dy, r, i, base + j)
+                if ds is not None:
+                    ds[i, base + j] = narrow(d, ds)
                 s1 += d
                 s2 += d * ((widen(x[i, base + j]) - hi) - lo)
         t1 += s1
@@ -199,16 +204,21 @@ def row_affine2(out, oi, dy, x, i, p, mu, q, o, r=None):
 # BatchNorm + ReLU: the output is relu(v), v the normalized value (0 where v < 0; NaN and -0.0
 # kept, as relu); backward reads that output r and passes dy where r != 0 (relu's mask, as its
 # own backward): row_sums_dy_dyxc and row_affine2 take r (None elsewhere, where the test
-# compiles away), so the two ops' gradients are those of the separate ones.
+# compiles away), so the two ops' gradients are those of the separate ones. With a residual
+# (norm + add + ReLU, the end of a ResNet block) v is the normalized value plus the residual's
+# element, the sum rounded once as an add would; the residual's gradient is the same masked dy.
 @njit(error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT, inline="always")
-def row_normalize_relu(out, oi, x, i, mu, a, b):
-    """out[oi] = relu((x[i] - mu) * a + b) (out, oi as in row_normalize)."""
+def row_normalize_relu(out, oi, x, i, mu, a, b, res=None):
+    """out[oi] = relu((x[i] - mu) * a + b), or relu((x[i] - mu) * a + b + res[i]) with ``res``
+    (out, oi as in row_normalize)."""
     hi, lo = split(x, mu)
     a_ = compute_type(x, a)
     b_ = compute_type(x, b)
     zero = compute_zero(x)
     for j in range(x.shape[1]):
         v = ((widen(x[i, j]) - hi) - lo) * a_ + b_
+        if res is not None:
+            v += widen(res[i, j])
         out[oi, j] = narrow(zero if v < zero else v, out)
 
 

@@ -66,11 +66,11 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream, relu=False):
+def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream, relu=False, res=None):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
     mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta
     (with ``stream`` and no mask, through an L1 scratch row and streaming stores), or its ReLU
-    with ``relu`` (no mask)."""
+    with ``relu`` (no mask), of y + res with the residual rows ``res``."""
     N = x.shape[0] // C
     for c in prange(C):
         if not given:
@@ -83,12 +83,12 @@ def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stre
                 row_normalize_masked(y, x, n * C + c, mask, n, mu, a, beta[c])
             elif stream:
                 if relu:
-                    row_normalize_relu(row, 0, x, n * C + c, mu, a, beta[c])
+                    row_normalize_relu(row, 0, x, n * C + c, mu, a, beta[c], res)
                 else:
                     row_normalize(row, 0, x, n * C + c, mu, a, beta[c])
                 stream_row(y, n * C + c, row, 0)
             elif relu:
-                row_normalize_relu(y, n * C + c, x, n * C + c, mu, a, beta[c])
+                row_normalize_relu(y, n * C + c, x, n * C + c, mu, a, beta[c], res)
             else:
                 row_normalize(y, n * C + c, x, n * C + c, mu, a, beta[c])
         if stream:
@@ -127,16 +127,19 @@ def _channel_stats(x, mask, C, c, eps):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx, stream, relu_out=None):
+def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx, sdy, sdyx, stream, relu_out=None,
+                        ds=None):
     """Per channel: sdy = sum dy, sdyx = sum dy * (x - mean); then dx = p dy + q (x - mean) + o.
-    With ``relu_out`` (the rows of relu(y), no mask), dy counts only where relu_out != 0."""
+    With ``relu_out`` (the rows of relu(y), no mask), dy counts only where relu_out != 0; with
+    ``ds`` as well, that masked dy is written into ds (the residual's gradient) by the first
+    pass and read back by the second."""
     N = x.shape[0] // C
     for c in prange(C):
         a1 = np.float64(0.0)
         a2 = np.float64(0.0)
         for n in range(N):
             if mask is None:
-                b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c], relu_out)
+                b1, b2 = row_sums_dy_dyxc(dy, x, n * C + c, mean[c], relu_out, ds)
             else:
                 b1, b2 = row_sums_dy_dyxc_masked(dy, x, n * C + c, mask, n, mean[c])
             a1 += b1
@@ -150,6 +153,12 @@ def _fused_backward_rows(dy, x, mask, C, mean, rstd, gamma, training, count, dx,
         for n in range(N):
             if mask is not None:
                 row_affine2_masked(dx, dy, x, n * C + c, mask, n, p, mean[c], q, o)
+            elif ds is not None:
+                if stream:
+                    row_affine2(row, 0, ds, x, n * C + c, p, mean[c], q, o)
+                    stream_row(dx, n * C + c, row, 0)
+                else:
+                    row_affine2(dx, n * C + c, ds, x, n * C + c, p, mean[c], q, o)
             elif stream:
                 row_affine2(row, 0, dy, x, n * C + c, p, mean[c], q, o, relu_out)
                 stream_row(dx, n * C + c, row, 0)

@@ -31,17 +31,18 @@ from numba import njit, prange
 from ._channel_rows import row_affine2, row_normalize, row_normalize_relu, row_sums_dy_dyxc, rows_shifted_moments
 from ._half import storage
 from ._numerics import REASSOC_CONTRACT, compute_dtype, mean_var_from_sums, row_head_mean
-from .relu import relu_backward, relu_forward
+from .relu import add_relu_forward, relu_backward, relu_forward
 from ._stream import should_stream, store_fence, stream_row
 from ._threads import chunk_bounds, num_chunks, threads_for
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream, relu=False):
+def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream, relu=False, res=None):
     """x, y: (N*C, S) channel rows; group r is the K consecutive channel rows r*K ... r*K+K-1.
     mean, rstd: (N*G,). The groups are split into nchunks chunks (one per thread). With
     ``stream``, y is written through an L1 scratch row with streaming stores (see _stream),
-    fenced once per chunk. With ``relu``, y is the ReLU of the normalized output."""
+    fenced once per chunk. With ``relu``, y is the ReLU of the normalized output, of the
+    normalized output + ``res`` (residual rows) when given."""
     R = x.shape[0] // K
     m = K * x.shape[1]
     C = gamma.shape[0]
@@ -59,12 +60,12 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream, relu=F
                 c = (r * K + k) % C
                 if stream:
                     if relu:
-                        row_normalize_relu(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c])
+                        row_normalize_relu(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c], res)
                     else:
                         row_normalize(row, 0, x, r * K + k, mu, rs * gamma[c], beta[c])
                     stream_row(y, r * K + k, row, 0)
                 elif relu:
-                    row_normalize_relu(y, r * K + k, x, r * K + k, mu, rs * gamma[c], beta[c])
+                    row_normalize_relu(y, r * K + k, x, r * K + k, mu, rs * gamma[c], beta[c], res)
                 else:
                     row_normalize(y, r * K + k, x, r * K + k, mu, rs * gamma[c], beta[c])
         if stream:
@@ -72,11 +73,12 @@ def _rows_forward(x, K, gamma, beta, eps, y, mean, rstd, nchunks, stream, relu=F
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream, relu_out=None):
+def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream, relu_out=None, ds=None):
     """dx = rstd * (gamma_c dy - mean(dxhat) - xhat * mean(dxhat xhat)) per group row; sdy and
     sdyx (N*C,) receive sum(dy) and sum(dy * xhat) per (sample, channel) row. Chunks and
     ``stream`` as in _rows_forward. With ``relu_out`` (the rows of relu(y)), dy counts only
-    where relu_out != 0."""
+    where relu_out != 0; with ``ds`` as well, that masked dy is written into ds (the residual's
+    gradient) by the first pass and read back by the second."""
     R = x.shape[0] // K
     m = K * x.shape[1]
     C = gamma.shape[0]
@@ -90,7 +92,7 @@ def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream, 
             B = np.float64(0.0)  # sum over the group of dxhat * xhat
             for k in range(K):
                 i = r * K + k
-                a1, a2 = row_sums_dy_dyxc(dy, x, i, mu, relu_out)
+                a1, a2 = row_sums_dy_dyxc(dy, x, i, mu, relu_out, ds)
                 sdy[i] = a1
                 sdyx[i] = a2 * rs
                 A += gamma[i % C] * a1
@@ -99,7 +101,13 @@ def _rows_backward(dy, x, K, mean, rstd, gamma, dx, sdy, sdyx, nchunks, stream, 
             q = rs * rs * B / m
             for k in range(K):
                 i = r * K + k
-                if stream:
+                if ds is not None:
+                    if stream:
+                        row_affine2(row, 0, ds, x, i, gamma[i % C] * rs, mu, -q, -off)
+                        stream_row(dx, i, row, 0)
+                    else:
+                        row_affine2(dx, i, ds, x, i, gamma[i % C] * rs, mu, -q, -off)
+                elif stream:
                     row_affine2(row, 0, dy, x, i, gamma[i % C] * rs, mu, -q, -off, relu_out)
                     stream_row(dx, i, row, 0)
                 else:
@@ -125,9 +133,9 @@ def _affine(v, c, fill):
     return np.full(c, fill) if v is None else np.ascontiguousarray(v, dtype=np.float64)
 
 
-def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5, relu=False):
+def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5, relu=False, residual=None):
     """(y, mean, rstd) with mean and rstd of shape (N, num_groups), float64 (y = relu(GroupNorm(x))
-    with ``relu``)."""
+    with ``relu``, relu(GroupNorm(x) + residual) with a residual too)."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # no samples, or groups of no values: the statistics of no values are NaN
         return np.empty(x.shape, x.dtype), np.full((n, num_groups), np.nan), np.full((n, num_groups), np.nan)
@@ -137,7 +145,8 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5, relu=Fal
     rstd = np.empty(n * num_groups)
     with threads_for(xc.size):
         _rows_forward(xc, c // num_groups, _affine(weight, c, 1.0), _affine(bias, c, 0.0), float(eps), y, mean, rstd,
-                      num_chunks(n * num_groups), should_stream(y), bool(relu))
+                      num_chunks(n * num_groups), should_stream(y), bool(relu),
+                      None if residual is None else _rows(residual))
     return y_full, mean.reshape(n, num_groups), rstd.reshape(n, num_groups)
 
 
@@ -146,20 +155,27 @@ def group_norm_backward(dy, x, mean, rstd, weight, num_groups, need_dx=True, nee
     """(dx, dweight, dbias); dweight and dbias in float64 (the caller casts them). One pass gives
     all three, so every one is computed whatever ``need_*`` says. ``relu_out``: the output of
     relu(GroupNorm(x)), whose backward this then is (dy counts where relu_out != 0)."""
+    return _backward(dy, x, mean, rstd, weight, num_groups, relu_out)[:3]
+
+
+def _backward(dy, x, mean, rstd, weight, num_groups, relu_out=None, residual_grad=False):
+    """group_norm_backward's (dx, dweight, dbias), and with ``residual_grad`` (and relu_out) the
+    masked dy as a fourth: the residual's gradient of relu(GroupNorm(x) + residual)."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
-        return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c)
+        return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c), np.empty(x.shape, x.dtype)
     xc = _rows(x)
     dyc = _rows(dy, None if dy.dtype == x.dtype else compute_dtype(x.dtype))
     dx_full, dx = _output(x, xc.shape)
+    ds_full, ds = _output(x, xc.shape) if residual_grad else (None, None)
     sdy = np.empty(n * c)
     sdyx = np.empty(n * c)
     with threads_for(xc.size):
         _rows_backward(dyc, xc, c // num_groups, np.ascontiguousarray(mean, dtype=np.float64).reshape(-1),
                        np.ascontiguousarray(rstd, dtype=np.float64).reshape(-1), _affine(weight, c, 1.0), dx, sdy, sdyx,
-                       num_chunks(n * num_groups), should_stream(dx), None if relu_out is None else _rows(relu_out))
+                       num_chunks(n * num_groups), should_stream(dx), None if relu_out is None else _rows(relu_out), ds)
     return (dx_full,
-            sdyx.reshape(n, c).sum(axis=0), sdy.reshape(n, c).sum(axis=0))
+            sdyx.reshape(n, c).sum(axis=0), sdy.reshape(n, c).sum(axis=0), ds_full)
 
 
 def instance_norm_forward(x, weight=None, bias=None, eps=1e-5):
@@ -191,3 +207,22 @@ def group_norm_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=T
 
 
 _WIDE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# GroupNorm + add + ReLU (the BatchNorm trio's rule, kernels/cpu/batch_norm_relu.py): the residual
+# in the forward's epilogue, the residual's gradient written by the backward's first pass
+def group_norm_add_relu_forward(x, residual, num_groups, weight=None, bias=None, eps=1e-5):
+    """(relu(GroupNorm(x) + residual), mean, rstd)."""
+    if x.dtype in _WIDE and residual.shape == x.shape and residual.dtype == x.dtype:
+        return group_norm_forward(x, num_groups, weight, bias, eps, relu=True, residual=residual)
+    y, mean, rstd = group_norm_forward(x, num_groups, weight, bias, eps)
+    return add_relu_forward(y, residual)[0], mean, rstd
+
+
+def group_norm_add_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
+                                 need_dbias=True, need_dresidual=True):
+    """(dx, dweight, dbias, dresidual) of r = relu(GroupNorm(x) + residual) for the output gradient dy."""
+    if x.dtype in _WIDE and r.dtype == x.dtype and dy.dtype == x.dtype:
+        return _backward(dy, x, mean, rstd, weight, num_groups, relu_out=r, residual_grad=True)
+    ds = relu_backward(r != 0, dy)
+    return group_norm_backward(ds, x, mean, rstd, weight, num_groups) + (ds,)

@@ -22,7 +22,7 @@ from .sparse import embedding  # noqa: F401
 from .attention import scaled_dot_product_attention  # noqa: F401
 from .normalization import layer_norm, rms_norm, scale_norm  # noqa: F401
 from .normalization import add_layer_norm, add_rms_norm  # noqa: F401
-from .channel_normalization import (batch_norm, batch_norm_relu, group_norm, group_norm_relu, instance_norm,  # noqa: F401
-                                    masked_batch_norm)
+from .channel_normalization import (batch_norm, batch_norm_add_relu, batch_norm_relu, group_norm,  # noqa: F401
+                                    group_norm_add_relu, group_norm_relu, instance_norm, masked_batch_norm)
 from .batch_renorm import batch_renorm  # noqa: F401
 from .weight_standardization import weight_standardization  # noqa: F401

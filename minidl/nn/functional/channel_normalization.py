@@ -9,6 +9,7 @@ import numpy as np
 from ...ops.normalization.batch_norm import BatchNormFunction, BatchNormReLUFunction
 from ...ops.normalization.group_norm import GroupNormFunction, GroupNormReLUFunction
 from ...ops.normalization.instance_norm import InstanceNormFunction
+from ...ops.normalization.norm_add_relu import BatchNormAddReLUFunction, GroupNormAddReLUFunction
 from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
 
@@ -149,6 +150,27 @@ def batch_norm_relu(x, running_mean, running_var, weight=None, bias=None, traini
                                        float(momentum) if training else 0.0, float(eps))
 
 
+def batch_norm_add_relu(x, residual, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                        eps=1e-5):
+    """``relu(batch_norm(x, ...) + residual)`` as one op (not in PyTorch), with batch_norm's
+    arguments and the same results and gradients as the ops in turn: the end of a ResNet block,
+    ``residual`` its shortcut, a tensor of x's shape and dtype. On the CPU the add and the ReLU
+    run inside BatchNorm's passes."""
+    _check_batch_norm_arguments("batch_norm_add_relu", x, running_mean, running_var, weight, bias, training, momentum)
+    _check_residual("batch_norm_add_relu", residual, x)
+    return BatchNormAddReLUFunction.apply(x, residual, weight, bias, running_mean, running_var, bool(training),
+                                          float(momentum) if training else 0.0, float(eps))
+
+
+def _check_residual(op, residual, x):
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"{op}: expected a Tensor residual, got {type(residual).__name__}")
+    if tuple(residual.shape) != tuple(x.shape) or residual.dtype != x.dtype or residual.device != x.device:
+        raise ValueError(f"{op}: expected a residual of the input's shape {tuple(x.shape)}, dtype {x.dtype} and "
+                         f"device {x.device}, got shape {tuple(residual.shape)}, dtype {residual.dtype}, "
+                         f"device {residual.device}")
+
+
 def masked_batch_norm(x, mask, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
                       eps=1e-5):
     """BatchNorm of a padded batch of sequences ``x`` (N, C, L) whose real tokens are where the
@@ -206,6 +228,14 @@ def group_norm_relu(x, num_groups, weight=None, bias=None, eps=1e-5):
     the ReLU runs inside GroupNorm's passes over memory."""
     _check_group_norm_arguments("group_norm_relu", x, num_groups, weight, bias)
     return GroupNormReLUFunction.apply(x, int(num_groups), weight, bias, float(eps))
+
+
+def group_norm_add_relu(x, residual, num_groups, weight=None, bias=None, eps=1e-5):
+    """``relu(group_norm(x, ...) + residual)`` as one op, as ``batch_norm_add_relu`` (not in
+    PyTorch)."""
+    _check_group_norm_arguments("group_norm_add_relu", x, num_groups, weight, bias)
+    _check_residual("group_norm_add_relu", residual, x)
+    return GroupNormAddReLUFunction.apply(x, residual, int(num_groups), weight, bias, float(eps))
 
 
 def _check_group_norm_arguments(op, x, num_groups, weight, bias):

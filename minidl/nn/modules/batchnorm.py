@@ -111,6 +111,10 @@ class _BatchNorm(_NormBase):
         statistics and batch count; the zoo's CNNs call it where a ReLU follows (hooks aside)."""
         return self._normalize(x, F.batch_norm_relu)
 
+    def _add_relu_forward(self, x, residual):
+        """relu(self(x) + residual) as one op (F.batch_norm_add_relu), as ``_relu_forward``."""
+        return self._normalize(x, lambda x, *args: F.batch_norm_add_relu(x, residual, *args))
+
     def _normalize(self, x, functional):
         self._check_input_dim(x)
         factor, bn_training = self._factor_and_mode(x, None)
