@@ -5,9 +5,10 @@ kernels (an OpenMP pool, libgomp). Both pools keep their idle workers spinning f
 after each call, so that the next call starts without a wake-up. libgomp spins for 300,000
 iterations by default (about a millisecond): on a 2-core machine a Numba worker still
 spinning after a norm kernel takes the core from the BLAS worker of the next GEMM, and vice
-versa. A spin count of about a thousand keeps most of the wake-up saving and hands the core
-over quickly; at 0 each parallel region pays a futex wake-up (measurements:
-docs/performance.md).
+versa. A spin count of ten thousand (tens of microseconds) keeps a worker awake across the
+short gaps between the kernels of a step and hands the core over soon after; below that, a
+parallel region after a gap pays a futex wake-up, which on a virtual machine can cost 50-90 us
+(a trivial kernel's launch: 2 us awake, 80 us woken). Measurements: docs/performance.md.
 
 libgomp reads GOMP_SPINCOUNT once, when it is loaded, which for Numba is when its pool
 starts (the first parallel kernel or ``numba.get_num_threads()``). ``start`` sets the
@@ -20,7 +21,7 @@ import os
 
 import numba
 
-SPIN_COUNT = 1000
+SPIN_COUNT = 10000
 _USER_KNOBS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 
