@@ -113,12 +113,15 @@ def test_kernels_match_the_references(spec, dtype):
     check_implementations(spec, dtype)
 
 
-def test_the_fused_shapes_take_the_fused_kernels():
-    assert bn_kernel._residual_view(np.zeros((2, 4, 16)), np.zeros((2, 4, 16)), bn_kernel._fusable(np.zeros((2, 4, 16))))\
-        is not None
+def test_the_fused_shapes_take_the_fused_kernels_and_the_kernels_refuse_another_shape():
     x = np.zeros((2, 4, 16))
-    for s in (np.zeros((2, 4, 16), np.float32), np.zeros((2, 4, 8, 2))):
-        assert bn_kernel._residual_view(s, x, bn_kernel._fusable(x)) is None
+    assert bn_kernel._residual_view(np.zeros((2, 4, 16)), x, bn_kernel._fusable(x)) is not None
+    assert bn_kernel._residual_view(np.zeros((2, 4, 16), np.float32), x, bn_kernel._fusable(x)) is None  # the ops
+    for wrong in (np.zeros((2, 4, 8, 2)), np.zeros((2, 4, 15))):     # read by x's rows: refused, never read
+        with pytest.raises(ValueError, match="expected a residual of shape \\(2, 4, 16\\)"):
+            bn_kernel.batch_norm_add_relu_forward(x, wrong)
+        with pytest.raises(ValueError, match="expected a residual of shape \\(2, 4, 16\\)"):
+            gn_kernel.group_norm_forward(x, 2, relu=True, residual=wrong)
 
 
 def _run(op, x0, s0, w0, b0, g, fused, training=True, groups=None):

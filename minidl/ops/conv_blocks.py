@@ -158,10 +158,9 @@ def unfold_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
             out[n0:n1] += b.reshape(1, O, 1, 1)
 
 
-# OpenBLAS computes the per-image dW = G (O/G, L) @ cols^T (L, K) of a wide, short product (few
-# output channels, a long receptive field) 1.7x slower than its transpose cols @ G^T (LeNet's
-# conv2: O/G = 16, K = 150, 0.39 vs 0.23 ms per 32 images); for K below about 8 O/G the two are
-# within a few per cent either way (docs/performance.md).
+# OpenBLAS computes the per-image dW = G (O/G, L) @ cols^T (L, K), a short, wide product when the
+# receptive field K is long, much slower than its transpose cols @ G^T; for K below about 8 O/G
+# the two run alike (measurements: docs/performance.md, "unfold's dW as its transpose").
 UNFOLD_DW_TRANSPOSED_FROM = 8
 
 

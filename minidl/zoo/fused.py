@@ -10,15 +10,11 @@ with hooks of its own runs as the Sequential it is, so a hook always sees what i
 """
 from .. import nn
 from ..nn import functional as F
-from .norms import hooked, norm_relu
+from .norms import fuses_relu, hooked, norm_relu
 
 
 def _plain(module, cls):
     return type(module) is cls and not hooked(module)
-
-
-def _fuses_relu(norm):
-    return type(norm) in (nn.BatchNorm2d, nn.GroupNorm) and not hooked(norm)
 
 
 def run(stack, x):
@@ -30,7 +26,7 @@ def run(stack, x):
     while i < len(layers):
         m = layers[i]
         after = layers[i + 1] if i + 1 < len(layers) else None
-        if _fuses_relu(m) and _plain(after, nn.ReLU):
+        if fuses_relu(m) and _plain(after, nn.ReLU):
             x = norm_relu(m, x)
             i += 2
         elif _plain(m, nn.ReLU) and _plain(after, nn.MaxPool2d) and not after.return_indices:

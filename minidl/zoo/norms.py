@@ -65,21 +65,26 @@ def hooked(module):
     return bool(d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks"))
 
 
+def fuses_relu(norm):
+    """Does ``norm`` take the ReLU after it into one op (an exact BatchNorm2d or GroupNorm without hooks)?"""
+    return type(norm) in (nn.BatchNorm2d, nn.GroupNorm) and not hooked(norm)
+
+
 def norm_relu(norm, x):
     """relu(norm(x)) (see the module docstring)."""
-    if type(norm) is nn.BatchNorm2d and not hooked(norm):
+    if not fuses_relu(norm):
+        return F.relu(norm(x))
+    if type(norm) is nn.BatchNorm2d:
         return norm._relu_forward(x)
-    if type(norm) is nn.GroupNorm and not hooked(norm):
-        norm._check_input(x)
-        return F.group_norm_relu(x, norm.num_groups, norm.weight, norm.bias, norm.eps)
-    return F.relu(norm(x))
+    norm._check_input(x)
+    return F.group_norm_relu(x, norm.num_groups, norm.weight, norm.bias, norm.eps)
 
 
 def norm_add_relu(norm, x, residual):
     """relu(norm(x) + residual) (see the module docstring)."""
-    if type(norm) is nn.BatchNorm2d and not hooked(norm):
+    if not fuses_relu(norm):
+        return F.add_relu(norm(x), residual)
+    if type(norm) is nn.BatchNorm2d:
         return norm._add_relu_forward(x, residual)
-    if type(norm) is nn.GroupNorm and not hooked(norm):
-        norm._check_input(x)
-        return F.group_norm_add_relu(x, residual, norm.num_groups, norm.weight, norm.bias, norm.eps)
-    return F.add_relu(norm(x), residual)
+    norm._check_input(x)
+    return F.group_norm_add_relu(x, residual, norm.num_groups, norm.weight, norm.bias, norm.eps)

@@ -83,8 +83,11 @@ def batch_norm_relu_backward(dy, r, x, mean, rstd, weight=None, training=True, n
 # and read them back), and the first backward pass writes ds = dy where r != 0, which the second
 # reads instead of dy and r (BN's gradient of the same masked dy). The fallback runs the ops.
 def _residual_view(residual, x, v):
-    """The kernels' rows view of the residual, or None where it cannot join x's kernels."""
-    if v is None or residual.shape != x.shape or residual.dtype != x.dtype:
+    """The kernels' rows view of the residual, or None where it cannot join x's kernels (the
+    fallback then adds it)."""
+    if residual.shape != x.shape:
+        raise ValueError(f"batch_norm_add_relu: expected a residual of shape {x.shape}, got {residual.shape}")
+    if v is None or residual.dtype != x.dtype:
         return None
     return _view(residual, None)[1]
 
@@ -124,7 +127,7 @@ def batch_norm_add_relu_backward(dy, r, x, mean, rstd, weight=None, training=Tru
                                  need_dbias=True, need_dresidual=True):
     """(dx, dweight, dbias, dresidual) of r = relu(BN(x) + residual) for the output gradient dy."""
     v = _fusable(x)
-    if v is None or r.shape != x.shape or r.dtype != x.dtype or dy.dtype != x.dtype:
+    if v is None or r.shape != x.shape or r.dtype != x.dtype or dy.dtype != x.dtype or dy.shape != x.shape:
         ds = relu_backward(r != 0, dy)
         return batch_norm_backward(ds, x, mean, rstd, weight, training, None, need_dx, need_dweight,
                                    need_dbias) + (ds,)

@@ -137,6 +137,9 @@ def group_norm_forward(x, num_groups, weight=None, bias=None, eps=1e-5, relu=Fal
     """(y, mean, rstd) with mean and rstd of shape (N, num_groups), float64 (y = relu(GroupNorm(x))
     with ``relu``, relu(GroupNorm(x) + residual) with a residual too)."""
     n, c = x.shape[0], x.shape[1]
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError(f"group_norm: expected a residual of shape {x.shape} and dtype {x.dtype}, got "
+                         f"{residual.shape} and {residual.dtype}")      # the kernel reads it by x's rows
     if x.size == 0:     # no samples, or groups of no values: the statistics of no values are NaN
         return np.empty(x.shape, x.dtype), np.full((n, num_groups), np.nan), np.full((n, num_groups), np.nan)
     xc = _rows(x)
@@ -222,7 +225,7 @@ def group_norm_add_relu_forward(x, residual, num_groups, weight=None, bias=None,
 def group_norm_add_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
                                  need_dbias=True, need_dresidual=True):
     """(dx, dweight, dbias, dresidual) of r = relu(GroupNorm(x) + residual) for the output gradient dy."""
-    if x.dtype in _WIDE and r.dtype == x.dtype and dy.dtype == x.dtype:
+    if x.dtype in _WIDE and r.dtype == x.dtype and dy.dtype == x.dtype and r.shape == dy.shape == x.shape:
         return _backward(dy, x, mean, rstd, weight, num_groups, relu_out=r, residual_grad=True)
     ds = relu_backward(r != 0, dy)
     return group_norm_backward(ds, x, mean, rstd, weight, num_groups) + (ds,)
