@@ -20,6 +20,7 @@ from minidl.kernels.cpu import scale_norm as sn
 BF16 = np.dtype(ml_dtypes.bfloat16)
 LOW = {"float16": np.dtype(np.float16), "bfloat16": BF16}
 SHAPES = [(1, 5), (7, 37), (33, 300), (130, 768)]
+ROW_SLACK = 16   # float32 ulps of a row's largest value: a reordered sum's error, cancelled
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -32,14 +33,26 @@ def ordinal(a):
 
 def assert_rounded_once(got, want32, dtype):
     """got (2-byte) is want32 (float32) rounded to ``dtype``, to within one ulp, and equal to it in
-    all but a few elements (a different summation order may move a statistic by a float32 ulp)."""
+    all but a few elements (a different summation order may move a statistic by a float32 ulp).
+
+    Where an element is the small difference of terms as large as the row's biggest values (a
+    gradient's three terms cancelling), such a float32 ulp is many 2-byte ulps of the element
+    itself: there, the two may differ by what reordering float32 sums moves a row's values
+    (ROW_SLACK float32 ulps of the row's largest value). A second rounding still shows in the
+    elements that do not cancel: there it is half a 2-byte ulp, thousands of float32 ulps."""
     assert got.dtype == dtype and got.shape == want32.shape
     with np.errstate(over="ignore"):            # past the format's range: inf, as intended
         want = want32.astype(dtype)
     nan = np.isnan(want.astype(np.float32))
     np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
-    dist = np.abs(ordinal(got) - ordinal(want))[~nan]
-    assert dist.size == 0 or dist.max() <= 1, f"{dist.max()} ulps apart"
+    with np.errstate(invalid="ignore"):
+        finite = np.where(np.isfinite(want32), np.abs(want32), 0)
+        scale = finite.max(axis=-1, keepdims=True) if want32.ndim else finite
+        off = np.abs(got.astype(np.float32) - want32) > ROW_SLACK * np.finfo(np.float32).eps * scale
+    dist = np.abs(ordinal(got) - ordinal(want))
+    far = (dist > 1) & off & ~nan
+    assert not far.any(), f"{dist[far].max()} ulps apart at {np.argwhere(far)[:5].tolist()}"
+    dist = dist[~nan]
     assert np.mean(dist == 0) >= 0.999 if dist.size >= 1000 else True
 
 
