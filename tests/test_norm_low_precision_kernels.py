@@ -47,7 +47,7 @@ def assert_rounded_once(got, want32, dtype):
     np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
     with np.errstate(invalid="ignore"):
         finite = np.where(np.isfinite(want32), np.abs(want32), 0)
-        scale = finite.max(axis=-1, keepdims=True) if want32.ndim else finite
+        scale = finite.max(axis=-1, keepdims=True, initial=0) if want32.ndim else finite
         off = np.abs(got.astype(np.float32) - want32) > ROW_SLACK * np.finfo(np.float32).eps * scale
     dist = np.abs(ordinal(got) - ordinal(want))
     far = (dist > 1) & off & ~nan
