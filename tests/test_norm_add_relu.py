@@ -14,7 +14,8 @@ import minidl.nn as nn
 import minidl.nn.functional as F
 from minidl.kernels.cpu import batch_norm_relu as bn_kernel
 from minidl.kernels.cpu import group_norm as gn_kernel
-from minidl.ops.normalization import norm_add_relu as ops
+from minidl.ops.normalization import batch_norm as bn_ops
+from minidl.ops.normalization import group_norm as gn_ops
 from minidl.testing import OpSpec, check_forward, check_gradcheck, check_implementations, forward_cases, spec_id
 from minidl.zoo import resnet8
 from minidl.zoo.norms import norm_add_relu
@@ -78,32 +79,35 @@ def _backward_inputs(forward, shape):
 
 KERNEL_SPECS = []
 for shape in BN_SHAPES:
-    fwd = ops.batch_norm_add_relu_forward_reference
+    def fwd(x, s, w, b):
+        return bn_ops.batch_norm_relu_forward_reference(x, w, b, residual=s)
     KERNEL_SPECS += [
         OpSpec(name=f"bn_fwd{shape}", op=None, inputs=_inputs(shape), reference=fwd,
-               implementations={"numba": bn_kernel.batch_norm_add_relu_forward}),
+               implementations={"numba": lambda x, s, w, b: bn_kernel.batch_norm_relu_forward(x, w, b, residual=s)}),
         OpSpec(name=f"bn_apply{shape}", op=None, inputs=_inputs(shape),
-               reference=lambda x, s, w, b: ops.batch_norm_add_relu_apply_reference(x, s, RUN_MEAN,
-                                                                                    1 / np.sqrt(RUN_VAR), w, b),
-               implementations={"numba": lambda x, s, w, b: bn_kernel.batch_norm_add_relu_apply(
-                   x, s, RUN_MEAN, 1 / np.sqrt(RUN_VAR), w, b)}),
+               reference=lambda x, s, w, b: bn_ops.batch_norm_relu_apply_reference(x, RUN_MEAN, 1 / np.sqrt(RUN_VAR),
+                                                                                  w, b, residual=s),
+               implementations={"numba": lambda x, s, w, b: bn_kernel.batch_norm_relu_apply(
+                   x, RUN_MEAN, 1 / np.sqrt(RUN_VAR), w, b, residual=s)}),
         OpSpec(name=f"bn_bwd{shape}", op=None, inputs=_backward_inputs(fwd, shape),
-               reference=ops.batch_norm_add_relu_backward_reference,
-               implementations={"numba": bn_kernel.batch_norm_add_relu_backward}),
+               reference=lambda *a: bn_ops.batch_norm_relu_backward_reference(*a, need_dresidual=True),
+               implementations={"numba": lambda *a: bn_kernel.batch_norm_relu_backward(*a, need_dresidual=True)}),
         OpSpec(name=f"bn_eval_bwd{shape}", op=None, inputs=_backward_inputs(fwd, shape),
-               reference=lambda *a: ops.batch_norm_add_relu_backward_reference(*a, training=False),
-               implementations={"numba": lambda *a: bn_kernel.batch_norm_add_relu_backward(*a, training=False)}),
+               reference=lambda *a: bn_ops.batch_norm_relu_backward_reference(*a, training=False, need_dresidual=True),
+               implementations={"numba": lambda *a: bn_kernel.batch_norm_relu_backward(*a, training=False,
+                                                                                       need_dresidual=True)}),
     ]
 for shape, groups in GN_CASES:
     def fwd(x, s, w, b, g=groups):
-        return ops.group_norm_add_relu_forward_reference(x, s, g, w, b)
+        return gn_ops.group_norm_relu_forward_reference(x, g, w, b, residual=s)
     KERNEL_SPECS += [
         OpSpec(name=f"gn_fwd{shape}G{groups}", op=None, inputs=_inputs(shape), reference=fwd,
-               implementations={"numba": lambda x, s, w, b, g=groups: gn_kernel.group_norm_add_relu_forward(
-                   x, s, g, w, b)}),
+               implementations={"numba": lambda x, s, w, b, g=groups: gn_kernel.group_norm_relu_forward(
+                   x, g, w, b, residual=s)}),
         OpSpec(name=f"gn_bwd{shape}G{groups}", op=None, inputs=_backward_inputs(fwd, shape),
-               reference=lambda *a, g=groups: ops.group_norm_add_relu_backward_reference(*a, g),
-               implementations={"numba": lambda *a, g=groups: gn_kernel.group_norm_add_relu_backward(*a, g)}),
+               reference=lambda *a, g=groups: gn_ops.group_norm_relu_backward_reference(*a, g, need_dresidual=True),
+               implementations={"numba": lambda *a, g=groups: gn_kernel.group_norm_relu_backward(
+                   *a, g, need_dresidual=True)}),
     ]
 
 
@@ -119,7 +123,7 @@ def test_the_fused_shapes_take_the_fused_kernels_and_the_kernels_refuse_another_
     assert bn_kernel._residual_view(np.zeros((2, 4, 16), np.float32), x, bn_kernel._fusable(x)) is None  # the ops
     for wrong in (np.zeros((2, 4, 8, 2)), np.zeros((2, 4, 15))):     # read by x's rows: refused, never read
         with pytest.raises(ValueError, match="expected a residual of shape \\(2, 4, 16\\)"):
-            bn_kernel.batch_norm_add_relu_forward(x, wrong)
+            bn_kernel.batch_norm_relu_forward(x, residual=wrong)
         with pytest.raises(ValueError, match="expected a residual of shape \\(2, 4, 16\\)"):
             gn_kernel.group_norm_forward(x, 2, relu=True, residual=wrong)
 
@@ -216,15 +220,16 @@ def test_a_batchnorm2d_module_fuses_with_its_mode_and_batch_count():
 
 
 def _counted(monkeypatch, cls):
+    """The calls of cls.apply with a residual (its second argument)."""
     calls = []
     original = cls.apply.__func__
-    monkeypatch.setattr(cls, "apply", classmethod(lambda c, *a: calls.append(1) or original(c, *a)))
+    monkeypatch.setattr(cls, "apply", classmethod(lambda c, *a: (a[1] is not None and calls.append(1)) or original(c, *a)))
     return calls
 
 
 def test_the_zoo_resnet_blocks_take_it_unless_the_norm_has_hooks(monkeypatch):
-    bn_calls = _counted(monkeypatch, ops.BatchNormAddReLUFunction)
-    gn_calls = _counted(monkeypatch, ops.GroupNormAddReLUFunction)
+    bn_calls = _counted(monkeypatch, bn_ops.BatchNormReLUFunction)
+    gn_calls = _counted(monkeypatch, gn_ops.GroupNormReLUFunction)
     x = md.tensor(np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32))
     model = resnet8(in_channels=3, num_classes=10)
     model(x).sum().backward()

@@ -166,7 +166,8 @@ def _backward(dy, x, mean, rstd, weight, num_groups, relu_out=None, residual_gra
     masked dy as a fourth: the residual's gradient of relu(GroupNorm(x) + residual)."""
     n, c = x.shape[0], x.shape[1]
     if x.size == 0:     # dgamma, dbeta: sums over no values
-        return np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c), np.empty(x.shape, x.dtype)
+        return (np.empty(x.shape, x.dtype), np.zeros(c), np.zeros(c),
+                np.empty(x.shape, x.dtype) if residual_grad else None)
     xc = _rows(x)
     dyc = _rows(dy, None if dy.dtype == x.dtype else compute_dtype(x.dtype))
     dx_full, dx = _output(x, xc.shape)
@@ -190,42 +191,27 @@ def instance_norm_backward(dy, x, mean, rstd, weight, need_dx=True, need_dweight
     return group_norm_backward(dy, x, mean, rstd, weight, x.shape[1])
 
 
-# GroupNorm + ReLU (the BatchNorm pair's rule, kernels/cpu/batch_norm_relu.py): the ReLU as the
-# forward's epilogue, its mask (the output != 0) inside the backward's passes; a 2-byte float runs
-# the two ops in turn (rounding to 0 would change the sign of a zero output)
-def group_norm_relu_forward(x, num_groups, weight=None, bias=None, eps=1e-5):
-    """(relu(GroupNorm(x)), mean, rstd)."""
-    if x.dtype in _WIDE:
-        return group_norm_forward(x, num_groups, weight, bias, eps, relu=True)
+# GroupNorm + ReLU, and + add + ReLU (the BatchNorm rule, kernels/cpu/batch_norm_relu.py): the ReLU
+# (of the sum with the residual) as the forward's epilogue, its mask (the output != 0) inside the
+# backward's passes, whose first writes the residual's gradient when it is wanted; a 2-byte float
+# runs the ops in turn (rounding to 0 would change the sign of a zero output)
+def group_norm_relu_forward(x, num_groups, weight=None, bias=None, eps=1e-5, residual=None):
+    """(relu(GroupNorm(x) [+ residual]), mean, rstd)."""
+    if x.dtype in _WIDE and (residual is None or (residual.shape == x.shape and residual.dtype == x.dtype)):
+        return group_norm_forward(x, num_groups, weight, bias, eps, relu=True, residual=residual)
     y, mean, rstd = group_norm_forward(x, num_groups, weight, bias, eps)
-    return relu_forward(y)[0], mean, rstd
+    return (relu_forward(y) if residual is None else add_relu_forward(y, residual))[0], mean, rstd
 
 
 def group_norm_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
-                             need_dbias=True):
-    """(dx, dweight, dbias) of r = relu(GroupNorm(x)) for the output gradient dy."""
-    if x.dtype in _WIDE and r.dtype == x.dtype:
-        return group_norm_backward(dy, x, mean, rstd, weight, num_groups, relu_out=r)
-    return group_norm_backward(relu_backward(r != 0, dy), x, mean, rstd, weight, num_groups)
+                             need_dbias=True, need_dresidual=False):
+    """(dx, dweight, dbias, dresidual) of r = relu(GroupNorm(x) [+ residual]) for the output
+    gradient dy; dresidual (dy where r != 0) only with ``need_dresidual``, else None."""
+    if x.dtype in _WIDE and r.dtype == x.dtype and (
+            not need_dresidual or (dy.dtype == x.dtype and r.shape == dy.shape == x.shape)):
+        return _backward(dy, x, mean, rstd, weight, num_groups, relu_out=r, residual_grad=need_dresidual)
+    ds = relu_backward(r != 0, dy)
+    return group_norm_backward(ds, x, mean, rstd, weight, num_groups) + (ds if need_dresidual else None,)
 
 
 _WIDE = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-# GroupNorm + add + ReLU (the BatchNorm trio's rule, kernels/cpu/batch_norm_relu.py): the residual
-# in the forward's epilogue, the residual's gradient written by the backward's first pass
-def group_norm_add_relu_forward(x, residual, num_groups, weight=None, bias=None, eps=1e-5):
-    """(relu(GroupNorm(x) + residual), mean, rstd)."""
-    if x.dtype in _WIDE and residual.shape == x.shape and residual.dtype == x.dtype:
-        return group_norm_forward(x, num_groups, weight, bias, eps, relu=True, residual=residual)
-    y, mean, rstd = group_norm_forward(x, num_groups, weight, bias, eps)
-    return add_relu_forward(y, residual)[0], mean, rstd
-
-
-def group_norm_add_relu_backward(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
-                                 need_dbias=True, need_dresidual=True):
-    """(dx, dweight, dbias, dresidual) of r = relu(GroupNorm(x) + residual) for the output gradient dy."""
-    if x.dtype in _WIDE and r.dtype == x.dtype and dy.dtype == x.dtype and r.shape == dy.shape == x.shape:
-        return _backward(dy, x, mean, rstd, weight, num_groups, relu_out=r, residual_grad=True)
-    ds = relu_backward(r != 0, dy)
-    return group_norm_backward(ds, x, mean, rstd, weight, num_groups) + (ds,)

@@ -9,7 +9,6 @@ import numpy as np
 from ...ops.normalization.batch_norm import BatchNormFunction, BatchNormReLUFunction
 from ...ops.normalization.group_norm import GroupNormFunction, GroupNormReLUFunction
 from ...ops.normalization.instance_norm import InstanceNormFunction
-from ...ops.normalization.norm_add_relu import BatchNormAddReLUFunction, GroupNormAddReLUFunction
 from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
 
@@ -146,7 +145,7 @@ def batch_norm_relu(x, running_mean, running_var, weight=None, bias=None, traini
     mask). Not in PyTorch (whose fused BatchNorm + ReLU is a quantization module); the zoo's
     CNNs use it for each BatchNorm2d that a ReLU follows."""
     _check_batch_norm_arguments("batch_norm_relu", x, running_mean, running_var, weight, bias, training, momentum)
-    return BatchNormReLUFunction.apply(x, weight, bias, running_mean, running_var, bool(training),
+    return BatchNormReLUFunction.apply(x, None, weight, bias, running_mean, running_var, bool(training),
                                        float(momentum) if training else 0.0, float(eps))
 
 
@@ -158,8 +157,8 @@ def batch_norm_add_relu(x, residual, running_mean, running_var, weight=None, bia
     run inside BatchNorm's passes."""
     _check_batch_norm_arguments("batch_norm_add_relu", x, running_mean, running_var, weight, bias, training, momentum)
     _check_residual("batch_norm_add_relu", residual, x)
-    return BatchNormAddReLUFunction.apply(x, residual, weight, bias, running_mean, running_var, bool(training),
-                                          float(momentum) if training else 0.0, float(eps))
+    return BatchNormReLUFunction.apply(x, residual, weight, bias, running_mean, running_var, bool(training),
+                                       float(momentum) if training else 0.0, float(eps))
 
 
 def _check_residual(op, residual, x):
@@ -227,7 +226,7 @@ def group_norm_relu(x, num_groups, weight=None, bias=None, eps=1e-5):
     """``relu(group_norm(x, ...))`` as one op, as ``batch_norm_relu`` (not in PyTorch): on the CPU
     the ReLU runs inside GroupNorm's passes over memory."""
     _check_group_norm_arguments("group_norm_relu", x, num_groups, weight, bias)
-    return GroupNormReLUFunction.apply(x, int(num_groups), weight, bias, float(eps))
+    return GroupNormReLUFunction.apply(x, None, int(num_groups), weight, bias, float(eps))
 
 
 def group_norm_add_relu(x, residual, num_groups, weight=None, bias=None, eps=1e-5):
@@ -235,7 +234,7 @@ def group_norm_add_relu(x, residual, num_groups, weight=None, bias=None, eps=1e-
     PyTorch)."""
     _check_group_norm_arguments("group_norm_add_relu", x, num_groups, weight, bias)
     _check_residual("group_norm_add_relu", residual, x)
-    return GroupNormAddReLUFunction.apply(x, residual, int(num_groups), weight, bias, float(eps))
+    return GroupNormReLUFunction.apply(x, residual, int(num_groups), weight, bias, float(eps))
 
 
 def _check_group_norm_arguments(op, x, num_groups, weight, bias):

@@ -171,25 +171,35 @@ class BatchNormFunction(Function):
 
 
 # BatchNorm + ReLU -------------------------------------------------------------------------------
-# r = relu(BN(x)) as one node: the pair a CNN block runs after each convolution. ReLU's mask is
-# r != 0 (NaN passes, 0 and -0.0 do not), so backward is BatchNorm's backward of dy * (r != 0);
-# the CPU kernels fold both into BatchNorm's passes (``minidl.kernels.cpu.batch_norm_relu``).
-def batch_norm_relu_forward_reference(x, weight=None, bias=None, eps=1e-5):
-    """(relu(y), mean, rstd) for batch_norm_forward_reference's (y, mean, rstd)."""
+# r = relu(BN(x)) as one node: the pair a CNN block runs after each convolution; and with a
+# residual s added before the ReLU, r = relu(BN(x) + s): the end of a ResNet block, s its
+# shortcut. ReLU's mask is r != 0 (NaN passes, 0 and -0.0 do not), so with g = dy where r != 0
+# (else 0),
+#
+#     dL/ds = g,   dL/dx, dL/dgamma, dL/dbeta = BatchNorm's backward of g,
+#
+# exactly the gradients of the ops run one after the other. The CPU kernels fold the ReLU (and
+# the add) into BatchNorm's passes (``minidl.kernels.cpu.batch_norm_relu``): no ReLU pass, no mask,
+# and no sum written and read back.
+def batch_norm_relu_forward_reference(x, weight=None, bias=None, eps=1e-5, residual=None):
+    """(relu(y [+ residual]), mean, rstd) for batch_norm_forward_reference's (y, mean, rstd)."""
     y, mean, rstd = batch_norm_forward_reference(x, weight, bias, eps)
-    return relu_forward_reference(y)[0], mean, rstd
+    return relu_forward_reference(y if residual is None else y + residual)[0], mean, rstd
 
 
-def batch_norm_relu_apply_reference(x, mean, rstd, weight=None, bias=None):
-    """relu(y) with the given (eval) statistics."""
-    return relu_forward_reference(batch_norm_apply_reference(x, mean, rstd, weight, bias))[0]
+def batch_norm_relu_apply_reference(x, mean, rstd, weight=None, bias=None, residual=None):
+    """relu(y [+ residual]) with the given (eval) statistics."""
+    y = batch_norm_apply_reference(x, mean, rstd, weight, bias)
+    return relu_forward_reference(y if residual is None else y + residual)[0]
 
 
 def batch_norm_relu_backward_reference(dy, r, x, mean, rstd, weight=None, training=True, need_dx=True,
-                                       need_dweight=True, need_dbias=True):
-    """(dx, dweight, dbias): BatchNorm's backward of dy where the output r != 0, else 0."""
-    return batch_norm_backward_reference(relu_backward_reference(r != 0, dy), x, mean, rstd, weight, training, None,
-                                         need_dx, need_dweight, need_dbias)
+                                       need_dweight=True, need_dbias=True, need_dresidual=False):
+    """(dx, dweight, dbias, dresidual): BatchNorm's backward of g = dy where the output r != 0
+    (else 0), and g itself as the residual's gradient (with ``need_dresidual``, else None)."""
+    g = relu_backward_reference(r != 0, dy)
+    return batch_norm_backward_reference(g, x, mean, rstd, weight, training, None, need_dx, need_dweight,
+                                         need_dbias) + (g if need_dresidual else None,)
 
 
 BATCH_NORM_RELU = NORMS.kernels(("batch_norm_relu_forward", "batch_norm_relu_apply", "batch_norm_relu_backward"),
@@ -197,15 +207,17 @@ BATCH_NORM_RELU = NORMS.kernels(("batch_norm_relu_forward", "batch_norm_relu_app
 
 
 class BatchNormReLUFunction(Function):
-    """r = relu(gamma * (x - mean) * rstd + beta) per channel, statistics and running estimates as
-    BatchNormFunction's. Saves x, the statistics and r (ReLU's mask is r != 0)."""
+    """r = relu(gamma * (x - mean) * rstd + beta [+ s]) per channel (s: a residual of x's shape, or
+    None), statistics and running estimates as BatchNormFunction's. Saves x, the statistics and r
+    (ReLU's mask is r != 0)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    def forward(ctx, x, residual, weight, bias, running_mean, running_var, training, momentum, eps):
         impl = ctx.impl = BATCH_NORM_RELU.select(x)
         r, mean, rstd = _normalized(x, running_mean, running_var, training, momentum, eps, None,
-                                    lambda: impl.batch_norm_relu_forward(x, weight, bias, eps),
-                                    lambda mean, rstd: impl.batch_norm_relu_apply(x, mean, rstd, weight, bias))
+                                    lambda: impl.batch_norm_relu_forward(x, weight, bias, eps, residual),
+                                    lambda mean, rstd: impl.batch_norm_relu_apply(x, mean, rstd, weight, bias,
+                                                                                  residual))
         ctx.save_for_backward(x, weight, mean, rstd, r)
         ctx.training, ctx.affine = training, affine_meta(weight, bias)
         return r
@@ -213,6 +225,8 @@ class BatchNormReLUFunction(Function):
     @staticmethod
     def backward(ctx, dy):
         x, weight, mean, rstd, r = ctx.saved_tensors
-        need = ctx.needs_input_grad[:3]
-        dx, dw, db = ctx.impl.batch_norm_relu_backward(dy, r, x, mean, rstd, weight, ctx.training, *need)
-        return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 5
+        need_x, need_s, need_w, need_b = ctx.needs_input_grad[:4]
+        dx, dw, db, ds = ctx.impl.batch_norm_relu_backward(dy, r, x, mean, rstd, weight, ctx.training, need_x,
+                                                           need_w, need_b, need_s)
+        return ((dx if need_x else None, ds if need_s else None) + param_grads(ctx.affine, (need_w, need_b), (dw, db))
+                + (None,) * 5)

@@ -102,19 +102,22 @@ class GroupNormFunction(Function):
         return (dx if need_x else None, None) + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,)
 
 
-# GroupNorm + ReLU: r = relu(GroupNorm(x)) as one node, as BatchNorm + ReLU (batch_norm.py): the
-# backward is GroupNorm's backward of dy where r != 0 (ReLU's mask: NaN passes, 0 and -0.0 do not)
-def group_norm_relu_forward_reference(x, num_groups, weight=None, bias=None, eps=1e-5):
-    """(relu(y), mean, rstd) for group_norm_forward_reference's (y, mean, rstd)."""
+# GroupNorm + ReLU: r = relu(GroupNorm(x) [+ s]) as one node, as BatchNorm + ReLU (batch_norm.py):
+# the backward is GroupNorm's backward of g = dy where r != 0 (ReLU's mask: NaN passes, 0 and -0.0
+# do not), and the residual's gradient is g
+def group_norm_relu_forward_reference(x, num_groups, weight=None, bias=None, eps=1e-5, residual=None):
+    """(relu(y [+ residual]), mean, rstd) for group_norm_forward_reference's (y, mean, rstd)."""
     y, mean, rstd = group_norm_forward_reference(x, num_groups, weight, bias, eps)
-    return relu_forward_reference(y)[0], mean, rstd
+    return relu_forward_reference(y if residual is None else y + residual)[0], mean, rstd
 
 
 def group_norm_relu_backward_reference(dy, r, x, mean, rstd, weight, num_groups, need_dx=True, need_dweight=True,
-                                       need_dbias=True):
-    """(dx, dweight, dbias): GroupNorm's backward of dy where the output r != 0, else 0."""
-    return group_norm_backward_reference(relu_backward_reference(r != 0, dy), x, mean, rstd, weight, num_groups,
-                                         need_dx, need_dweight, need_dbias)
+                                       need_dbias=True, need_dresidual=False):
+    """(dx, dweight, dbias, dresidual): GroupNorm's backward of g = dy where the output r != 0
+    (else 0), and g itself as the residual's gradient (with ``need_dresidual``, else None)."""
+    g = relu_backward_reference(r != 0, dy)
+    return group_norm_backward_reference(g, x, mean, rstd, weight, num_groups, need_dx, need_dweight,
+                                         need_dbias) + (g if need_dresidual else None,)
 
 
 GROUP_NORM_RELU = NORMS.kernels(("group_norm_relu_forward", "group_norm_relu_backward"), __name__,
@@ -122,12 +125,13 @@ GROUP_NORM_RELU = NORMS.kernels(("group_norm_relu_forward", "group_norm_relu_bac
 
 
 class GroupNormReLUFunction(Function):
-    """r = relu(GroupNorm(x)); saves x, mean, rstd and r (ReLU's mask is r != 0)."""
+    """r = relu(GroupNorm(x) [+ s]) (s: a residual of x's shape, or None); saves x, mean, rstd and
+    r (ReLU's mask is r != 0)."""
 
     @staticmethod
-    def forward(ctx, x, num_groups, weight, bias, eps):
+    def forward(ctx, x, residual, num_groups, weight, bias, eps):
         ctx.impl = GROUP_NORM_RELU.select(x)
-        r, mean, rstd = ctx.impl.group_norm_relu_forward(x, num_groups, weight, bias, eps)
+        r, mean, rstd = ctx.impl.group_norm_relu_forward(x, num_groups, weight, bias, eps, residual)
         ctx.save_for_backward(x, weight, mean, rstd, r)
         ctx.num_groups, ctx.affine = num_groups, affine_meta(weight, bias)
         return r
@@ -135,7 +139,8 @@ class GroupNormReLUFunction(Function):
     @staticmethod
     def backward(ctx, dy):
         x, weight, mean, rstd, r = ctx.saved_tensors
-        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
-        dx, dw, db = ctx.impl.group_norm_relu_backward(dy, r, x, mean, rstd, weight, ctx.num_groups, need_x, need_w,
-                                                       need_b)
-        return (dx if need_x else None, None) + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,)
+        need_x, need_s, _, need_w, need_b, _ = ctx.needs_input_grad
+        dx, dw, db, ds = ctx.impl.group_norm_relu_backward(dy, r, x, mean, rstd, weight, ctx.num_groups, need_x,
+                                                           need_w, need_b, need_s)
+        return ((dx if need_x else None, ds if need_s else None, None)
+                + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,))
