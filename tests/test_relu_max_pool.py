@@ -121,6 +121,30 @@ def test_a_non_positive_window_sends_no_gradient_and_a_nan_window_does():
     np.testing.assert_array_equal(idx[~np.isnan(out)], ref_idx[~np.isnan(out)])   # NaN: first vs last NaN
 
 
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_2x2_path_equals_the_general_window_loop_bit_for_bit(dtype, relu):
+    # values drawn from a few, so windows tie, mix -0.0 and 0.0, hold infinities and one NaN or
+    # several (a NaN's payload and the last NaN's index must come through too)
+    rng = np.random.default_rng(7)
+    nan2 = np.frombuffer(np.array(0x7FC00001 if dtype == np.float32 else 0x7FF8000000000001,
+                                  np.int32 if dtype == np.float32 else np.int64).tobytes(), dtype)[0]
+    values = np.array([np.nan, nan2, -np.inf, np.inf, 0.0, -0.0, 1.0, -1.0, 2.0], dtype)
+    x = values[rng.integers(0, len(values), (6, 3, 8, 10))]
+    x = np.concatenate([x, rng.standard_normal((6, 3, 8, 10)).astype(dtype)])
+    planes = x.reshape(-1, 8, 10)
+    results = []
+    for two_by_two in (True, False):
+        out, idx = np.empty((planes.shape[0], 4, 5), dtype), np.empty((planes.shape[0], 4, 5), np.int64)
+        k_pool._max_fwd_chunk(planes, out, idx, 0, planes.shape[0], 2, 2, 2, 2, 0, 0, 1, 1, relu, two_by_two)
+        results.append((out, idx))
+    (o1, i1), (o2, i2) = results
+    bits = np.int32 if dtype == np.float32 else np.int64
+    np.testing.assert_array_equal(o1.view(bits), o2.view(bits))
+    np.testing.assert_array_equal(i1, i2)
+    assert np.isnan(o1).any() and (o1 == 0).any()
+
+
 def test_a_window_with_no_input_element_stays_minus_inf(impl):
     # a dilated window that steps over the whole input sees only padding: -inf, as max_pool2d
     x = md.tensor(np.full((1, 1, 1, 1), 2.0))

@@ -29,9 +29,10 @@ def _inside(start, d, k, size):
 @njit(error_model="numpy", cache=True, inline="always")
 def _take(v, best):
     """Does v replace the window's best so far: a greater value, or a NaN (so a NaN propagates,
-    the last one in window order, as PyTorch's loop). The callers use it in selects, not
+    the last one in window order, as PyTorch's loop). The callers spell it as selects, not
     branches: on data like a layer's activations a branch mispredicts about half the time,
-    which made the kernel 3-4x slower."""
+    which made the kernel 3-4x slower. LLVM may still turn a select between loaded values
+    into a branch, which is why the 2x2 path computes its max another way."""
     return (v > best) | (v != v)
 
 
@@ -73,10 +74,31 @@ def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw, relu):
                 out[p, oh, ow], idx[p, oh, ow] = _floored(best, arg, relu, zero)
 
 
+@njit(error_model="numpy", cache=True, inline="always")
+def _window_order_2x2(a, b, c, d, k, W):
+    """(best, arg) of the 2x2 window a, b / c, d (a at flat position k) by _take's rule, in
+    window order: the path of a window that holds a NaN."""
+    best, arg = a, k
+    t = _take(b, best)
+    best, arg = (b if t else best), (k + 1 if t else arg)
+    t = _take(c, best)
+    best, arg = (c if t else best), (k + W if t else arg)
+    t = _take(d, best)
+    best, arg = (d if t else best), (k + W + 1 if t else arg)
+    return best, arg
+
+
 @njit(error_model="numpy", cache=True)
 def _max_fwd_planes_2x2(x, out, idx, p0, p1, relu):
     """_max_fwd_planes for 2x2 windows at stride 2 that all lie inside the input (the common
-    CNN pool): the four reads of a window spelled out, two input rows per output row."""
+    CNN pool), with no data-dependent branch for a window without a NaN: its max is a chain of
+    ``v if v > m else m`` (which LLVM lowers to maxss), and its index that of the first of the
+    four equal to the max, in integer arithmetic on the comparisons. Both give exactly what
+    _take's window order gives when no NaN is present (ties and -0.0 included: only a strictly
+    greater value replaces the max). A window with a NaN, rare and so a predicted branch, takes
+    _take's order. (The running selects of _max_fwd_planes between loaded values are compiled
+    into branches, which mispredict on about half of a layer's windows: 4x slower here,
+    docs/performance.md.)"""
     W = x.shape[2]
     OH, OW = out.shape[1], out.shape[2]
     zero = x.dtype.type(0)
@@ -87,17 +109,15 @@ def _max_fwd_planes_2x2(x, out, idx, p0, p1, relu):
             k0 = 2 * oh * W
             for ow in range(OW):
                 k = k0 + 2 * ow
-                best, arg = r0[2 * ow], k
-                v = r0[2 * ow + 1]
-                t = _take(v, best)
-                best, arg = (v if t else best), (k + 1 if t else arg)
-                v = r1[2 * ow]
-                t = _take(v, best)
-                best, arg = (v if t else best), (k + W if t else arg)
-                v = r1[2 * ow + 1]
-                t = _take(v, best)
-                best, arg = (v if t else best), (k + W + 1 if t else arg)
-                o[ow], ii[ow] = _floored(best, arg, relu, zero)
+                a, b, c, d = r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]
+                m = b if b > a else a
+                m = c if c > m else m
+                m = d if d > m else m
+                # the offset of the first of a, b, c, d equal to m: 0, 1, W or W + 1
+                arg = k + np.int64(a != m) * (1 + np.int64(b != m) * (W - 1 + np.int64(c != m)))
+                if (a != a) | (b != b) | (c != c) | (d != d):
+                    m, arg = _window_order_2x2(a, b, c, d, k, W)
+                o[ow], ii[ow] = _floored(m, arg, relu, zero)
 
 
 @njit(error_model="numpy", cache=True)
