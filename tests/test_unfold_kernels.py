@@ -2,7 +2,9 @@
 
 The Numba kernels agree with the NumPy references in float32 and float64, serial and parallel;
 fold is unfold's adjoint; bad geometry, shapes and layouts are refused before a kernel runs;
-empty batches, channels and pixels give empty (or zero) results. conv2d takes unfold's layout
+empty batches, channels and pixels give empty (or zero) results. The weight gradient on columns
+(``unfold_weight_grad``) agrees with its reference for every remainder of its 2 x 4 register
+block and adds to the array it is given. conv2d takes unfold's layout
 on the CPU for 1x1 kernels and short receptive fields, im2col's otherwise, and both layouts give
 the same outputs and gradients."""
 import numpy as np
@@ -13,6 +15,7 @@ import minidl.nn.functional as F
 from minidl.kernels.cpu import _threads
 from minidl.kernels.cpu import unfold as k_unfold
 from minidl.ops import conv as conv_ops
+from minidl.ops import conv_blocks
 from minidl.ops import fold as fold_ops
 from minidl.runtime import layer_threads
 from minidl.testing import OpSpec, check_implementations
@@ -121,6 +124,53 @@ def test_empty_batches_channels_and_pixels():
     assert dx.shape == (2, 1, 0, 0)
 
 
+WEIGHT_GRAD_CASES = [  # N, G, O/G, K, L: every O/G mod 2 and K mod 4, groups, one image, one pixel
+    (3, 1, 6, 25, 784),      # LeNet's first layer
+    (2, 1, 5, 27, 33),
+    (2, 2, 3, 6, 17),
+    (1, 3, 1, 1, 5),
+    (4, 1, 2, 4, 1),
+    (2, 1, 7, 3, 64),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", WEIGHT_GRAD_CASES, ids=str)
+def test_weight_grad_kernel_matches_reference(case, dtype, threads):
+    N, G, Og, K, L = case
+
+    def kernel(f):
+        return lambda g, cols, dw: f(g, cols, dw)
+    spec = OpSpec(name=f"unfold_weight_grad_{case}", op=None, reference=fold_ops.unfold_weight_grad_reference,
+                  inputs=lambda rng: (rng.standard_normal((N, G, Og, L)), rng.standard_normal((N, G, K, L)),
+                                      rng.standard_normal((G, Og, K))),
+                  implementations={"numba": kernel(k_unfold.unfold_weight_grad),
+                                   "numba serial": kernel(k_unfold.unfold_weight_grad_serial)})
+    check_implementations(spec, dtype)
+
+
+def test_weight_grad_adds_into_its_output_and_refuses_bad_arrays():
+    rng = np.random.default_rng(5)
+    g, cols = rng.standard_normal((2, 1, 3, 10)), rng.standard_normal((2, 1, 5, 10))
+    dw = np.full((1, 3, 5), 2.0)
+    assert k_unfold.unfold_weight_grad(g, cols, dw) is dw
+    np.testing.assert_allclose(dw, 2.0 + np.einsum("nol,nkl->ok", g[:, 0], cols[:, 0])[None], rtol=1e-12)
+    with pytest.raises(ValueError, match=r"matching sizes, got \(2, 1, 3, 10\), \(2, 1, 5, 9\) and \(1, 3, 5\)"):
+        k_unfold.unfold_weight_grad(g, cols[..., :9].copy(), dw)
+    with pytest.raises(ValueError, match=r"got \(2, 1, 3, 10\), \(2, 1, 5, 10\) and \(1, 3, 4\)"):
+        k_unfold.unfold_weight_grad(g, cols, np.zeros((1, 3, 4)))
+    with pytest.raises(ValueError, match="float32 or float64 arrays of one dtype, got float64, float32 and float64"):
+        k_unfold.unfold_weight_grad(g, cols.astype(np.float32), dw)
+    with pytest.raises(ValueError, match="float32 or float64 arrays of one dtype, got float16"):
+        k_unfold.unfold_weight_grad(*(a.astype(np.float16) for a in (g, cols, dw)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        k_unfold.unfold_weight_grad(np.ones((2, 1, 3, 20))[..., ::2], cols, dw)
+    empty = np.full((1, 3, 5), 2.0)     # no image, no pixel: nothing added
+    k_unfold.unfold_weight_grad(np.ones((0, 1, 3, 10)), np.ones((0, 1, 5, 10)), empty)
+    k_unfold.unfold_weight_grad(np.ones((2, 1, 3, 0)), np.ones((2, 1, 5, 0)), empty)
+    assert (empty == 2.0).all()
+
+
 def _conv(x, w, b, g, **kw):
     tx, tw, tb = (md.tensor(a, requires_grad=True) for a in (x, w, b))
     y = F.conv2d(tx, tw, tb, **kw)
@@ -139,11 +189,14 @@ CONV_CASES = [  # (N, C, H, W), weight shape, conv2d keywords
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("keep", [64 << 20, 0])
+@pytest.mark.parametrize("keep,dw_kernel", [(64 << 20, True), (0, True), (64 << 20, False)])
 @pytest.mark.parametrize("xs,ws,kw", CONV_CASES)
-def test_conv2d_in_unfolds_layout_equals_im2cols(monkeypatch, xs, ws, kw, keep, dtype):
-    """Forward and every gradient, with the columns kept for dW or rebuilt."""
+def test_conv2d_in_unfolds_layout_equals_im2cols(monkeypatch, xs, ws, kw, keep, dw_kernel, dtype):
+    """Forward and every gradient, with the columns kept for dW or rebuilt, and dW by the
+    kernels' dot products or by BLAS."""
     monkeypatch.setattr(conv_ops, "KEEP_COLS_BYTES", keep)
+    if not dw_kernel:
+        monkeypatch.setattr(conv_blocks, "UNFOLD_DW_KERNEL_MAX", 0)
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
     b = rng.standard_normal(ws[0]).astype(dtype)
@@ -181,3 +234,21 @@ def test_functional_unfold_and_fold_run_the_kernels(monkeypatch):
     F.fold(cols, (6, 5), 3, padding=1).sum().backward()
     assert seen == ["unfold", "fold", "unfold", "fold"]
     np.testing.assert_allclose(cols.numpy(), fold_ops.unfold_reference(x.numpy(), 3, 3, 1, 1, 1, 1, 1, 1, 6, 5))
+
+
+@pytest.mark.parametrize("ws,expected", [((6, 1, 5, 5), True), ((16, 6, 5, 5), False)])
+def test_conv2d_weight_gradient_takes_the_kernel_for_a_small_dw(monkeypatch, ws, expected):
+    """dW by ``unfold_weight_grad`` where O/G * K <= UNFOLD_DW_KERNEL_MAX (LeNet's first layer),
+    by BLAS above (its second), with the same result as the im2col layout."""
+    seen = []
+    for name in ("unfold_weight_grad", "unfold_weight_grad_serial"):
+        original = getattr(k_unfold, name)
+        monkeypatch.setattr(k_unfold, name, lambda *a, _f=original: seen.append(1) or _f(*a))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, ws[1], 12, 12)).astype(np.float32)
+    w, b = rng.standard_normal(ws).astype(np.float32), np.zeros(ws[0], np.float32)
+    g = rng.standard_normal((2, ws[0], 8, 8)).astype(np.float32)
+    got = _conv(x, w, b, g)
+    assert bool(seen) == expected
+    monkeypatch.setattr(conv_ops, "USE_UNFOLD", False)
+    np.testing.assert_allclose(got[2], _conv(x, w, b, g)[2], rtol=2e-5, atol=2e-5)

@@ -160,14 +160,18 @@ def unfold_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
 
 # OpenBLAS computes the per-image dW = G (O/G, L) @ cols^T (L, K), a short, wide product when the
 # receptive field K is long, much slower than its transpose cols @ G^T; for K below about 8 O/G
-# the two run alike (measurements: docs/performance.md, "unfold's dW as its transpose").
+# the two run alike (measurements: docs/performance.md, "unfold's dW as its transpose"). Where
+# dW_g has at most UNFOLD_DW_KERNEL_MAX entries, both lose to the kernels' register-blocked dot
+# products (``unfold_weight_grad``: 1.5-2.7x at LeNet's and ResNet's first layers, same page).
 UNFOLD_DW_TRANSPOSED_FROM = 8
+UNFOLD_DW_KERNEL_MAX = 1024
 
 
 def unfold_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
     """Backward over ``blocks`` of images in unfold's layout (g is read in place, NCHW): per
-    image and group dW_g += G_g (O/G, L) @ cols^T (L, K), computed as its transpose where that
-    is faster (UNFOLD_DW_TRANSPOSED_FROM; returned summed, (G, O/G, K), when ``nw``),
+    image and group dW_g += G_g (O/G, L) @ cols^T (L, K), by the kernels' ``unfold_weight_grad``
+    for a small dW_g, else by BLAS, as its transpose where that is faster
+    (UNFOLD_DW_KERNEL_MAX, UNFOLD_DW_TRANSPOSED_FROM; returned summed, (G, O/G, K), when ``nw``),
     dcols = W_g^T @ G_g and fold into ``dx`` (when given)."""
     kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G = geom
     N, C, H, W = x.shape
@@ -180,7 +184,9 @@ def unfold_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
         if nw:
             cols = (kept[n0:n1] if kept is not None else _unfold_block(kern, x, None, geom, n0, n1))
             cols = cols.reshape(nb, G, K, L)
-            if K >= UNFOLD_DW_TRANSPOSED_FROM * Og:   # dW_g^T = cols (K, L) @ G_g^T (L, O/G): BLAS's better shape
+            if Og * K <= UNFOLD_DW_KERNEL_MAX:
+                kern.unfold_weight_grad(gb, cols, dwr)
+            elif K >= UNFOLD_DW_TRANSPOSED_FROM * Og:   # dW_g^T = cols (K, L) @ G_g^T (L, O/G): BLAS's better shape
                 parts = scratch_buffer("unfold_dwt", (nb, G, K, Og), g.dtype, np)
                 np.matmul(cols, gb.transpose(0, 1, 3, 2), out=parts)
                 dwr += parts.sum(axis=0).transpose(0, 2, 1)

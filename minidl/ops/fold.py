@@ -57,8 +57,19 @@ def fold_reference(cols, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, out=None):
     return into(out, dxpad[:, :, ph: ph + H, pw: pw + W])
 
 
-# the gather and its adjoint: the reference above, or the CPU's Numba kernels
-UNFOLD = LAYER.kernels(("unfold", "fold"), __name__, cpu="minidl.kernels.cpu.unfold")
+def unfold_weight_grad_reference(g, cols, dw):
+    """conv2d's weight gradient in unfold's layout, per group gr:
+    dw[gr] (O/G, K) += sum_n g[n, gr] (O/G, L) @ cols[n, gr]^T (L, K), i.e.
+    dw[gr, o, k] += sum_{n, l} g[n, gr, o, l] cols[n, gr, k, l]; g (N, G, O/G, L) is the output
+    gradient's image rows, cols (N, G, K, L) the input's columns. Returns dw."""
+    xp = namespace_of(g)
+    dw += xp.matmul(g, xp.swapaxes(cols, -1, -2)).sum(axis=0)
+    return dw
+
+
+# the gather, its adjoint and the weight gradient on columns: the references above, or the
+# CPU's Numba kernels
+UNFOLD = LAYER.kernels(("unfold", "fold", "unfold_weight_grad"), __name__, cpu="minidl.kernels.cpu.unfold")
 
 
 def _unfold(x, geom):

@@ -22,11 +22,22 @@ atomics. Big problems run chunks of images in parallel (prange) where the proces
 layer kernels to (``minidl.runtime.layer_threads``), small ones the serial core; the
 ``*_serial`` entry points run the serial core on the calling thread, which they leave to other
 Python threads meanwhile (``nogil``): conv2d's block workers call them, one image block each.
+
+``unfold_weight_grad`` is conv2d's weight gradient in this layout, dW_g += sum_n G_n,g cols_n,g^T:
+for each (output channel o, column row k) the dot product over the L output pixels of g's row o
+and cols' row k. BLAS computes it as a short, wide product (O/G rows, K columns, depth L), for
+which OpenBLAS's packing costs more than the arithmetic when O/G and K are small (LeNet's first
+layer: 6 x 25, depth 784, ran at 20-25 GFLOP/s). The kernel instead holds a 2 x 4 block of
+output entries in registers, so each pass over L reads 6 rows to do 8 dot products: 8
+independent accumulator chains (each a SIMD vector under "reassoc") hide the multiply-add
+latency, and the two g rows and four cols rows stay in L1. Blocks past the last row or channel
+repeat it (clamped indices) and store nothing, so every shape takes the same loop.
 """
 import numpy as np
 from numba import njit, prange
 
 from ...ops.fold import conv_output_size
+from ._numerics import REASSOC_CONTRACT
 from ._threads import layer_parallel, plane_chunks
 
 U = np.uintp
@@ -99,6 +110,89 @@ def _fold_parallel(cols, dx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
     N = dx.shape[0]
     for t in prange(n_chunks):
         _fold_images(cols, dx, t * N // n_chunks, (t + 1) * N // n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
+
+
+@njit(error_model="numpy", cache=True, nogil=True, fastmath=REASSOC_CONTRACT)
+def _weight_grad_images(g, cols, dw, n0, n1):
+    G, Og, L = g.shape[1], g.shape[2], g.shape[3]
+    K = cols.shape[2]
+    zero = dw.dtype.type(0.0)
+    for n in range(n0, n1):
+        for gr in range(G):
+            gn, cn, dn = g[n, gr], cols[n, gr], dw[gr]
+            for k0 in range(0, K, 4):
+                k1, k2, k3 = min(k0 + 1, K - 1), min(k0 + 2, K - 1), min(k0 + 3, K - 1)
+                c0, c1, c2, c3 = cn[k0], cn[k1], cn[k2], cn[k3]
+                for o0 in range(0, Og, 2):
+                    o1 = min(o0 + 1, Og - 1)
+                    a, b = gn[o0], gn[o1]
+                    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+                    for l in range(L):
+                        al, bl = a[l], b[l]
+                        x0, x1, x2, x3 = c0[l], c1[l], c2[l], c3[l]
+                        a0 += al * x0
+                        a1 += al * x1
+                        a2 += al * x2
+                        a3 += al * x3
+                        b0 += bl * x0
+                        b1 += bl * x1
+                        b2 += bl * x2
+                        b3 += bl * x3
+                    dn[o0, k0] += a0          # the block's entries that exist (clamped ones repeat a row)
+                    if k0 + 1 < K:
+                        dn[o0, k1] += a1
+                    if k0 + 2 < K:
+                        dn[o0, k2] += a2
+                    if k0 + 3 < K:
+                        dn[o0, k3] += a3
+                    if o0 + 1 < Og:
+                        dn[o1, k0] += b0
+                        if k0 + 1 < K:
+                            dn[o1, k1] += b1
+                        if k0 + 2 < K:
+                            dn[o1, k2] += b2
+                        if k0 + 3 < K:
+                            dn[o1, k3] += b3
+
+
+@njit(error_model="numpy", cache=True, parallel=True)
+def _weight_grad_parallel(g, cols, parts):
+    N, n_chunks = g.shape[0], parts.shape[0]
+    for t in prange(n_chunks):
+        _weight_grad_images(g, cols, parts[t], t * N // n_chunks, (t + 1) * N // n_chunks)
+
+
+def _weight_grad(g, cols, dw, serial):
+    N, G, Og, L = g.shape
+    K = cols.shape[2]
+    if cols.shape != (N, G, K, L) or dw.shape != (G, Og, K):
+        raise ValueError(f"unfold_weight_grad: expected g (N, G, O/G, L), cols (N, G, K, L) and dw (G, O/G, K) "
+                         f"with matching sizes, got {g.shape}, {cols.shape} and {dw.shape}")
+    if not (g.dtype == cols.dtype == dw.dtype and g.dtype in (np.float32, np.float64)):
+        raise ValueError(f"unfold_weight_grad: expected float32 or float64 arrays of one dtype, got "
+                         f"{g.dtype}, {cols.dtype} and {dw.dtype}")
+    if not (g.flags.c_contiguous and cols.flags.c_contiguous and dw.flags.c_contiguous):
+        raise ValueError("unfold_weight_grad: expected C-contiguous arrays")
+    if min(N, G, Og, K, L) == 0:
+        return dw                 # no image, channel or pixel: nothing to add
+    if serial or N == 1 or not layer_parallel(g.size + cols.size):
+        _weight_grad_images(g, cols, dw, 0, N)
+    else:
+        parts = np.zeros((plane_chunks(N),) + dw.shape, dtype=dw.dtype)
+        _weight_grad_parallel(g, cols, parts)
+        dw += parts.sum(axis=0)
+    return dw
+
+
+def unfold_weight_grad(g, cols, dw):
+    """dw (G, O/G, K) += sum_n g[n, gr] (O/G, L) @ cols[n, gr]^T (L, K) for every group gr
+    (g (N, G, O/G, L) and cols (N, G, K, L), C-contiguous, float32 or float64); returns dw."""
+    return _weight_grad(g, cols, dw, serial=False)
+
+
+def unfold_weight_grad_serial(g, cols, dw):
+    """unfold_weight_grad on the calling thread only, with the GIL released."""
+    return _weight_grad(g, cols, dw, serial=True)
 
 
 def _checked(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, what):
