@@ -138,21 +138,21 @@ def _weight_grad_images(g, cols, dw, n0, n1):
                         b1 += bl * x1
                         b2 += bl * x2
                         b3 += bl * x3
-                    dn[o0, k0] += a0          # the block's entries that exist (clamped ones repeat a row)
-                    if k0 + 1 < K:
-                        dn[o0, k1] += a1
-                    if k0 + 2 < K:
-                        dn[o0, k2] += a2
-                    if k0 + 3 < K:
-                        dn[o0, k3] += a3
-                    if o0 + 1 < Og:
-                        dn[o1, k0] += b0
-                        if k0 + 1 < K:
-                            dn[o1, k1] += b1
-                        if k0 + 2 < K:
-                            dn[o1, k2] += b2
-                        if k0 + 3 < K:
-                            dn[o1, k3] += b3
+                    _add_entries(dn[o0], k0, K, a0, a1, a2, a3)   # only the entries that exist: a
+                    if o0 + 1 < Og:                                # clamped row or channel repeats one
+                        _add_entries(dn[o1], k0, K, b0, b1, b2, b3)
+
+
+@njit(inline="always")
+def _add_entries(row, k0, K, s0, s1, s2, s3):
+    """row[k0 + i] += s_i for the i with k0 + i < K."""
+    row[k0] += s0
+    if k0 + 1 < K:
+        row[k0 + 1] += s1
+    if k0 + 2 < K:
+        row[k0 + 2] += s2
+    if k0 + 3 < K:
+        row[k0 + 3] += s3
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
