@@ -112,6 +112,18 @@ def _fold_parallel(cols, dx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
         _fold_images(cols, dx, t * N // n_chunks, (t + 1) * N // n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
 
 
+@njit(inline="always")
+def _add_entries(row, k0, K, s0, s1, s2, s3):
+    """row[k0 + i] += s_i for the i with k0 + i < K."""
+    row[k0] += s0
+    if k0 + 1 < K:
+        row[k0 + 1] += s1
+    if k0 + 2 < K:
+        row[k0 + 2] += s2
+    if k0 + 3 < K:
+        row[k0 + 3] += s3
+
+
 @njit(error_model="numpy", cache=True, nogil=True, fastmath=REASSOC_CONTRACT)
 def _weight_grad_images(g, cols, dw, n0, n1):
     G, Og, L = g.shape[1], g.shape[2], g.shape[3]
@@ -141,18 +153,6 @@ def _weight_grad_images(g, cols, dw, n0, n1):
                     _add_entries(dn[o0], k0, K, a0, a1, a2, a3)   # only the entries that exist: a
                     if o0 + 1 < Og:                                # clamped row or channel repeats one
                         _add_entries(dn[o1], k0, K, b0, b1, b2, b3)
-
-
-@njit(inline="always")
-def _add_entries(row, k0, K, s0, s1, s2, s3):
-    """row[k0 + i] += s_i for the i with k0 + i < K."""
-    row[k0] += s0
-    if k0 + 1 < K:
-        row[k0 + 1] += s1
-    if k0 + 2 < K:
-        row[k0 + 2] += s2
-    if k0 + 3 < K:
-        row[k0 + 3] += s3
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
