@@ -31,7 +31,10 @@ layer: 6 x 25, depth 784, ran at 20-25 GFLOP/s). The kernel instead holds a 2 x 
 output entries in registers, so each pass over L reads 6 rows to do 8 dot products: 8
 independent accumulator chains (each a SIMD vector under "reassoc") hide the multiply-add
 latency, and the two g rows and four cols rows stay in L1. Blocks past the last row or channel
-repeat it (clamped indices) and store nothing, so every shape takes the same loop.
+repeat it (clamped indices) and store nothing, so every shape takes the same loop. It has no
+CUDA counterpart because conv2d takes unfold's layout on the CPU only: on a GPU the weight
+gradient is im2col's tall product on the tiled matmul kernel, whose blocks of output pixels fill
+the device whatever O/G and K are.
 """
 import numpy as np
 from numba import njit, prange
