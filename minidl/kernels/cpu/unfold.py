@@ -33,8 +33,10 @@ independent accumulator chains (each a SIMD vector under "reassoc") hide the mul
 latency, and the two g rows and four cols rows stay in L1. Blocks past the last row or channel
 repeat it (clamped indices) and store nothing, so every shape takes the same loop. It has no
 CUDA counterpart because conv2d takes unfold's layout on the CPU only: on a GPU the weight
-gradient is im2col's tall product on the tiled matmul kernel, whose blocks of output pixels fill
-the device whatever O/G and K are.
+gradient stays im2col's one product per block of images, G^T (O/G, pixels) @ cols (pixels, K),
+on the device's matmul kernel. (For a small O/G x K that product is a long reduction into few
+output tiles; a split-reduction kernel for it would be the GPU's analogue, to be measured on
+hardware first.)
 """
 import numpy as np
 from numba import njit, prange
