@@ -138,14 +138,11 @@ WEIGHT_GRAD_CASES = [  # N, G, O/G, K, L: every O/G mod 2 and K mod 4, groups, o
 @pytest.mark.parametrize("case", WEIGHT_GRAD_CASES, ids=str)
 def test_weight_grad_kernel_matches_reference(case, dtype, threads):
     N, G, Og, K, L = case
-
-    def kernel(f):
-        return lambda g, cols, dw: f(g, cols, dw)
     spec = OpSpec(name=f"unfold_weight_grad_{case}", op=None, reference=fold_ops.unfold_weight_grad_reference,
                   inputs=lambda rng: (rng.standard_normal((N, G, Og, L)), rng.standard_normal((N, G, K, L)),
                                       rng.standard_normal((G, Og, K))),
-                  implementations={"numba": kernel(k_unfold.unfold_weight_grad),
-                                   "numba serial": kernel(k_unfold.unfold_weight_grad_serial)})
+                  implementations={"numba": k_unfold.unfold_weight_grad,
+                                   "numba serial": k_unfold.unfold_weight_grad_serial})
     check_implementations(spec, dtype)
 
 
@@ -165,6 +162,8 @@ def test_weight_grad_adds_into_its_output_and_refuses_bad_arrays():
         k_unfold.unfold_weight_grad(*(a.astype(np.float16) for a in (g, cols, dw)))
     with pytest.raises(ValueError, match="C-contiguous"):
         k_unfold.unfold_weight_grad(np.ones((2, 1, 3, 20))[..., ::2], cols, dw)
+    with pytest.raises(ValueError, match=r"expected 4-D g and cols and a 3-D dw, got shapes \(2, 3, 10\)"):
+        k_unfold.unfold_weight_grad(g[:, 0], cols, dw)
     empty = np.full((1, 3, 5), 2.0)     # no image, no pixel: nothing added
     k_unfold.unfold_weight_grad(np.ones((0, 1, 3, 10)), np.ones((0, 1, 5, 10)), empty)
     k_unfold.unfold_weight_grad(np.ones((2, 1, 3, 0)), np.ones((2, 1, 5, 0)), empty)

@@ -62,8 +62,7 @@ def unfold_weight_grad_reference(g, cols, dw):
     dw[gr] (O/G, K) += sum_n g[n, gr] (O/G, L) @ cols[n, gr]^T (L, K), i.e.
     dw[gr, o, k] += sum_{n, l} g[n, gr, o, l] cols[n, gr, k, l]; g (N, G, O/G, L) is the output
     gradient's image rows, cols (N, G, K, L) the input's columns. Returns dw."""
-    xp = namespace_of(g)
-    dw += xp.matmul(g, xp.swapaxes(cols, -1, -2)).sum(axis=0)
+    dw += namespace_of(g).matmul(g, cols.transpose(0, 1, 3, 2)).sum(axis=0)
     return dw
 
 

@@ -27,7 +27,7 @@ Python threads meanwhile (``nogil``): conv2d's block workers call them, one imag
 for each (output channel o, column row k) the dot product over the L output pixels of g's row o
 and cols' row k. BLAS computes it as a short, wide product (O/G rows, K columns, depth L), for
 which OpenBLAS's packing costs more than the arithmetic when O/G and K are small (LeNet's first
-layer: 6 x 25, depth 784, ran at 20-25 GFLOP/s). The kernel instead holds a 2 x 4 block of
+layer: 6 x 25, depth 784; the rates are in docs/performance.md). The kernel instead holds a 2 x 4 block of
 output entries in registers, so each pass over L reads 6 rows to do 8 dot products: 8
 independent accumulator chains (each a SIMD vector under "reassoc") hide the multiply-add
 latency, and the two g rows and four cols rows stay in L1. Blocks past the last row or channel
@@ -168,6 +168,9 @@ def _weight_grad_parallel(g, cols, parts):
 
 
 def _weight_grad(g, cols, dw, serial):
+    if (g.ndim, cols.ndim, dw.ndim) != (4, 4, 3):
+        raise ValueError(f"unfold_weight_grad: expected 4-D g and cols and a 3-D dw, got shapes {g.shape}, "
+                         f"{cols.shape} and {dw.shape}")
     N, G, Og, L = g.shape
     K = cols.shape[2]
     if cols.shape != (N, G, K, L) or dw.shape != (G, Og, K):
