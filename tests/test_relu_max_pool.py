@@ -136,7 +136,7 @@ def test_the_2x2_path_equals_the_general_window_loop_bit_for_bit(dtype, relu):
     results = []
     for two_by_two in (True, False):
         out, idx = np.empty((planes.shape[0], 4, 5), dtype), np.empty((planes.shape[0], 4, 5), np.int64)
-        k_pool._max_fwd_chunk(planes, out, idx, 0, planes.shape[0], 2, 2, 2, 2, 0, 0, 1, 1, relu, two_by_two)
+        k_pool._max_fwd(planes, out, idx, 0, planes.shape[0], 1, 2, 2, 2, 2, 0, 0, 1, 1, relu, two_by_two)
         results.append((out, idx))
     (o1, i1), (o2, i2) = results
     bits = np.int32 if dtype == np.float32 else np.int64

@@ -11,8 +11,11 @@ and are parallel only where the process is tuned for it as well (``layer_paralle
 ``minidl.runtime.layer_threads``).
 
 Row kernels split their rows into one chunk per thread (``num_chunks``, ``chunk_bounds``); the
-layer kernels into a few chunks of planes per thread (``plane_chunks``), for balance.
+layer kernels into a few chunks of planes per thread (``plane_chunks``), for balance. A layer
+kernel is one source compiled twice (``serial_and_parallel``): serial, for the calling thread
+and the block workers, and parallel, for Numba's pool.
 """
+import types
 from contextlib import contextmanager
 
 import numba
@@ -69,3 +72,27 @@ def plane_chunks(n_items):
 def chunk_bounds(n, nchunks, c):
     """Rows [start, stop) of chunk c when n rows are split into nchunks near-equal chunks."""
     return (c * n) // nchunks, ((c + 1) * n) // nchunks
+
+
+def serial_and_parallel(**options):
+    """Compile one kernel twice, as ``(serial, parallel)``: ``njit(nogil=True, **options)`` and
+    ``njit(parallel=True, **options)``.
+
+    The kernel's outermost loop is ``for t in prange(n_chunks)`` over chunks of its work (see
+    ``chunk_bounds``). The serial compile runs that loop as a plain ``range`` with the GIL released,
+    so conv2d's block workers call it concurrently, one image block each, with n_chunks = 1;
+    the parallel compile hands the chunks to Numba's pool. The alternative, a parallel kernel
+    whose prange loop calls the serial one, costs LLVM several times the callee's compile
+    time: unfold's serial kernel compiled in 1.2-2 s and such a wrapper around it in 12-16 s,
+    against 2-3 s for the parallel compile of the one source (docs/performance.md).
+
+    The parallel compile is of a copy of the function named ``<name>_parallel``: Numba's
+    on-disk cache names its files after the function and keys them by signature, not by
+    options, so two compiles of one function object would read each other's machine code."""
+    def compile_both(fn):
+        twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_parallel", fn.__defaults__,
+                                  fn.__closure__)
+        twin.__qualname__, twin.__module__, twin.__doc__ = fn.__qualname__ + "_parallel", fn.__module__, fn.__doc__
+        return njit(nogil=True, **options)(fn), njit(parallel=True, **options)(twin)
+    return compile_both
+

@@ -3,17 +3,23 @@
 Work is split by (n, c) image planes, so the backward scatters (several windows may share an
 input element) never race. Window geometry is PyTorch's: the window of output (oh, ow)
 starts at (oh*sh - ph, ow*sw - pw); padding is -inf for max pooling and zero for average
-pooling. Big problems run chunks of planes in parallel (prange) where the process allows the
-layer kernels to (``minidl.runtime.layer_threads``), small ones the serial per-plane core. References: ``minidl.ops.pooling``.
+pooling. Big problems run chunks of planes on Numba's pool where the process allows the layer
+kernels to (``minidl.runtime.layer_threads``), small ones on one thread: each kernel is one
+source compiled twice (``_threads.serial_and_parallel``). References: ``minidl.ops.pooling``.
 """
 import numpy as np
 from numba import njit, prange
 
-from ._threads import layer_parallel, plane_chunks
+from ._threads import chunk_bounds, layer_parallel, plane_chunks, serial_and_parallel
 
 
-def _serial(x):
-    return not layer_parallel(x.size)
+_SPLIT = serial_and_parallel(error_model="numpy", cache=True)
+
+
+def _chunks(x, planes):
+    """How many chunks of planes a kernel over x runs in: one (on the calling thread) for a
+    small x, else a few per thread of Numba's pool."""
+    return 1 if not layer_parallel(x.size) else plane_chunks(planes)
 
 
 @njit(error_model="numpy", cache=True)
@@ -44,34 +50,38 @@ def _floored(best, arg, relu, zero):
     return (best if keep else zero), (arg if keep else -1)
 
 
-@njit(error_model="numpy", cache=True)
-def _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw, relu):
+def _max_fwd_planes(x, out, idx, p0, p1, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, relu):
     """Planes p0..p1 of x (P, H, W) into out and idx (P, OH, OW), any geometry."""
     H, W = x.shape[1], x.shape[2]
     OH, OW = out.shape[1], out.shape[2]
     zero = x.dtype.type(0)
-    for p in range(p0, p1):
-        for oh in range(OH):
-            h0 = oh * sh - ph
-            i0, i1 = _inside(h0, dh, kh, H)
-            hs = h0 + i0 * dh
-            for ow in range(OW):
-                w0 = ow * sw - pw
-                j0, j1 = _inside(w0, dw, kw, W)
-                ws = w0 + j0 * dw
-                best = -np.inf
-                # the first in-bounds element, as PyTorch; -1 when a dilated window holds none
-                # (padding on both sides of it): its output is -inf and it sends no gradient
-                arg = hs * W + ws if i0 < i1 and j0 < j1 else -1
-                for i in range(i0, i1):
-                    h = h0 + i * dh
-                    for j in range(j0, j1):
-                        w = w0 + j * dw
-                        v = x[p, h, w]
-                        t = _take(v, best)
-                        best = v if t else best
-                        arg = h * W + w if t else arg
-                out[p, oh, ow], idx[p, oh, ow] = _floored(best, arg, relu, zero)
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(p1 - p0, n_chunks, chunk)
+        for p in range(p0 + lo, p0 + hi):
+            for oh in range(OH):
+                h0 = oh * sh - ph
+                i0, i1 = _inside(h0, dh, kh, H)
+                hs = h0 + i0 * dh
+                for ow in range(OW):
+                    w0 = ow * sw - pw
+                    j0, j1 = _inside(w0, dw, kw, W)
+                    ws = w0 + j0 * dw
+                    best = -np.inf
+                    # the first in-bounds element, as PyTorch; -1 when a dilated window holds none
+                    # (padding on both sides of it): its output is -inf and it sends no gradient
+                    arg = hs * W + ws if i0 < i1 and j0 < j1 else -1
+                    for i in range(i0, i1):
+                        h = h0 + i * dh
+                        for j in range(j0, j1):
+                            w = w0 + j * dw
+                            v = x[p, h, w]
+                            t = _take(v, best)
+                            best = v if t else best
+                            arg = h * W + w if t else arg
+                    out[p, oh, ow], idx[p, oh, ow] = _floored(best, arg, relu, zero)
+
+
+_max_fwd_planes, _max_fwd_planes_parallel = _SPLIT(_max_fwd_planes)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -88,8 +98,7 @@ def _window_order_2x2(a, b, c, d, k, W):
     return best, arg
 
 
-@njit(error_model="numpy", cache=True)
-def _max_fwd_planes_2x2(x, out, idx, p0, p1, relu):
+def _max_fwd_planes_2x2(x, out, idx, p0, p1, n_chunks, relu):
     """_max_fwd_planes for 2x2 windows at stride 2 that all lie inside the input (the common
     CNN pool), with no data-dependent branch for a window without a NaN: its max is a chain of
     ``v if v > m else m`` (which LLVM lowers to maxss), and its index that of the first of the
@@ -102,38 +111,36 @@ def _max_fwd_planes_2x2(x, out, idx, p0, p1, relu):
     W = x.shape[2]
     OH, OW = out.shape[1], out.shape[2]
     zero = x.dtype.type(0)
-    for p in range(p0, p1):
-        for oh in range(OH):
-            r0, r1 = x[p, 2 * oh], x[p, 2 * oh + 1]
-            o, ii = out[p, oh], idx[p, oh]
-            k0 = 2 * oh * W
-            for ow in range(OW):
-                k = k0 + 2 * ow
-                a, b, c, d = r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]
-                m = b if b > a else a
-                m = c if c > m else m
-                m = d if d > m else m
-                # the offset of the first of a, b, c, d equal to m: 0, 1, W or W + 1
-                arg = k + np.int64(a != m) * (1 + np.int64(b != m) * (W - 1 + np.int64(c != m)))
-                if (a != a) | (b != b) | (c != c) | (d != d):
-                    m, arg = _window_order_2x2(a, b, c, d, k, W)
-                o[ow], ii[ow] = _floored(m, arg, relu, zero)
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(p1 - p0, n_chunks, chunk)
+        for p in range(p0 + lo, p0 + hi):
+            for oh in range(OH):
+                r0, r1 = x[p, 2 * oh], x[p, 2 * oh + 1]
+                o, ii = out[p, oh], idx[p, oh]
+                k0 = 2 * oh * W
+                for ow in range(OW):
+                    k = k0 + 2 * ow
+                    a, b, c, d = r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]
+                    m = b if b > a else a
+                    m = c if c > m else m
+                    m = d if d > m else m
+                    # the offset of the first of a, b, c, d equal to m: 0, 1, W or W + 1
+                    arg = k + np.int64(a != m) * (1 + np.int64(b != m) * (W - 1 + np.int64(c != m)))
+                    if (a != a) | (b != b) | (c != c) | (d != d):
+                        m, arg = _window_order_2x2(a, b, c, d, k, W)
+                    o[ow], ii[ow] = _floored(m, arg, relu, zero)
 
 
-@njit(error_model="numpy", cache=True)
-def _max_fwd_chunk(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw, relu, two_by_two):
+_max_fwd_planes_2x2, _max_fwd_planes_2x2_parallel = _SPLIT(_max_fwd_planes_2x2)
+
+
+def _max_fwd(x, out, idx, p0, p1, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, relu, two_by_two):
+    """Planes p0..p1 in n_chunks chunks: on the calling thread (1) or on Numba's pool."""
     if two_by_two:
-        _max_fwd_planes_2x2(x, out, idx, p0, p1, relu)
+        (_max_fwd_planes_2x2 if n_chunks == 1 else _max_fwd_planes_2x2_parallel)(x, out, idx, p0, p1, n_chunks, relu)
     else:
-        _max_fwd_planes(x, out, idx, p0, p1, kh, kw, sh, sw, ph, pw, dh, dw, relu)
-
-
-@njit(error_model="numpy", cache=True, parallel=True)
-def _max_fwd_parallel(x, out, idx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, relu, two_by_two):
-    planes = x.shape[0]
-    for t in prange(n_chunks):
-        _max_fwd_chunk(x, out, idx, t * planes // n_chunks, (t + 1) * planes // n_chunks,
-                       kh, kw, sh, sw, ph, pw, dh, dw, relu, two_by_two)
+        kernel = _max_fwd_planes if n_chunks == 1 else _max_fwd_planes_parallel
+        kernel(x, out, idx, p0, p1, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, relu)
 
 
 def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, relu=False):
@@ -151,33 +158,27 @@ def max_pool2d_forward(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, relu=False):
                   and 2 * OH <= H and 2 * OW <= W)
     planes = (x.reshape(N * C, H, W), out.reshape(N * C, OH, OW), idx.reshape(N * C, OH, OW))
     args = (kh, kw, sh, sw, ph, pw, dh, dw, bool(relu), two_by_two)
-    if _serial(x):
-        _max_fwd_chunk(*planes, 0, N * C, *args)
-    else:
-        _max_fwd_parallel(*planes, plane_chunks(N * C), *args)
+    _max_fwd(*planes, 0, N * C, _chunks(x, N * C), *args)
     return out, idx
 
 
-@njit(error_model="numpy", cache=True)
-def _max_bwd_planes(g, idx, dx, p0, p1):
+def _max_bwd_planes(g, idx, dx, p0, p1, n_chunks):
     C, OH, OW = g.shape[1], g.shape[2], g.shape[3]
-    for p in range(p0, p1):
-        n = p // C
-        c = p % C
-        for k in range(dx.shape[2]):
-            dx[n, c, k] = 0
-        for oh in range(OH):
-            for ow in range(OW):
-                k = idx[n, c, oh, ow]
-                if k >= 0:   # -1: a window without an input element
-                    dx[n, c, k] += g[n, c, oh, ow]
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(p1 - p0, n_chunks, chunk)
+        for p in range(p0 + lo, p0 + hi):
+            n = p // C
+            c = p % C
+            for k in range(dx.shape[2]):
+                dx[n, c, k] = 0
+            for oh in range(OH):
+                for ow in range(OW):
+                    k = idx[n, c, oh, ow]
+                    if k >= 0:   # -1: a window without an input element
+                        dx[n, c, k] += g[n, c, oh, ow]
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
-def _max_bwd_parallel(g, idx, dx, n_chunks):
-    planes = g.shape[0] * g.shape[1]
-    for t in prange(n_chunks):
-        _max_bwd_planes(g, idx, dx, t * planes // n_chunks, (t + 1) * planes // n_chunks)
+_max_bwd_planes, _max_bwd_planes_parallel = _SPLIT(_max_bwd_planes)
 
 
 def max_pool2d_backward(g, idx, H, W):
@@ -187,10 +188,8 @@ def max_pool2d_backward(g, idx, H, W):
     if dx.size == 0 or g.size == 0:     # no plane, or no output to take a gradient from
         dx[...] = 0
         return dx.reshape(N, C, H, W)
-    if _serial(dx):
-        _max_bwd_planes(g, idx, dx, 0, N * C)
-    else:
-        _max_bwd_parallel(g, idx, dx, plane_chunks(N * C))
+    chunks = _chunks(dx, N * C)
+    (_max_bwd_planes if chunks == 1 else _max_bwd_planes_parallel)(g, idx, dx, 0, N * C, chunks)
     return dx.reshape(N, C, H, W)
 
 
@@ -205,31 +204,27 @@ def _window(o, s, p, k, size, include_pad):
     return start, end, (padded if include_pad else end - start)
 
 
-@njit(error_model="numpy", cache=True)
-def _avg_fwd_planes(x, out, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+def _avg_fwd_planes(x, out, p0, p1, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
-    for p in range(p0, p1):
-        n = p // C
-        c = p % C
-        for oh in range(OH):
-            h0, h1, nh = _window(oh, sh, ph, kh, H, count_include_pad)
-            for ow in range(OW):
-                w0, w1, nw = _window(ow, sw, pw, kw, W, count_include_pad)
-                acc = 0.0
-                for h in range(h0, h1):
-                    for w in range(w0, w1):
-                        acc += x[n, c, h, w]
-                div = divisor_override if divisor_override > 0 else nh * nw
-                out[n, c, oh, ow] = acc / div if h1 > h0 and w1 > w0 else 0.0
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(p1 - p0, n_chunks, chunk)
+        for p in range(p0 + lo, p0 + hi):
+            n = p // C
+            c = p % C
+            for oh in range(OH):
+                h0, h1, nh = _window(oh, sh, ph, kh, H, count_include_pad)
+                for ow in range(OW):
+                    w0, w1, nw = _window(ow, sw, pw, kw, W, count_include_pad)
+                    acc = 0.0
+                    for h in range(h0, h1):
+                        for w in range(w0, w1):
+                            acc += x[n, c, h, w]
+                    div = divisor_override if divisor_override > 0 else nh * nw
+                    out[n, c, oh, ow] = acc / div if h1 > h0 and w1 > w0 else 0.0
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
-def _avg_fwd_parallel(x, out, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
-    planes = x.shape[0] * x.shape[1]
-    for t in prange(n_chunks):
-        _avg_fwd_planes(x, out, t * planes // n_chunks, (t + 1) * planes // n_chunks,
-                        kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+_avg_fwd_planes, _avg_fwd_planes_parallel = _SPLIT(_avg_fwd_planes)
 
 
 def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override):
@@ -237,40 +232,35 @@ def avg_pool2d_forward(x, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, div
     out = np.empty((N, C, OH, OW), dtype=x.dtype)
     if out.size == 0:
         return out
-    if _serial(x):
-        _avg_fwd_planes(x, out, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
-    else:
-        _avg_fwd_parallel(x, out, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+    chunks = _chunks(x, N * C)
+    (_avg_fwd_planes if chunks == 1 else _avg_fwd_planes_parallel)(
+        x, out, 0, N * C, chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     return out
 
 
-@njit(error_model="numpy", cache=True)
-def _avg_bwd_planes(g, dx, p0, p1, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+def _avg_bwd_planes(g, dx, p0, p1, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     N, C, H, W = dx.shape
     OH, OW = g.shape[2], g.shape[3]
-    for p in range(p0, p1):
-        n = p // C
-        c = p % C
-        for h in range(H):
-            for w in range(W):
-                dx[n, c, h, w] = 0
-        for oh in range(OH):
-            h0, h1, nh = _window(oh, sh, ph, kh, H, count_include_pad)
-            for ow in range(OW):
-                w0, w1, nw = _window(ow, sw, pw, kw, W, count_include_pad)
-                div = divisor_override if divisor_override > 0 else max(nh * nw, 1)
-                v = g[n, c, oh, ow] / div
-                for h in range(h0, h1):
-                    for w in range(w0, w1):
-                        dx[n, c, h, w] += v
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(p1 - p0, n_chunks, chunk)
+        for p in range(p0 + lo, p0 + hi):
+            n = p // C
+            c = p % C
+            for h in range(H):
+                for w in range(W):
+                    dx[n, c, h, w] = 0
+            for oh in range(OH):
+                h0, h1, nh = _window(oh, sh, ph, kh, H, count_include_pad)
+                for ow in range(OW):
+                    w0, w1, nw = _window(ow, sw, pw, kw, W, count_include_pad)
+                    div = divisor_override if divisor_override > 0 else max(nh * nw, 1)
+                    v = g[n, c, oh, ow] / div
+                    for h in range(h0, h1):
+                        for w in range(w0, w1):
+                            dx[n, c, h, w] += v
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
-def _avg_bwd_parallel(g, dx, n_chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
-    planes = dx.shape[0] * dx.shape[1]
-    for t in prange(n_chunks):
-        _avg_bwd_planes(g, dx, t * planes // n_chunks, (t + 1) * planes // n_chunks,
-                        kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+_avg_bwd_planes, _avg_bwd_planes_parallel = _SPLIT(_avg_bwd_planes)
 
 
 def avg_pool2d_backward(g, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
@@ -279,8 +269,7 @@ def avg_pool2d_backward(g, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divi
     if dx.size == 0 or g.size == 0:
         dx[...] = 0
         return dx
-    if _serial(dx):
-        _avg_bwd_planes(g, dx, 0, N * C, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
-    else:
-        _avg_bwd_parallel(g, dx, plane_chunks(N * C), kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+    chunks = _chunks(dx, N * C)
+    (_avg_bwd_planes if chunks == 1 else _avg_bwd_planes_parallel)(
+        g, dx, 0, N * C, chunks, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
     return dx

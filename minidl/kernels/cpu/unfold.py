@@ -18,10 +18,11 @@ offset, and the plane's interior is copied out. Offsets are unsigned (``U``): a 
 makes Numba handle negative wraparound, which turns every load into a gather.
 
 Work is split by image, so no two pieces write the same element and the scatter needs no
-atomics. Big problems run chunks of images in parallel (prange) where the process allows the
-layer kernels to (``minidl.runtime.layer_threads``), small ones the serial core; the
-``*_serial`` entry points run the serial core on the calling thread, which they leave to other
-Python threads meanwhile (``nogil``): conv2d's block workers call them, one image block each.
+atomics. Each kernel is one source compiled twice (``_threads.serial_and_parallel``): big
+problems run its chunks of images on Numba's pool where the process allows the layer kernels
+to (``minidl.runtime.layer_threads``), small ones its serial compile; the ``*_serial`` entry
+points run the serial compile on the calling thread, which they leave to other Python threads
+meanwhile (``nogil``): conv2d's block workers call them, one image block each.
 
 ``unfold_weight_grad`` is conv2d's weight gradient in this layout, dW_g += sum_n G_n,g cols_n,g^T:
 for each (output channel o, column row k) the dot product over the L output pixels of g's row o
@@ -43,78 +44,72 @@ from numba import njit, prange
 
 from ...ops.fold import conv_output_size
 from ._numerics import REASSOC_CONTRACT
-from ._threads import layer_parallel, plane_chunks
+from ._threads import chunk_bounds, layer_parallel, plane_chunks, serial_and_parallel
 
 U = np.uintp
 
 
-@njit(error_model="numpy", cache=True, nogil=True)
-def _unfold_images(x, cols, n0, n1, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+def _unfold_images(x, cols, n0, n1, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+    """Images n0..n1 of x into cols, in n_chunks chunks of images (see serial_and_parallel)."""
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
     Wp = W + 2 * pw
     L, KK = OH * OW, kh * kw
-    plane = np.zeros((H + 2 * ph) * Wp, dtype=x.dtype)
     xf, cf = x.reshape(-1), cols.reshape(-1)
-    for n in range(n0, n1):
-        for c in range(C):
-            src = U((n * C + c) * H * W)
-            for h in range(H):
-                d0, s0 = U((h + ph) * Wp + pw), src + U(h * W)
-                for w in range(W):
-                    plane[d0 + U(w)] = xf[s0 + U(w)]
-            for i in range(kh):
-                for j in range(kw):
-                    row = U(((n * C + c) * KK + i * kw + j) * L)
-                    for oh in range(OH):
-                        s, d = U((oh * sh + i * dh) * Wp + j * dw), row + U(oh * OW)
-                        if sw == 1:
-                            for ow in range(OW):
-                                cf[d + U(ow)] = plane[s + U(ow)]
-                        else:
-                            for ow in range(OW):
-                                cf[d + U(ow)] = plane[s + U(ow * sw)]
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(n1 - n0, n_chunks, chunk)
+        plane = np.zeros((H + 2 * ph) * Wp, dtype=x.dtype)
+        for n in range(n0 + lo, n0 + hi):
+            for c in range(C):
+                src = U((n * C + c) * H * W)
+                for h in range(H):
+                    d0, s0 = U((h + ph) * Wp + pw), src + U(h * W)
+                    for w in range(W):
+                        plane[d0 + U(w)] = xf[s0 + U(w)]
+                for i in range(kh):
+                    for j in range(kw):
+                        row = U(((n * C + c) * KK + i * kw + j) * L)
+                        for oh in range(OH):
+                            s, d = U((oh * sh + i * dh) * Wp + j * dw), row + U(oh * OW)
+                            if sw == 1:
+                                for ow in range(OW):
+                                    cf[d + U(ow)] = plane[s + U(ow)]
+                            else:
+                                for ow in range(OW):
+                                    cf[d + U(ow)] = plane[s + U(ow * sw)]
 
 
-@njit(error_model="numpy", cache=True, nogil=True)
-def _fold_images(cols, dx, n0, n1, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+def _fold_images(cols, dx, n0, n1, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
+    """cols of images n0..n1 added back into dx, in n_chunks chunks of images."""
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
     Wp = W + 2 * pw
     L, KK = OH * OW, kh * kw
-    plane = np.empty((H + 2 * ph) * Wp, dtype=dx.dtype)
     df, cf = dx.reshape(-1), cols.reshape(-1)
-    for n in range(n0, n1):
-        for c in range(C):
-            plane[:] = 0
-            for i in range(kh):
-                for j in range(kw):
-                    row = U(((n * C + c) * KK + i * kw + j) * L)
-                    for oh in range(OH):
-                        s, d = U((oh * sh + i * dh) * Wp + j * dw), row + U(oh * OW)
-                        if sw == 1:
-                            for ow in range(OW):
-                                plane[s + U(ow)] += cf[d + U(ow)]
-                        else:
-                            for ow in range(OW):
-                                plane[s + U(ow * sw)] += cf[d + U(ow)]
-            dst = U((n * C + c) * H * W)
-            for h in range(H):
-                s0, d0 = U((h + ph) * Wp + pw), dst + U(h * W)
-                for w in range(W):
-                    df[d0 + U(w)] = plane[s0 + U(w)]
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(n1 - n0, n_chunks, chunk)
+        plane = np.empty((H + 2 * ph) * Wp, dtype=dx.dtype)
+        for n in range(n0 + lo, n0 + hi):
+            for c in range(C):
+                plane[:] = 0
+                for i in range(kh):
+                    for j in range(kw):
+                        row = U(((n * C + c) * KK + i * kw + j) * L)
+                        for oh in range(OH):
+                            s, d = U((oh * sh + i * dh) * Wp + j * dw), row + U(oh * OW)
+                            if sw == 1:
+                                for ow in range(OW):
+                                    plane[s + U(ow)] += cf[d + U(ow)]
+                            else:
+                                for ow in range(OW):
+                                    plane[s + U(ow * sw)] += cf[d + U(ow)]
+                dst = U((n * C + c) * H * W)
+                for h in range(H):
+                    s0, d0 = U((h + ph) * Wp + pw), dst + U(h * W)
+                    for w in range(W):
+                        df[d0 + U(w)] = plane[s0 + U(w)]
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
-def _unfold_parallel(x, cols, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
-    for t in prange(n_chunks):
-        _unfold_images(x, cols, t * N // n_chunks, (t + 1) * N // n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
-
-
-@njit(error_model="numpy", cache=True, parallel=True)
-def _fold_parallel(cols, dx, n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = dx.shape[0]
-    for t in prange(n_chunks):
-        _fold_images(cols, dx, t * N // n_chunks, (t + 1) * N // n_chunks, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
+_unfold_images, _unfold_parallel = serial_and_parallel(error_model="numpy", cache=True)(_unfold_images)
+_fold_images, _fold_parallel = serial_and_parallel(error_model="numpy", cache=True)(_fold_images)
 
 
 @njit(inline="always")
@@ -129,42 +124,41 @@ def _add_entries(row, k0, K, s0, s1, s2, s3):
         row[k0 + 3] += s3
 
 
-@njit(error_model="numpy", cache=True, nogil=True, fastmath=REASSOC_CONTRACT)
-def _weight_grad_images(g, cols, dw, n0, n1):
+def _weight_grad_images(g, cols, parts, n_chunks):
+    """parts[c] += the weight gradient of image chunk c, for n_chunks chunks of g's images."""
     G, Og, L = g.shape[1], g.shape[2], g.shape[3]
     K = cols.shape[2]
-    zero = dw.dtype.type(0.0)
-    for n in range(n0, n1):
-        for gr in range(G):
-            gn, cn, dn = g[n, gr], cols[n, gr], dw[gr]
-            for k0 in range(0, K, 4):
-                k1, k2, k3 = min(k0 + 1, K - 1), min(k0 + 2, K - 1), min(k0 + 3, K - 1)
-                c0, c1, c2, c3 = cn[k0], cn[k1], cn[k2], cn[k3]
-                for o0 in range(0, Og, 2):
-                    o1 = min(o0 + 1, Og - 1)
-                    a, b = gn[o0], gn[o1]
-                    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
-                    for l in range(L):
-                        al, bl = a[l], b[l]
-                        x0, x1, x2, x3 = c0[l], c1[l], c2[l], c3[l]
-                        a0 += al * x0
-                        a1 += al * x1
-                        a2 += al * x2
-                        a3 += al * x3
-                        b0 += bl * x0
-                        b1 += bl * x1
-                        b2 += bl * x2
-                        b3 += bl * x3
-                    _add_entries(dn[o0], k0, K, a0, a1, a2, a3)   # only the entries that exist: a
-                    if o0 + 1 < Og:                                # clamped row or channel repeats one
-                        _add_entries(dn[o1], k0, K, b0, b1, b2, b3)
+    zero = parts.dtype.type(0.0)
+    for chunk in prange(n_chunks):
+        lo, hi = chunk_bounds(g.shape[0], n_chunks, chunk)
+        for n in range(lo, hi):
+            for gr in range(G):
+                gn, cn, dn = g[n, gr], cols[n, gr], parts[chunk, gr]
+                for k0 in range(0, K, 4):
+                    k1, k2, k3 = min(k0 + 1, K - 1), min(k0 + 2, K - 1), min(k0 + 3, K - 1)
+                    c0, c1, c2, c3 = cn[k0], cn[k1], cn[k2], cn[k3]
+                    for o0 in range(0, Og, 2):
+                        o1 = min(o0 + 1, Og - 1)
+                        a, b = gn[o0], gn[o1]
+                        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+                        for l in range(L):
+                            al, bl = a[l], b[l]
+                            x0, x1, x2, x3 = c0[l], c1[l], c2[l], c3[l]
+                            a0 += al * x0
+                            a1 += al * x1
+                            a2 += al * x2
+                            a3 += al * x3
+                            b0 += bl * x0
+                            b1 += bl * x1
+                            b2 += bl * x2
+                            b3 += bl * x3
+                        _add_entries(dn[o0], k0, K, a0, a1, a2, a3)   # only the entries that exist: a
+                        if o0 + 1 < Og:                                # clamped row or channel repeats one
+                            _add_entries(dn[o1], k0, K, b0, b1, b2, b3)
 
 
-@njit(error_model="numpy", cache=True, parallel=True)
-def _weight_grad_parallel(g, cols, parts):
-    N, n_chunks = g.shape[0], parts.shape[0]
-    for t in prange(n_chunks):
-        _weight_grad_images(g, cols, parts[t], t * N // n_chunks, (t + 1) * N // n_chunks)
+_weight_grad_images, _weight_grad_parallel = serial_and_parallel(
+    error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)(_weight_grad_images)
 
 
 def _weight_grad(g, cols, dw, serial):
@@ -184,10 +178,10 @@ def _weight_grad(g, cols, dw, serial):
     if min(N, G, Og, K, L) == 0:
         return dw                 # no image, channel or pixel: nothing to add
     if serial or N == 1 or not layer_parallel(g.size + cols.size):
-        _weight_grad_images(g, cols, dw, 0, N)
+        _weight_grad_images(g, cols, dw[None], 1)
     else:
         parts = np.zeros((plane_chunks(N),) + dw.shape, dtype=dw.dtype)
-        _weight_grad_parallel(g, cols, parts)
+        _weight_grad_parallel(g, cols, parts, parts.shape[0])
         dw += parts.sum(axis=0)
     return dw
 
@@ -225,9 +219,9 @@ def _run(kernel, parallel_kernel, a, b, n_images, geom, serial):
     if a.size == 0 or b.size == 0 or min(geom[-2:]) < 1:
         return False
     if serial or n_images == 1 or not layer_parallel(max(a.size, b.size)):
-        kernel(a, b, 0, n_images, *geom)
+        kernel(a, b, 0, n_images, 1, *geom)
     else:
-        parallel_kernel(a, b, plane_chunks(n_images), *geom)
+        parallel_kernel(a, b, 0, n_images, plane_chunks(n_images), *geom)
     return True
 
 
