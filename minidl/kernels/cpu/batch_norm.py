@@ -66,11 +66,13 @@ _FUSED_BYTES = 2 << 20   # the most bytes of x one fused task may own (its passe
 
 # fused: one task per channel (rows layout) ----------------------------------------------------------
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=REASSOC_CONTRACT)
-def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream, relu=False, res=None):
+def _fused_forward_rows(x, mask, C, gamma, beta, eps, given, y, mean, rstd, stream, relu, res):
     """x, y: (N*C, S) channel rows; per channel c: mean and rstd over its N rows (only where
     mask; or, when ``given``, read from mean and rstd), then y = (x - mean) * rstd * gamma + beta
     (with ``stream`` and no mask, through an L1 scratch row and streaming stores), or its ReLU
-    with ``relu`` (no mask), of y + res with the residual rows ``res``."""
+    with ``relu`` (no mask), of y + res with the residual rows ``res`` (or None). Plain BatchNorm
+    passes relu=False, res=None rather than omitting them: an omitted argument is typed apart
+    from a passed one, and would compile a kernel of its own instead of sharing BN + ReLU's."""
     N = x.shape[0] // C
     for c in prange(C):
         if not given:
@@ -450,7 +452,7 @@ def batch_norm_apply(x, mean, rstd, weight=None, bias=None, mask=None):
     with threads_for(v.size):
         if _fused(layout, v, c, mask):
             _fused_forward_rows(v, _mask(mask), c, gamma, beta, 0.0, True, yv, mean, rstd,
-                                mask is None and should_stream(yv))
+                                mask is None and should_stream(yv), False, None)
         elif layout == "cols":
             dt = compute_dtype(x.dtype)
             hi, lo = _split(mean, dt)
@@ -479,7 +481,7 @@ def batch_norm_forward(x, weight=None, bias=None, eps=1e-5, mask=None):
     mean, rstd = np.empty(c), np.empty(c)
     with threads_for(v.size):
         _fused_forward_rows(v, _mask(mask), c, _vector(weight, c, 1.0), _vector(bias, c, 0.0), float(eps), False,
-                            yv, mean, rstd, mask is None and should_stream(yv))
+                            yv, mean, rstd, mask is None and should_stream(yv), False, None)
     return y, mean, rstd
 
 
