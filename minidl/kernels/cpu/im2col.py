@@ -27,9 +27,31 @@ the serial compile on the calling thread, which they leave to other Python threa
 (``nogil``): conv2d's block workers call them, one image block per thread.
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ._threads import chunk_bounds, layer_parallel, plane_chunks, serial_and_parallel
+
+
+@njit(error_model="numpy", cache=True)
+def _to_padded_channels_last(x, n, xh, ph, pw):
+    """Image n of x (N, C, H, W) into the interior of xh ((H + 2ph) * (W + 2pw), C)."""
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    Wp = W + 2 * pw
+    for c in range(C):
+        for h in range(H):
+            for w in range(W):
+                xh[(h + ph) * Wp + w + pw, c] = x[n, c, h, w]
+
+
+@njit(error_model="numpy", cache=True)
+def _from_padded_channels_last(dxh, dx, n, ph, pw):
+    """The interior of dxh back into image n of dx (N, C, H, W): _to_padded_channels_last's inverse."""
+    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
+    Wp = W + 2 * pw
+    for c in range(C):
+        for h in range(H):
+            for w in range(W):
+                dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
 
 
 def _im2col_images(x, cols, n0, n1, n_chunks, G, kh, kw, sh, sw, ph, pw, dh, dw):
@@ -43,10 +65,7 @@ def _im2col_images(x, cols, n0, n1, n_chunks, G, kh, kw, sh, sw, ph, pw, dh, dw)
         xh = np.zeros(((H + 2 * ph) * Wp, C), dtype=x.dtype)        # padded channels-last image
         xg = xh.reshape(xh.shape[0], G, Cg)
         for n in range(n0 + lo, n0 + hi):
-            for c in range(C):
-                for h in range(H):
-                    for w in range(W):
-                        xh[(h + ph) * Wp + w + pw, c] = x[n, c, h, w]
+            _to_padded_channels_last(x, n, xh, ph, pw)
             for oh in range(OH):
                 for ow in range(OW):
                     p = oh * OW + ow
@@ -73,10 +92,7 @@ def _im2col_images_dense(x, cols, n0, n1, n_chunks, kh, kw, sh, sw, ph, pw, dh):
         xh = np.zeros(((H + 2 * ph) * Wp, C), dtype=x.dtype)
         xf = xh.reshape(-1)
         for n in range(n0 + lo, n0 + hi):
-            for c in range(C):
-                for h in range(H):
-                    for w in range(W):
-                        xh[(h + ph) * Wp + w + pw, c] = x[n, c, h, w]
+            _to_padded_channels_last(x, n, xh, ph, pw)
             for oh in range(OH):
                 for ow in range(OW):
                     p = oh * OW + ow
@@ -108,10 +124,7 @@ def _col2im_images(cols, dx, n0, n1, n_chunks, G, kh, kw, sh, sw, ph, pw, dh, dw
                                 r = (oh * sh + i * dh) * Wp + ow * sw + j * dw
                                 for c in range(Cg):
                                     dxg[r, g, c] += rows[n, p, q, c]
-            for c in range(C):
-                for h in range(H):
-                    for w in range(W):
-                        dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
+            _from_padded_channels_last(dxh, dx, n, ph, pw)
 
 
 def _col2im_images_dense(cols, dx, n0, n1, n_chunks, kh, kw, sh, sw, ph, pw, dh):
@@ -134,10 +147,7 @@ def _col2im_images_dense(cols, dx, n0, n1, n_chunks, kh, kw, sh, sw, ph, pw, dh)
                         start = np.uintp(((oh * sh + i * dh) * Wp + ow * sw) * C)
                         for e in range(run):
                             df[start + np.uintp(e)] += rows[n, p, i, e]
-            for c in range(C):
-                for h in range(H):
-                    for w in range(W):
-                        dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
+            _from_padded_channels_last(dxh, dx, n, ph, pw)
 
 
 _SPLIT = serial_and_parallel(error_model="numpy", cache=True)
