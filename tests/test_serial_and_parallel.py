@@ -10,18 +10,12 @@ import pytest
 from numba import prange
 
 from minidl.kernels.cpu import _threads
-from minidl.kernels.cpu import im2col as k_im2col
 from minidl.kernels.cpu import pooling as k_pool
 from minidl.kernels.cpu import unfold as k_unfold
 
 PAIRS = {
     "unfold": (k_unfold._unfold_images, k_unfold._unfold_parallel),
     "fold": (k_unfold._fold_images, k_unfold._fold_parallel),
-    "unfold_weight_grad": (k_unfold._weight_grad_images, k_unfold._weight_grad_parallel),
-    "im2col": (k_im2col._im2col_images, k_im2col._im2col_images_parallel),
-    "im2col_dense": (k_im2col._im2col_images_dense, k_im2col._im2col_images_dense_parallel),
-    "col2im": (k_im2col._col2im_images, k_im2col._col2im_images_parallel),
-    "col2im_dense": (k_im2col._col2im_images_dense, k_im2col._col2im_images_dense_parallel),
     "max_pool": (k_pool._max_fwd_planes, k_pool._max_fwd_planes_parallel),
     "max_pool_2x2": (k_pool._max_fwd_planes_2x2, k_pool._max_fwd_planes_2x2_parallel),
     "max_pool_backward": (k_pool._max_bwd_planes, k_pool._max_bwd_planes_parallel),

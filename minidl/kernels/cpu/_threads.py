@@ -82,9 +82,11 @@ def serial_and_parallel(**options):
     ``chunk_bounds``). The serial compile runs that loop as a plain ``range`` with the GIL released,
     so conv2d's block workers call it concurrently, one image block each, with n_chunks = 1;
     the parallel compile hands the chunks to Numba's pool. The alternative, a parallel kernel
-    whose prange loop calls the serial one, costs LLVM several times the callee's compile
+    whose prange loop calls the serial one, can cost LLVM several times the callee's compile
     time: unfold's serial kernel compiled in 1.2-2 s and such a wrapper around it in 12-16 s,
-    against 2-3 s for the parallel compile of the one source (docs/performance.md).
+    against 5-7 s for the parallel compile of the one source. It does not always: im2col's and
+    unfold_weight_grad's wrappers compile in about a second, less than a second compile of the
+    whole kernel would take, and stay (docs/performance.md).
 
     The parallel compile is of a copy of the function named ``<name>_parallel``: Numba's
     on-disk cache names its files after the function and keys them by signature, not by

@@ -18,11 +18,12 @@ offset, and the plane's interior is copied out. Offsets are unsigned (``U``): a 
 makes Numba handle negative wraparound, which turns every load into a gather.
 
 Work is split by image, so no two pieces write the same element and the scatter needs no
-atomics. Each kernel is one source compiled twice (``_threads.serial_and_parallel``): big
-problems run its chunks of images on Numba's pool where the process allows the layer kernels
-to (``minidl.runtime.layer_threads``), small ones its serial compile; the ``*_serial`` entry
-points run the serial compile on the calling thread, which they leave to other Python threads
-meanwhile (``nogil``): conv2d's block workers call them, one image block each.
+atomics. Big problems run chunks of images on Numba's pool where the process allows the layer
+kernels to (``minidl.runtime.layer_threads``), small ones on the calling thread: unfold and
+fold are each one source compiled twice (``_threads.serial_and_parallel``), the weight
+gradient a parallel loop over its serial core. The ``*_serial`` entry points run the serial
+kernels on the calling thread, which they leave to other Python threads meanwhile (``nogil``):
+conv2d's block workers call them, one image block each.
 
 ``unfold_weight_grad`` is conv2d's weight gradient in this layout, dW_g += sum_n G_n,g cols_n,g^T:
 for each (output channel o, column row k) the dot product over the L output pixels of g's row o
@@ -124,41 +125,42 @@ def _add_entries(row, k0, K, s0, s1, s2, s3):
         row[k0 + 3] += s3
 
 
-def _weight_grad_images(g, cols, parts, n_chunks):
-    """parts[c] += the weight gradient of image chunk c, for n_chunks chunks of g's images."""
+@njit(error_model="numpy", cache=True, nogil=True, fastmath=REASSOC_CONTRACT)
+def _weight_grad_images(g, cols, dw, n0, n1):
     G, Og, L = g.shape[1], g.shape[2], g.shape[3]
     K = cols.shape[2]
-    zero = parts.dtype.type(0.0)
-    for chunk in prange(n_chunks):
-        lo, hi = chunk_bounds(g.shape[0], n_chunks, chunk)
-        for n in range(lo, hi):
-            for gr in range(G):
-                gn, cn, dn = g[n, gr], cols[n, gr], parts[chunk, gr]
-                for k0 in range(0, K, 4):
-                    k1, k2, k3 = min(k0 + 1, K - 1), min(k0 + 2, K - 1), min(k0 + 3, K - 1)
-                    c0, c1, c2, c3 = cn[k0], cn[k1], cn[k2], cn[k3]
-                    for o0 in range(0, Og, 2):
-                        o1 = min(o0 + 1, Og - 1)
-                        a, b = gn[o0], gn[o1]
-                        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
-                        for l in range(L):
-                            al, bl = a[l], b[l]
-                            x0, x1, x2, x3 = c0[l], c1[l], c2[l], c3[l]
-                            a0 += al * x0
-                            a1 += al * x1
-                            a2 += al * x2
-                            a3 += al * x3
-                            b0 += bl * x0
-                            b1 += bl * x1
-                            b2 += bl * x2
-                            b3 += bl * x3
-                        _add_entries(dn[o0], k0, K, a0, a1, a2, a3)   # only the entries that exist: a
-                        if o0 + 1 < Og:                                # clamped row or channel repeats one
-                            _add_entries(dn[o1], k0, K, b0, b1, b2, b3)
+    zero = dw.dtype.type(0.0)
+    for n in range(n0, n1):
+        for gr in range(G):
+            gn, cn, dn = g[n, gr], cols[n, gr], dw[gr]
+            for k0 in range(0, K, 4):
+                k1, k2, k3 = min(k0 + 1, K - 1), min(k0 + 2, K - 1), min(k0 + 3, K - 1)
+                c0, c1, c2, c3 = cn[k0], cn[k1], cn[k2], cn[k3]
+                for o0 in range(0, Og, 2):
+                    o1 = min(o0 + 1, Og - 1)
+                    a, b = gn[o0], gn[o1]
+                    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero
+                    for l in range(L):
+                        al, bl = a[l], b[l]
+                        x0, x1, x2, x3 = c0[l], c1[l], c2[l], c3[l]
+                        a0 += al * x0
+                        a1 += al * x1
+                        a2 += al * x2
+                        a3 += al * x3
+                        b0 += bl * x0
+                        b1 += bl * x1
+                        b2 += bl * x2
+                        b3 += bl * x3
+                    _add_entries(dn[o0], k0, K, a0, a1, a2, a3)   # only the entries that exist: a
+                    if o0 + 1 < Og:                                # clamped row or channel repeats one
+                        _add_entries(dn[o1], k0, K, b0, b1, b2, b3)
 
 
-_weight_grad_images, _weight_grad_parallel = serial_and_parallel(
-    error_model="numpy", cache=True, fastmath=REASSOC_CONTRACT)(_weight_grad_images)
+@njit(error_model="numpy", cache=True, parallel=True)
+def _weight_grad_parallel(g, cols, parts):
+    N, n_chunks = g.shape[0], parts.shape[0]
+    for t in prange(n_chunks):
+        _weight_grad_images(g, cols, parts[t], t * N // n_chunks, (t + 1) * N // n_chunks)
 
 
 def _weight_grad(g, cols, dw, serial):
@@ -178,10 +180,10 @@ def _weight_grad(g, cols, dw, serial):
     if min(N, G, Og, K, L) == 0:
         return dw                 # no image, channel or pixel: nothing to add
     if serial or N == 1 or not layer_parallel(g.size + cols.size):
-        _weight_grad_images(g, cols, dw[None], 1)
+        _weight_grad_images(g, cols, dw, 0, N)
     else:
         parts = np.zeros((plane_chunks(N),) + dw.shape, dtype=dw.dtype)
-        _weight_grad_parallel(g, cols, parts, parts.shape[0])
+        _weight_grad_parallel(g, cols, parts)
         dw += parts.sum(axis=0)
     return dw
 
