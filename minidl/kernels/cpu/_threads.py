@@ -12,8 +12,9 @@ and are parallel only where the process is tuned for it as well (``layer_paralle
 
 Row kernels split their rows into one chunk per thread (``num_chunks``, ``chunk_bounds``); the
 layer kernels into a few chunks of planes per thread (``plane_chunks``), for balance. A layer
-kernel is one source compiled twice (``serial_and_parallel``): serial, for the calling thread
-and the block workers, and parallel, for Numba's pool.
+kernel is either one source compiled twice (``serial_and_parallel``: serial, for the calling
+thread and the block workers, and parallel, for Numba's pool) or a serial core with a parallel
+loop over it, whichever compiles faster (docs/performance.md).
 """
 import types
 from contextlib import contextmanager
