@@ -79,8 +79,9 @@ def serial_and_parallel(**options):
     """Compile one kernel twice, as ``(serial, parallel)``: ``njit(nogil=True, **options)`` and
     ``njit(parallel=True, **options)``.
 
-    The kernel's outermost loop is ``for t in prange(n_chunks)`` over chunks of its work (see
-    ``chunk_bounds``). The serial compile runs that loop as a plain ``range`` with the GIL released,
+    The kernel's outermost loop is ``for chunk in prange(n_chunks)`` over chunks of its work
+    (see ``chunk_bounds``); the body must not assign to the loop's name (Numba refuses to
+    parallelise a loop whose index is overwritten). The serial compile runs that loop as a plain ``range`` with the GIL released,
     so conv2d's block workers call it concurrently, one image block each, with n_chunks = 1;
     the parallel compile hands the chunks to Numba's pool. The alternative, a parallel kernel
     whose prange loop calls the serial one, can cost LLVM several times the callee's compile
@@ -98,4 +99,3 @@ def serial_and_parallel(**options):
         twin.__qualname__, twin.__module__, twin.__doc__ = fn.__qualname__ + "_parallel", fn.__module__, fn.__doc__
         return njit(nogil=True, **options)(fn), njit(parallel=True, **options)(twin)
     return compile_both
-
