@@ -28,10 +28,12 @@ def test_layer_norm_kernels_match_reference():
     np.testing.assert_allclose(s.copy_to_host(), rs, rtol=1e-12)
     np.testing.assert_allclose(y.copy_to_host(), ry, rtol=1e-10, atol=1e-10)
     for with_ds in (d(ds), None):
-        dx, dw, db = k.add_layer_norm_backward(d(dy), with_ds, s, mean, rstd, d(w))
+        dr = CudaArray.empty((6, 5), np.float64)     # r's own copy of the gradient
+        dx, dw, db = k.add_layer_norm_backward(d(dy), with_ds, s, mean, rstd, d(w), dr_out=dr)
         rdx, rdw, rdb = R.add_layer_norm_backward_reference(dy, None if with_ds is None else ds, rs, rmean, rrstd, w)
         for got, want in ((dx, rdx), (dw, rdw), (db, rdb)):
             np.testing.assert_allclose(got.copy_to_host(), want, rtol=1e-9, atol=1e-9)
+        np.testing.assert_array_equal(dr.copy_to_host(), dx.copy_to_host())
 
 
 def test_rms_norm_kernels_match_reference():
@@ -40,9 +42,11 @@ def test_rms_norm_kernels_match_reference():
     s, y, rstd = k.add_rms_norm_forward(d(x), d(r), d(w), 1e-6)
     rs, ry, rrstd = R.add_rms_norm_forward_reference(x, r, w, 1e-6)
     np.testing.assert_allclose(y.copy_to_host(), ry, rtol=1e-10, atol=1e-10)
-    dx, dw = k.add_rms_norm_backward(d(dy), d(ds), s, rstd, d(w))
+    dr = CudaArray.empty((6, 5), np.float64)
+    dx, dw = k.add_rms_norm_backward(d(dy), d(ds), s, rstd, d(w), dr_out=dr)
     rdx, rdw = R.add_rms_norm_backward_reference(dy, ds, rs, rrstd, w)
     np.testing.assert_allclose(dx.copy_to_host(), rdx, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(dr.copy_to_host(), dx.copy_to_host())
     np.testing.assert_allclose(dw.copy_to_host(), rdw, rtol=1e-9, atol=1e-9)
 
 

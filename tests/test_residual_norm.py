@@ -107,10 +107,12 @@ def test_layer_norm_kernels_match_reference(dtype, stream, with_ds):
     np.testing.assert_allclose(y, ry, **TOL[dtype])
     np.testing.assert_allclose(mean, rmean, rtol=1e-6 if dtype == np.float32 else 1e-12)
     np.testing.assert_allclose(rstd, rrstd, rtol=1e-5 if dtype == np.float32 else 1e-12)
-    dx, dw, db = K.add_layer_norm_backward(dy, ds, s, mean, rstd, w, stream=stream)
+    dr = np.full_like(s, np.nan)          # r's own copy, written in the same pass
+    dx, dw, db = K.add_layer_norm_backward(dy, ds, s, mean, rstd, w, stream=stream, dr_out=dr)
     rdx, rdw, rdb = R.add_layer_norm_backward_reference(dy, ds, rs, rmean, rrstd, w)
     for got, want in ((dx, rdx), (dw, rdw), (db, rdb)):
         np.testing.assert_allclose(got, want, **TOL[dtype])
+    np.testing.assert_array_equal(dr, dx)
     dx_only, none_w, none_b = K.add_layer_norm_backward(dy, ds, s, mean, rstd, w, True, False, False)
     np.testing.assert_array_equal(dx_only, dx) if not stream else np.testing.assert_allclose(dx_only, dx, **TOL[dtype])
     assert none_w is None and none_b is None
@@ -127,9 +129,11 @@ def test_rms_norm_kernels_match_reference(dtype, stream, with_ds):
     np.testing.assert_array_equal(s, rs)
     np.testing.assert_allclose(y, ry, **TOL[dtype])
     np.testing.assert_allclose(rstd, rrstd, rtol=1e-5 if dtype == np.float32 else 1e-12)
-    dx, dw = K.add_rms_norm_backward(dy, ds, s, rstd, w, stream=stream)
+    dr = np.full_like(s, np.nan)
+    dx, dw = K.add_rms_norm_backward(dy, ds, s, rstd, w, stream=stream, dr_out=dr)
     rdx, rdw = R.add_rms_norm_backward_reference(dy, ds, rs, rrstd, w)
     np.testing.assert_allclose(dx, rdx, **TOL[dtype])
+    np.testing.assert_array_equal(dr, dx)
     np.testing.assert_allclose(dw, rdw, **TOL[dtype])
     none_dx, dw_only = K.add_rms_norm_backward(dy, ds, s, rstd, w, False, True)
     assert none_dx is None
@@ -174,13 +178,72 @@ def test_empty_inputs(impl, shape):
     assert s.shape == y.shape == s2.shape == y2.shape == shape and x.grad.shape == shape
 
 
-def test_the_two_inputs_get_separate_gradient_arrays():
-    x = md.randn(3, 4, requires_grad=True)
-    r = md.randn(3, 4, requires_grad=True)
-    s, y = F.add_layer_norm(x, r, 4)
-    (s.sum() + (y * y).sum()).backward()
-    np.testing.assert_array_equal(x.grad.numpy(), r.grad.numpy())
+def _loss(s, y):
+    return (s * s).sum() + (y * y).sum()
+
+
+def _no_engine_copies(monkeypatch):
+    from minidl.autograd import engine
+    copies = []
+    real = engine._copy
+    monkeypatch.setattr(engine, "_copy", lambda g: copies.append(g.shape) or real(g))
+    return copies
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("which", ["layer", "rms"])
+def test_two_leaves_get_separate_gradient_arrays_from_the_one_pass(impl, which, monkeypatch):
+    # the kernel writes r's copy itself: the engine copies nothing
+    g = np.random.default_rng(3)
+    xa, ra = g.standard_normal((5, 8)), g.standard_normal((5, 8))
+    fn = (lambda x, r: F.add_layer_norm(x, r, 8)) if which == "layer" else (lambda x, r: F.add_rms_norm(x, r, 8))
+    x, r = md.tensor(xa, requires_grad=True), md.tensor(ra, requires_grad=True)
+    copies = _no_engine_copies(monkeypatch)
+    with N.implementation(impl):
+        _loss(*fn(x, r)).backward()
+    assert copies == []
     assert not np.shares_memory(x.grad.numpy(), r.grad.numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), r.grad.numpy())
+    # the same gradient as through non-leaf inputs, which share the one array
+    a, b = md.tensor(xa, requires_grad=True), md.tensor(ra, requires_grad=True)
+    with N.implementation(impl):
+        _loss(*fn(a * 1.0, b * 1.0)).backward()
+    np.testing.assert_allclose(a.grad.numpy(), x.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), x.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_leaves_with_gradients_or_one_leaf_twice_accumulate(impl):
+    g = np.random.default_rng(4)
+    xa, ra = g.standard_normal((5, 8)), g.standard_normal((5, 8))
+    ref_x, ref_r = md.tensor(xa, requires_grad=True), md.tensor(ra, requires_grad=True)
+    with N.implementation(impl):
+        _loss(*F.add_layer_norm(ref_x, ref_r, 8)).backward()
+    want = ref_x.grad.numpy()
+    # x already holds a gradient: it is added to; r still gets its own array
+    x, r = md.tensor(xa, requires_grad=True), md.tensor(ra, requires_grad=True)
+    x.grad = md.ones(5, 8, dtype=md.float64)
+    with N.implementation(impl):
+        _loss(*F.add_layer_norm(x, r, 8)).backward()
+    np.testing.assert_allclose(x.grad.numpy(), want + 1, rtol=1e-12)
+    np.testing.assert_allclose(r.grad.numpy(), want, rtol=1e-12)
+    assert not np.shares_memory(x.grad.numpy(), r.grad.numpy())
+    # one leaf as both inputs: d(x + x) / dx = 2
+    t = md.tensor(xa, requires_grad=True)
+    u = md.tensor(xa, requires_grad=True)
+    with N.implementation(impl):
+        _loss(*F.add_layer_norm(t, t, 8)).backward()
+        _loss(*F.add_layer_norm(u * 1.0, u * 1.0, 8)).backward()
+    np.testing.assert_allclose(t.grad.numpy(), u.grad.numpy(), rtol=1e-12)
+
+
+def test_a_second_output_of_the_wrong_shape_is_refused():
+    x, r, w, b, dy, ds = _arrays(4, 8, np.float32)
+    s, y, mean, rstd = K.add_layer_norm_forward(x, r, w, b, 1e-5)
+    with pytest.raises(ValueError, match=r"expected an output array of shape \(4, 8\), got one of shape \(4, 7\)"):
+        K.add_layer_norm_backward(dy, ds, s, mean, rstd, w, dr_out=np.empty((4, 7), np.float32))
+    with pytest.raises(ValueError, match=r"shape \(4, 8\), got one of shape \(32,\)"):
+        K.add_rms_norm_backward(dy, ds, s, rstd, w, dx_out=np.empty(32, np.float32))
 
 
 def test_bad_inputs_are_refused_with_clear_errors():

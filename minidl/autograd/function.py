@@ -132,6 +132,16 @@ class Function:
         return o
 
 
+def keeps_fresh_grad(ctx, i):
+    """Will the gradient ``ctx``'s backward returns for forward argument i become, as it is, the
+    ``.grad`` of a leaf that has none yet? The engine keeps a fresh array there uncopied, but
+    copies one it has already given to another leaf (no two ``.grad`` arrays share memory). An op
+    that returns one array for two such arguments can instead write the second copy itself, in
+    the pass that computes the first."""
+    e = ctx.edges[i]
+    return e is not None and e[0] is None and ctx.inputs[i]._grad is None
+
+
 _plain_apply = Function.__dict__["apply"].__func__
 
 

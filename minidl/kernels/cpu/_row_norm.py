@@ -143,6 +143,8 @@ def output_buffer(out, shape, dtype):
     fresh array to be copied into it after the kernel (``copy_back``)."""
     if out is None:
         out = np.empty(shape, dtype)
+    if out.shape != tuple(shape):   # the kernels write shape's rows, unchecked
+        raise ValueError(f"expected an output array of shape {tuple(shape)}, got one of shape {out.shape}")
     if out.dtype == dtype and out.flags.c_contiguous:
         return out, out
     return out, np.empty(shape, dtype)

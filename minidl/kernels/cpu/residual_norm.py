@@ -14,7 +14,9 @@ in the end, see _numerics.flush) and writing
     dx = ds + g rstd - s c2,  c2 = rstd^3 mean(g s)   (RMSNorm)
 
 where ds is the residual stream's own gradient: the autograd add of two gradients that
-unfused code makes is this loop's one extra read.
+unfused code makes is this loop's one extra read. Given a second output dr (r's own copy of the
+gradient, when x and r are two leaves that may not share one array), each row of dx is stored
+there too, from L1: one more write stream instead of a copy that reads dx back from memory.
 
 Every row sum is taken in a loop that only reads, separate from the loops that store. A loop
 that stores and reduces at once is vectorised behind a run-time check that its stores do not
@@ -48,6 +50,13 @@ from ._threads import chunk_bounds, launch, num_chunks
 # as kernels/cpu/layer_norm.py: reductions regroup into SIMD lanes, a * b + c may fuse; the
 # loops below are inlined into the kernels, which therefore carry the same flags
 _FUSED = REASSOC_CONTRACT
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _copy_row(dst, src, i):
+    """dst[i] = src[i] (a row just written, still in L1)."""
+    for j in range(src.shape[1]):
+        dst[i, j] = src[i, j]
 
 
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
@@ -116,8 +125,9 @@ def _ln_sums(dy, s, w, i, m_hi, m_lo):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=_FUSED)
-def _ln_backward(dy, ds, s, mean, rstd, w, dx, dw_part, db_part, has_ds, need_dx, stream):
+def _ln_backward(dy, ds, s, mean, rstd, w, dx, dr, dw_part, db_part, has_ds, need_dx, stream):
     n, d = s.shape
+    two = need_dx and dr.shape[0] > 0
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
@@ -146,6 +156,10 @@ def _ln_backward(dy, ds, s, mean, rstd, w, dx, dw_part, db_part, has_ds, need_dx
                     out[oi, j] = narrow(v, out)
             if stream and need_dx:
                 stream_row(dx, i, row, 0)
+                if two:
+                    stream_row(dr, i, row, 0)
+            elif two:
+                _copy_row(dr, dx, i)
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
                 flush(dw_part, c, bw)
                 flush(db_part, c, bb)
@@ -183,8 +197,9 @@ def _rms_forward(x, r, w, eps, s, y, rstd, nchunks, stream):
 
 
 @njit(error_model="numpy", parallel=True, cache=True, fastmath=_FUSED)
-def _rms_backward(dy, ds, s, rstd, w, dx, dw_part, has_ds, need_dx, stream):
+def _rms_backward(dy, ds, s, rstd, w, dx, dr, dw_part, has_ds, need_dx, stream):
     n, d = s.shape
+    two = need_dx and dr.shape[0] > 0
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
@@ -211,6 +226,10 @@ def _rms_backward(dy, ds, s, rstd, w, dx, dw_part, has_ds, need_dx, stream):
                     out[oi, j] = narrow(v, out)
             if stream and need_dx:
                 stream_row(dx, i, row, 0)
+                if two:
+                    stream_row(dr, i, row, 0)
+            elif two:
+                _copy_row(dr, dx, i)
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
                 flush(dw_part, c, bw)
         if stream:
@@ -246,22 +265,28 @@ def _forward(op, kernel, x, r, out, sum_out, stream, nstats, params):
     return (sum_out, out) + stats
 
 
-def _backward(kernel, dy, ds, s, need_dx, dx_out, stream, inputs, partials):
+def _backward(kernel, dy, ds, s, need_dx, dx_out, dr_out, stream, inputs, partials):
     """(dx or None, partials) of a fused backward of a non-empty s:
-    ``kernel(dy, ds, s, *inputs(ct), dx, *partials(nchunks), has_ds, need_dx, stream)`` with s and
-    dx the storage of arrays of s's dtype (dx without rows when not needed), dy and ds as
-    ``_row_norm.like_x``; without ``ds`` (None) dy stands in for it, unread."""
+    ``kernel(dy, ds, s, *inputs(ct), dx, dr, *partials(nchunks), has_ds, need_dx, stream)`` with s,
+    dx and dr (a second copy of dx, into ``dr_out``) the storage of arrays of s's dtype (without
+    rows when not needed), dy and ds as ``_row_norm.like_x``; without ``ds`` (None) dy stands in
+    for it, unread."""
     n, d = s.shape
     ct = compute_dtype(s.dtype)
     dys = like_x(dy, s, ct)
     ss = storage(np.ascontiguousarray(s))
     dss = dys if ds is None else like_x(ds, s, ct)
-    dx, buf = output_buffer(dx_out, (n, d), s.dtype) if need_dx else (None, np.empty((0, d), s.dtype))
+    none = (None, np.empty((0, d), s.dtype))
+    dx, buf = output_buffer(dx_out, (n, d), s.dtype) if need_dx else none
+    dr, rbuf = output_buffer(dr_out, (n, d), s.dtype) if need_dx and dr_out is not None else none
     parts = partials(num_chunks(n, n * d))
     stream = need_dx and (should_stream(buf) if stream is None else bool(stream))
-    launch(kernel, 2 * n * d, dys, dss, ss, *inputs(ct), storage(buf), *parts, ds is not None, need_dx, stream)
+    launch(kernel, 2 * n * d, dys, dss, ss, *inputs(ct), storage(buf), storage(rbuf),
+           *parts, ds is not None, need_dx, stream)
     if need_dx:
         copy_back(dx, buf)
+    if dr is not None:
+        copy_back(dr, rbuf)
     return dx, parts
 
 
@@ -281,14 +306,16 @@ def add_layer_norm_forward(x, r, weight, bias, eps, out=None, sum_out=None, stre
 
 
 def add_layer_norm_backward(dy, ds, s, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True,
-                            dx_out=None, stream=None):
+                            dx_out=None, dr_out=None, stream=None):
     """(dx, dweight, dbias) for the rows of s (N, D): dx = dL/ds (the gradient of x and of r),
-    ``ds`` the stream's own gradient or None; dweight, dbias float64 (D,) or None."""
+    ``ds`` the stream's own gradient or None; dweight, dbias float64 (D,) or None. With
+    ``dr_out`` (an (N, D) array of s's dtype) dx is written there too, in the same pass: r's own
+    copy, for when x and r must not share one gradient array."""
     n, d = s.shape
     if s.size == 0:
         return empty_rows_backward(s, dx_out, need_dx, need_dweight, need_dbias)
     dx, (dw_part, db_part) = _backward(
-        _ln_backward, dy, ds, s, need_dx, dx_out, stream, lambda ct: (mean, rstd, param(weight, d, ct, ones)),
+        _ln_backward, dy, ds, s, need_dx, dx_out, dr_out, stream, lambda ct: (mean, rstd, param(weight, d, ct, ones)),
         lambda nchunks: (np.zeros((nchunks, d)), np.zeros((nchunks, d))))
     return dx, (_summed(dw_part) if need_dweight else None), (_summed(db_part) if need_dbias else None)
 
@@ -300,12 +327,13 @@ def add_rms_norm_forward(x, r, weight, eps, out=None, sum_out=None, stream=None)
                     lambda ct: (param(weight, d, ct, ones), float(eps)))
 
 
-def add_rms_norm_backward(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None, stream=None):
+def add_rms_norm_backward(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None, dr_out=None,
+                          stream=None):
     """(dx, dweight) for the rows of s (N, D); as add_layer_norm_backward, for RMSNorm."""
     n, d = s.shape
     if s.size == 0:
         return empty_rows_backward(s, dx_out, need_dx, need_dweight)
-    dx, (dw_part,) = _backward(_rms_backward, dy, ds, s, need_dx, dx_out, stream,
+    dx, (dw_part,) = _backward(_rms_backward, dy, ds, s, need_dx, dx_out, dr_out, stream,
                                lambda ct: (rstd, param(weight, d, ct, ones)),
                                lambda nchunks: (np.zeros((nchunks, d)),))
     return dx, (_summed(dw_part) if need_dweight else None)

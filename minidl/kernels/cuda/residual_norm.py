@@ -19,9 +19,12 @@ def _sum(x, r, sum_out):
     return sum_out
 
 
-def _plus_stream(dx, ds):
+def _plus_stream(dx, ds, dr_out):
+    """dx + ds in place, then copied into ``dr_out`` when given (one more pass here)."""
     if dx is not None and ds is not None:
         dx += ds
+    if dx is not None and dr_out is not None:
+        dr_out[...] = dx
     return dx
 
 
@@ -32,10 +35,10 @@ def add_layer_norm_forward(x, r, weight, bias, eps, out=None, sum_out=None):
 
 
 def add_layer_norm_backward(dy, ds, s, mean, rstd, weight, need_dx=True, need_dweight=True, need_dbias=True,
-                            dx_out=None):
+                            dx_out=None, dr_out=None):
     dx, dw, db = norm_backward(dy, s, mean, rstd, weight, need_dx, need_dweight, need_dbias, center=True,
                                dx_out=dx_out)
-    return _plus_stream(dx, ds), dw, db
+    return _plus_stream(dx, ds, dr_out), dw, db
 
 
 def add_rms_norm_forward(x, r, weight, eps, out=None, sum_out=None):
@@ -44,6 +47,7 @@ def add_rms_norm_forward(x, r, weight, eps, out=None, sum_out=None):
     return s, y, rstd
 
 
-def add_rms_norm_backward(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None):
+def add_rms_norm_backward(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None,
+                          dr_out=None):
     dx, dw = rms_norm_backward(dy, s, rstd, weight, need_dx, need_dweight, dx_out=dx_out)
-    return _plus_stream(dx, ds), dw
+    return _plus_stream(dx, ds, dr_out), dw

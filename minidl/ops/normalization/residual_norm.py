@@ -24,8 +24,9 @@ rms_norm.py) gives the total
     LayerNorm:  dL/ds = ds + rstd (g - mean(g) - xhat mean(g xhat))
     RMSNorm:    dL/ds = ds + rstd (g - xhat mean(g xhat))
 
-and since ds/dx = ds/dr = I, dL/dx = dL/dr = dL/ds: one array, returned for both inputs (the
-engine copies it where two leaves would otherwise share it). The affine parameters' gradients
+and since ds/dx = ds/dr = I, dL/dx = dL/dr = dL/ds: one array, returned for both inputs. Two
+leaves may not share one .grad array, so when x and r are both leaves the backward kernel writes
+r's copy in the same pass (rather than the engine copying it afterwards). The affine parameters' gradients
 are the norm's own, summed over rows: dgamma = sum_rows dy xhat, dbeta = sum_rows dy.
 
 Only s (which is also the op's first output), mean and rstd are saved; xhat is recomputed.
@@ -33,7 +34,7 @@ Statistics are float64 (N values each); outputs have the inputs' dtype.
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.function import Function, keeps_fresh_grad
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
 from .layer_norm import layer_norm_forward_reference
 from .rms_norm import rms_norm_forward_reference
@@ -47,9 +48,10 @@ def add_layer_norm_forward_reference(x, r, weight, bias, eps, out=None, sum_out=
 
 
 def add_layer_norm_backward_reference(dy, ds, s, mean, rstd, weight, need_dx=True, need_dweight=True,
-                                      need_dbias=True, dx_out=None):
+                                      need_dbias=True, dx_out=None, dr_out=None):
     """(dx, dweight, dbias): dx = dL/ds, the gradient of both x and r (``ds`` None: no stream
-    gradient); dweight, dbias float64 sums over every leading axis; None where not needed."""
+    gradient), also written into ``dr_out`` when given (r's own array); dweight, dbias float64
+    sums over every leading axis; None where not needed."""
     xhat = (s.astype(np.float64) - mean[..., None]) * rstd[..., None]
     dyf = dy.astype(np.float64)
     g = dyf * weight if weight is not None else dyf
@@ -59,6 +61,7 @@ def add_layer_norm_backward_reference(dy, ds, s, mean, rstd, weight, need_dx=Tru
         if ds is not None:
             dx = dx + ds
         dx = into(dx_out, dx.astype(s.dtype))
+        into(dr_out, dx)
     leading = tuple(range(s.ndim - 1))
     dweight = (dyf * xhat).sum(axis=leading) if need_dweight else None
     dbias = dyf.sum(axis=leading) if need_dbias else None
@@ -72,7 +75,8 @@ def add_rms_norm_forward_reference(x, r, weight, eps, out=None, sum_out=None):
     return s, y, rstd
 
 
-def add_rms_norm_backward_reference(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None):
+def add_rms_norm_backward_reference(dy, ds, s, rstd, weight, need_dx=True, need_dweight=True, dx_out=None,
+                                    dr_out=None):
     """(dx, dweight) as add_layer_norm_backward_reference, for RMSNorm."""
     xhat = s.astype(np.float64) * rstd[..., None]
     dyf = dy.astype(np.float64)
@@ -83,6 +87,7 @@ def add_rms_norm_backward_reference(dy, ds, s, rstd, weight, need_dx=True, need_
         if ds is not None:
             dx = dx + ds
         dx = into(dx_out, dx.astype(s.dtype))
+        into(dr_out, dx)
     dweight = (dyf * xhat).sum(axis=tuple(range(s.ndim - 1))) if need_dweight else None
     return dx, dweight
 
@@ -101,10 +106,25 @@ def _outputs(x, d):
     return x2, s, s2, y, y2
 
 
-def _input_grads(ctx, dx):
-    """The one gradient dL/ds, for x and r as each needs it."""
+def _grad_outputs(ctx, s2):
+    """(dx, its rows, r's own copy, its rows) for the backward kernel to write; (None, None) for
+    what is not needed. r gets a copy of its own only when x and r are two leaves that will keep
+    their gradients as they are (``keeps_fresh_grad``): the kernel then writes both in its one
+    pass, where the engine would otherwise copy the single array afterwards (a read and a write
+    more). Any other input gets the one array."""
     nx, nr = ctx.needs_input_grad[:2]
-    return (dx if nx else None), (dx if nr else None)
+    if not (nx or nr):
+        return None, None, None, None
+    dx, dx2 = row_output(ctx.shape, s2)
+    if nx and nr and ctx.inputs[0] is not ctx.inputs[1] and keeps_fresh_grad(ctx, 0) and keeps_fresh_grad(ctx, 1):
+        return (dx, dx2) + row_output(ctx.shape, s2)
+    return dx, dx2, None, None
+
+
+def _input_grads(ctx, dx, dr):
+    """The one gradient dL/ds, for x and r as each needs it (r's copy ``dr`` when it has one)."""
+    nx, nr = ctx.needs_input_grad[:2]
+    return (dx if nx else None), ((dx if dr is None else dr) if nr else None)
 
 
 def _cotangents(ctx, grads):
@@ -130,14 +150,13 @@ class AddLayerNormFunction(Function):
     def backward(ctx, *grads):
         ds, dy = _cotangents(ctx, grads)
         s2, mean, rstd, weight = ctx.saved_tensors
-        need_dx = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         need_dw, need_db = ctx.needs_input_grad[2:4]
         d = s2.shape[1]
-        dx, dx2 = row_output(ctx.shape, s2) if need_dx else (None, None)
+        dx, dx2, dr, dr2 = _grad_outputs(ctx, s2)
         ds2 = None if ds is None else rows(ds, d)
         _, dw, db = ctx.impl.add_layer_norm_backward(rows(dy, d), ds2, s2, mean, rstd, flat_param(weight, d),
-                                                     need_dx, need_dw, need_db, dx_out=dx2)
-        return _input_grads(ctx, dx) + param_grads(ctx.affine, (need_dw, need_db), (dw, db)) + (None, None, None)
+                                                     dx is not None, need_dw, need_db, dx_out=dx2, dr_out=dr2)
+        return _input_grads(ctx, dx, dr) + param_grads(ctx.affine, (need_dw, need_db), (dw, db)) + (None, None, None)
 
 
 class AddRMSNormFunction(Function):
@@ -157,11 +176,10 @@ class AddRMSNormFunction(Function):
     def backward(ctx, *grads):
         ds, dy = _cotangents(ctx, grads)
         s2, rstd, weight = ctx.saved_tensors
-        need_dx = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         need_dw = ctx.needs_input_grad[2]
         d = s2.shape[1]
-        dx, dx2 = row_output(ctx.shape, s2) if need_dx else (None, None)
+        dx, dx2, dr, dr2 = _grad_outputs(ctx, s2)
         _, dw = ctx.impl.add_rms_norm_backward(rows(dy, d), None if ds is None else rows(ds, d), s2, rstd,
-                                               flat_param(weight, d),
-                                               need_dx, need_dw, dx_out=dx2)
-        return _input_grads(ctx, dx) + param_grads(ctx.affine, (need_dw,), (dw,)) + (None, None, None)
+                                               flat_param(weight, d), dx is not None, need_dw, dx_out=dx2,
+                                               dr_out=dr2)
+        return _input_grads(ctx, dx, dr) + param_grads(ctx.affine, (need_dw,), (dw,)) + (None, None, None)
