@@ -95,7 +95,6 @@ def run(quick=True, out=None, seed=0):
     rng = np.random.default_rng(seed)
     train_batches = [task.sample(batch, rng) for _ in range(steps)]
     test_seqs, test_y = task.sample(n_test, np.random.default_rng(seed + 1))
-    mean_len = np.mean([len(s) for s in test_seqs])
     shares = (0.0, 0.5, 0.75)
 
     def test_batches(share):

@@ -14,8 +14,7 @@ loss); ``step(idx, state)`` is the stateful form, (logits, new state), for trunc
 """
 import numpy as np
 
-from .. import nn, random
-from ..autograd import grad_mode
+from .. import nn
 from ..nn import functional as F
 from ..tensor.tensor import Tensor
 from .gpt import _ids, sample_tokens

@@ -146,7 +146,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x, key_padding_mask=None):
         B, T, d = x.shape
-        H, D = self.n_heads, self.head_dim
+        H = self.n_heads
         q, k, v = split_heads(self.qkv(x), 3, H)                          # (B, H, T, D) each
         if self.qk_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)

@@ -33,7 +33,6 @@ parallel threshold, so the loops are serial; larger steps run the parallel varia
 """
 import math
 
-import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
