@@ -343,7 +343,7 @@ def compute_type(a, v):
 
 
 def compute_zeros(a, n):
-    """An (n,) array of zeros in the compute type of array ``a``."""
+    """An array of zeros of shape ``n`` (a length or a tuple) in the compute type of array ``a``."""
     return np.zeros(n, np.float32 if a.dtype in (np.uint16, np.int16) else a.dtype)
 
 

@@ -117,12 +117,15 @@ def _dx_row(dy, x, w, p, p_hi, prc, pc0, pk2, out, oi):
 
 
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
-def _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, bw, bb, p, p_hi, prc, pc0, pk2, out, oi, write):
+def _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, acc, p, p_hi, prc, pc0, pk2, out, oi, write):
     """Row i's (sum g, sum g * (x - m)) (g = dy * w) and its dgamma, dbeta terms
-    bw += dy * xhat, bb += dy; in the same loop, when ``write``, dx of row p into out[oi] (the
-    pipelined backward). The dgamma terms are added even when not wanted: one loop for every
+    acc[0] += dy * xhat, acc[1] += dy; in the same loop, when ``write``, dx of row p into out[oi]
+    (the pipelined backward). The dgamma terms are added even when not wanted: one loop for every
     case keeps dx bit-identical whichever gradients are asked for (two variants of the loop
-    would sum in different SIMD orders)."""
+    would sum in different SIMD orders). The two partials are rows of one array: the loop is
+    vectorised behind run-time checks that its stores overlap none of its loads, one per pair of
+    arrays, and with a third stored array it needed more checks than LLVM makes (it ran 16%
+    slower in cache, twice as slow without dx; docs/performance.md)."""
     a = compute_zero(x)
     s = compute_zero(x)
     for j in range(x.shape[1]):
@@ -131,8 +134,8 @@ def _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, bw, bb, p, p_hi, prc, pc0, pk2, o
         g = dyv * w[j]
         a += g
         s += g * xc
-        bw[j] += (dyv * rc) * xc
-        bb[j] += dyv
+        acc[0, j] += (dyv * rc) * xc
+        acc[1, j] += dyv
         if write:
             out[oi, j] = narrow((widen(dy[p, j]) * w[j]) * prc - pc0 - (widen(x[p, j]) - p_hi) * pk2, out)
     return a, s
@@ -144,8 +147,7 @@ def _backward(dy, x, mean, rstd, w, dx, dw_part, db_part, need_dx, stream):
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        bw = compute_zeros(x, d)      # this chunk's running dgamma, dbeta
-        bb = compute_zeros(x, d)
+        acc = compute_zeros(x, (2, d))      # this chunk's running dgamma, dbeta
         row = np.empty((1, d if stream else 0), dx.dtype)
         out = row if stream else dx
         p_hi = prc = pc0 = pk2 = compute_zero(x)         # the previous row's constants
@@ -156,15 +158,15 @@ def _backward(dy, x, mean, rstd, w, dx, dw_part, db_part, need_dx, stream):
                 m_hi, m_lo = split(x, mean[i])
                 r = rstd[i]
                 rc = compute_type(x, r)
-                sum_g, sum_gxc = _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, bw, bb,
+                sum_g, sum_gxc = _sums_dx_prev(dy, x, w, i, m_hi, m_lo, rc, acc,
                                                i - 1, p_hi, prc, pc0, pk2, out, oi, write)
                 # dx = r (g - mean(g) - xhat mean(g xhat)) = g r - c0 - xhat c2, xhat c2 = (xc - m_lo) k2
                 c2 = r * r * sum_gxc / d
                 p_hi, prc, pk2 = m_hi, rc, compute_type(x, r * c2)
                 pc0 = compute_type(x, r * sum_g / d - np.float64(m_lo) * np.float64(pk2))
                 if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                    flush(dw_part, c, bw)
-                    flush(db_part, c, bb)
+                    flush(dw_part, c, acc[0])
+                    flush(db_part, c, acc[1])
             elif write:
                 _dx_row(dy, x, w, i - 1, p_hi, prc, pc0, pk2, out, oi)
             if stream and write:

@@ -131,8 +131,7 @@ def _ln_backward(dy, ds, s, mean, rstd, w, dx, dr, dw_part, db_part, has_ds, nee
     nchunks = dw_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        bw = compute_zeros(s, d)      # this chunk's running dgamma, dbeta
-        bb = compute_zeros(s, d)
+        acc = compute_zeros(s, (2, d))      # this chunk's dgamma, dbeta: one array (layer_norm._sums_dx_prev)
         row = np.empty((1, d if stream else 0), dx.dtype)
         out = row if stream else dx
         for i in range(start, stop):
@@ -147,8 +146,8 @@ def _ln_backward(dy, ds, s, mean, rstd, w, dx, dr, dw_part, db_part, has_ds, nee
             for j in range(d):
                 dyv = widen(dy[i, j])
                 sc = widen(s[i, j]) - m_hi
-                bw[j] += (dyv * rc) * (sc - m_lo)
-                bb[j] += dyv
+                acc[0, j] += (dyv * rc) * (sc - m_lo)
+                acc[1, j] += dyv
                 if need_dx:
                     v = (dyv * w[j]) * rc - c0 - sc * k2
                     if has_ds:
@@ -161,8 +160,8 @@ def _ln_backward(dy, ds, s, mean, rstd, w, dx, dr, dw_part, db_part, has_ds, nee
             elif two:
                 _copy_row(dr, dx, i)
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                flush(dw_part, c, bw)
-                flush(db_part, c, bb)
+                flush(dw_part, c, acc[0])
+                flush(db_part, c, acc[1])
         if stream:
             store_fence()
 
