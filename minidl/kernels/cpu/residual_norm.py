@@ -52,13 +52,6 @@ from ._threads import chunk_bounds, launch, num_chunks
 _FUSED = REASSOC_CONTRACT
 
 
-@njit(error_model="numpy", cache=True, inline="always")
-def _copy_row(dst, src, i):
-    """dst[i] = src[i] (a row just written, still in L1)."""
-    for j in range(src.shape[1]):
-        dst[i, j] = src[i, j]
-
-
 @njit(error_model="numpy", cache=True, fastmath=_FUSED, inline="always")
 def _add_row(x, r, i, sb, si):
     """sb[si] = x[i] + r[i]."""
@@ -158,7 +151,7 @@ def _ln_backward(dy, ds, s, mean, rstd, w, dx, dr, dw_part, db_part, has_ds, nee
                 if two:
                     stream_row(dr, i, row, 0)
             elif two:
-                _copy_row(dr, dx, i)
+                dr[i] = dx[i]           # the row just written, still in L1
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
                 flush(dw_part, c, acc[0])
                 flush(db_part, c, acc[1])
@@ -228,7 +221,7 @@ def _rms_backward(dy, ds, s, rstd, w, dx, dr, dw_part, has_ds, need_dx, stream):
                 if two:
                     stream_row(dr, i, row, 0)
             elif two:
-                _copy_row(dr, dx, i)
+                dr[i] = dx[i]           # the row just written, still in L1
             if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
                 flush(dw_part, c, bw)
         if stream:
