@@ -53,6 +53,37 @@ def test_starting_the_pool_leaves_the_environment_as_it_was(user_value):
     assert out.strip() == str(user_value)
 
 
+_SPIN_BURN = """
+import time, numpy as np, minidl.kernels.cpu, numba
+from numba import njit, prange
+if numba.get_num_threads() < 2:
+    print("skip"); raise SystemExit
+@njit(parallel=True)
+def touch(a):
+    for i in prange(a.shape[0]):
+        a[i] += 1.0
+a = np.zeros(64)
+touch(a)
+if numba.threading_layer() != "omp":
+    print("skip"); raise SystemExit
+burnt = []
+for _ in range(15):
+    touch(a)                       # its worker then spins before it sleeps
+    c0 = time.process_time(); time.sleep(0.02); burnt.append(time.process_time() - c0)
+print(sorted(burnt)[len(burnt) // 2])
+"""
+
+
+def test_numbas_idle_worker_stops_spinning_soon_after_a_kernel():
+    # the CPU time the process burns while its main thread sleeps 20 ms after a parallel
+    # kernel is the worker's spin: minidl's short count against a long one the user sets
+    ours = _run(_SPIN_BURN).strip()
+    if ours == "skip":
+        pytest.skip("needs Numba's OpenMP pool with two threads or more")
+    long = float(_run(_SPIN_BURN, GOMP_SPINCOUNT="3000000"))
+    assert float(ours) < 0.002 < long, (ours, long)
+
+
 def test_importing_minidl_keeps_freed_arrays_in_the_process_unless_told_not_to():
     # M_MMAP_THRESHOLD raised: a 64 MB array now comes from the heap, not from a fresh mmap,
     # so freeing it and allocating again does not page-fault (minor faults stay near zero)

@@ -3,12 +3,15 @@
 A training step alternates NumPy's BLAS (OpenBLAS, its own pthread pool) with minidl's Numba
 kernels (an OpenMP pool, libgomp). Both pools keep their idle workers spinning for a while
 after each call, so that the next call starts without a wake-up. libgomp spins for 300,000
-iterations by default (about a millisecond): on a 2-core machine a Numba worker still
-spinning after a norm kernel takes the core from the BLAS worker of the next GEMM, and vice
-versa. A spin count of ten thousand (tens of microseconds) keeps a worker awake across the
-short gaps between the kernels of a step and hands the core over soon after; below that, a
-parallel region after a gap pays a futex wake-up, which on a virtual machine can cost 50-90 us
-(a trivial kernel's launch: 2 us awake, 80 us woken). Measurements: docs/performance.md.
+iterations by default (several milliseconds: an iteration took about 25 ns on a Zen 4 VM): on a
+2-core machine a Numba worker still spinning after a norm kernel takes the core from the BLAS
+worker or the block worker of the next op, and vice versa. A short spin hands the core over
+soon after; too short a spin makes a parallel region after a gap pay a futex wake-up, which on
+a virtual machine can cost 50-90 us (a trivial kernel's launch: 2 us awake, 80 us woken).
+SPIN_COUNT is a compromise between two VMs' training steps: on an AMD Zen 4 one, 10,000
+spins held a core long enough to slow the conv after a pooling kernel by half, and 1,000-3,000
+ran the steps 3-17% faster; on an earlier one, 4,000 ran them 1-3% slower than 10,000
+(docs/performance.md).
 
 libgomp reads GOMP_SPINCOUNT once, when it is loaded, which for Numba is when its pool
 starts (the first parallel kernel or ``numba.get_num_threads()``). ``start`` sets the
@@ -21,7 +24,7 @@ import os
 
 import numba
 
-SPIN_COUNT = 10000
+SPIN_COUNT = 3000
 _USER_KNOBS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 
