@@ -7,6 +7,9 @@ x is (..., in), W is (out, in), b is (out,). Flattening the leading dims of x in
     dL/dW = G^T X         (out, in)    one GEMM over every row of the batch
     dL/db = sum_rows G    (out,)
 
+The bias add and the bias gradient are each a pass over an (M, out) array; on the CPU they run
+on every thread (``minidl.kernels.cpu.bias``; the functions below are their reference).
+
 Only what a needed gradient reads is saved: W for dL/dX, X for dL/dW (as PyTorch), so the
 input of a frozen layer, or the weight of a layer whose input needs no gradient, may be
 modified in place after the forward.
@@ -16,6 +19,7 @@ import math
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
+from ._kernel_switch import LAYER
 from .low_precision import float32_compute
 
 
@@ -25,6 +29,20 @@ def _rows(a):
     return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
+def bias_add_reference(y, b):
+    """y += b for the GEMM result y (M, out) and the bias b (out,), in place; returns y."""
+    y += b
+    return y
+
+
+def bias_grad_reference(g):
+    """dL/db = sum_rows g for the output gradient g (M, out)."""
+    return g.sum(axis=0)
+
+
+BIAS = LAYER.kernels(("bias_add", "bias_grad"), __name__, cpu="minidl.kernels.cpu.bias")
+
+
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Linear(Function):
     cuda_low_operands = ("x", "w", "grad_output")   # matmul operands (g also summed): low on cuda (low_precision.py)
@@ -32,10 +50,11 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, w, b):
         xp = namespace_of(x)
+        ctx.impl = BIAS.select(x)
         # one (M, in) @ (in, out) GEMM for all leading dims, not one per batch entry
         y = xp.matmul(_rows(x), w.T)
         if b is not None:
-            y += b
+            y = ctx.impl.bias_add(y, b)
         nx, nw, _ = ctx.needs_input_grad
         ctx.x_shape = x.shape
         ctx.save_for_backward(x if nw else None, w if nx else None)
@@ -49,7 +68,7 @@ class Linear(Function):
         g2 = _rows(g)
         dx = xp.matmul(g2, w).reshape(ctx.x_shape) if nx else None
         dw = xp.matmul(g2.T, _rows(x)) if nw else None
-        db = g2.sum(axis=0) if nb else None
+        db = ctx.impl.bias_grad(g2) if nb else None
         return dx, dw, db
 
 
