@@ -5,11 +5,12 @@ signature: the readable reference (array-namespace code in ``minidl/ops``, which
 device) and, per device, a kernel module (``minidl/kernels/cpu``, ``minidl/kernels/cuda``) that
 holds functions of the same names and arguments. A *family* of ops shares one switch:
 
-    norm       the normalization Functions                  MINIDL_NORM_IMPL
-    layer      conv2d, pooling, gelu, embedding              MINIDL_LAYER_IMPL
-    attention  scaled_dot_product_attention                  MINIDL_ATTENTION_IMPL
-    optim      the optimizers' fused updates                 MINIDL_OPTIM_IMPL
-    rnn        the recurrent layers' gate kernels            MINIDL_RNN_IMPL
+    norm       the normalization Functions                            MINIDL_NORM_IMPL
+    layer      conv2d, pooling, gelu, embedding, linear's bias,       MINIDL_LAYER_IMPL
+               cross-entropy
+    attention  scaled_dot_product_attention                            MINIDL_ATTENTION_IMPL
+    optim      the optimizers' fused updates                           MINIDL_OPTIM_IMPL
+    rnn        the recurrent layers' gate kernels                      MINIDL_RNN_IMPL
 
     with minidl.implementation(norm="reference"):           # for the block only
         y = F.layer_norm(x, (768,))

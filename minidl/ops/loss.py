@@ -23,6 +23,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
+from ._kernel_switch import LAYER
 from .low_precision import float32_compute
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -45,29 +46,82 @@ def _reduce_scale(g, reduction, denom):
     return g / denom if reduction == "mean" else g
 
 
+def _class_rows(x):
+    """x (N, C, d1, ...) as (M, C) rows of logits, one per element (a copy unless x is 2-D)."""
+    if x.ndim == 2:
+        return x
+    xp = namespace_of(x)
+    last = (0,) + tuple(range(2, x.ndim)) + (1,)
+    return xp.ascontiguousarray(xp.transpose(x, last)).reshape(-1, x.shape[1])
+
+
+def _unrow(rows, shape):
+    """The inverse of _class_rows: (M, C) rows back to an (N, C, d1, ...) array."""
+    if len(shape) == 2:
+        return rows
+    n = len(shape)
+    back = (0, n - 1) + tuple(range(1, n - 1))
+    return namespace_of(rows).transpose(rows.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],)), back)
+
+
+def cross_entropy_forward_reference(x, t, weight, ignore_index, smoothing):
+    """Per row k of the logits x (M, C), with class index t_k: (l_k, logp_k, w_k), where
+    logp_k = log_softmax(x_k) (M, C), w_k = w[t_k] (1 without weights; 0 where t_k is ignored)
+    and l_k the module docstring's loss, exactly 0 where ignored."""
+    xp = namespace_of(x)
+    C = x.shape[1]
+    logp = _log_softmax(x, xp)
+    valid = t != ignore_index
+    tc = xp.where(valid, t, 0)
+    wt = (weight[tc] * valid) if weight is not None else valid.astype(x.dtype)
+    loss = -(1.0 - smoothing) * wt * xp.take_along_axis(logp, tc[:, None], axis=1)[:, 0]
+    if smoothing:
+        wl = logp * weight if weight is not None else logp
+        loss = loss - (smoothing / C) * wl.sum(axis=1)
+    return xp.where(valid, loss, 0), logp, wt   # an ignored element adds exactly 0 (even with -inf logits)
+
+
+def cross_entropy_backward_reference(logp, t, wt, weight, ignore_index, smoothing, r):
+    """dL/dx for the rows of cross_entropy_forward_reference, r_k = dL/dl_k (M,):
+    dx_kj = a_k (p_kj - [j = t_k]) + b_k (W p_kj - w_j), p = exp(logp), a_k = (1 - e) r_k w_k,
+    b_k = e r_k / C, both 0 where t_k is ignored (so such a row's gradient is exactly 0,
+    whatever r_k is)."""
+    xp = namespace_of(logp)
+    C = logp.shape[1]
+    valid = t != ignore_index
+    with np.errstate(invalid="ignore"):
+        a = xp.where(valid, (1.0 - smoothing) * r * wt, 0)     # weight of (p - onehot)
+        b = xp.where(valid, (smoothing / C) * r, 0)            # weight of (W p - w)
+    wsum = weight.sum() if weight is not None else C
+    dx = xp.exp(logp) * (a + b * wsum)[:, None]
+    if smoothing:
+        dx = dx - b[:, None] * (weight if weight is not None else 1.0)
+    tc = xp.where(valid, t, 0)[:, None]
+    xp.put_along_axis(dx, tc, xp.take_along_axis(dx, tc, axis=1) - a[:, None], axis=1)
+    return dx.astype(logp.dtype, copy=False)
+
+
+CROSS_ENTROPY = LAYER.kernels(("cross_entropy_forward", "cross_entropy_backward"), __name__,
+                              cpu="minidl.kernels.cpu.cross_entropy")
+
+
 @float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class CrossEntropy(Function):
-    """Fused log-softmax + NLL over class indices; see the module docstring."""
+    """Fused log-softmax + NLL over class indices, one row of logits per element (the
+    module docstring's math; ``cross_entropy_forward_reference`` and its kernels)."""
 
     @staticmethod
     def forward(ctx, x, target, weight, ignore_index, reduction, label_smoothing):
         xp = namespace_of(x)
-        C = x.shape[1]
-        logp = _log_softmax(x, xp)
-        valid = target != ignore_index
-        t = xp.where(valid, target, 0)[:, None]
-        wt = (weight[t[:, 0]] * valid) if weight is not None else valid.astype(x.dtype)
-        picked = xp.take_along_axis(logp, t, axis=1)[:, 0]
-        loss = -(1.0 - label_smoothing) * wt * picked
-        if label_smoothing:
-            wl = logp * _class_shape(weight, x.ndim) if weight is not None else logp
-            loss = loss - (label_smoothing / C) * wl.sum(axis=1)
-        loss = xp.where(valid, loss, 0)   # an ignored element adds exactly 0 (even with -inf logits)
+        ctx.impl = CROSS_ENTROPY.select(x)
+        rows = _class_rows(x)
+        t = target.reshape(-1).copy()   # saved: the caller may change its targets before backward
+        loss, logp, wt = ctx.impl.cross_entropy_forward(rows, t, weight, ignore_index, label_smoothing)
         denom = wt.sum()
-        ctx.save_for_backward(logp, t, valid, wt, weight)
-        ctx.args = (reduction, label_smoothing, denom)
+        ctx.save_for_backward(logp, t, wt, weight)   # log-softmax, not x: x may change after forward
+        ctx.args = (reduction, label_smoothing, denom, ignore_index, x.shape)
         if reduction == "none":
-            return loss.astype(x.dtype, copy=False)
+            return loss.reshape(target.shape).astype(x.dtype, copy=False)
         total = loss.sum()
         with np.errstate(invalid="ignore", divide="ignore"):
             out = total / denom if reduction == "mean" else total
@@ -77,25 +131,14 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        logp, t, valid, wt, weight = ctx.saved_tensors
-        reduction, eps, denom = ctx.args
+        logp, t, wt, weight = ctx.saved_tensors
+        reduction, eps, denom, ignore_index, shape = ctx.args
         xp = namespace_of(logp)
-        C = logp.shape[1]
         with np.errstate(invalid="ignore", divide="ignore"):
             r = _reduce_scale(g, reduction, denom)
-            # an ignored element's gradient is exactly 0, also when nothing counts (denom = 0 and r is inf): as
-            # in PyTorch, whose mean is then nan but whose gradient skips ignored elements
-            a = xp.where(valid, (1.0 - eps) * r * wt, 0)     # weight of (p - onehot)
-            b = xp.where(valid, (eps / C) * r, 0)            # weight of (W p - w)
-        p = xp.exp(logp)
-        wsum = weight.sum() if weight is not None else C
-        dx = p * xp.expand_dims(a + b * wsum, 1)
-        if eps:
-            wb = _class_shape(weight, logp.ndim) if weight is not None else 1.0
-            dx = dx - xp.expand_dims(b, 1) * wb
-        at_t = xp.take_along_axis(dx, t, axis=1) - xp.expand_dims(a, 1)
-        xp.put_along_axis(dx, t, at_t, axis=1)
-        return dx.astype(logp.dtype, copy=False), None, None, None, None, None
+        r = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(r, dtype=logp.dtype).reshape(-1), t.shape))
+        dx = ctx.impl.cross_entropy_backward(logp, t, wt, weight, ignore_index, eps, r)
+        return _unrow(dx, shape), None, None, None, None, None
 
 
 @float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
