@@ -8,6 +8,9 @@ FLUSH_ROWS rows into its float64 partial (see _numerics.flush), and the partials
 the end: no atomics, nothing of size (M, out). Below the layer kernels' parallel threshold
 (``_threads.layer_parallel``), for other dtypes and for arrays that are not C-contiguous, the
 NumPy reference runs: there is nothing a one-thread kernel would do better.
+
+There is no cuda module: on a GPU the reference's ``y += b`` and ``g.sum(axis=0)`` are already
+the device's elementwise and reduction kernels over every row at once.
 """
 import numba
 import numpy as np
