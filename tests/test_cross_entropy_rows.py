@@ -57,6 +57,19 @@ def test_a_target_out_of_range_is_refused():
         K.cross_entropy_forward(x, np.array([0, -1, 1]), None, -100, 0.0)
 
 
+def test_arrays_of_the_wrong_length_are_refused_before_the_kernels():
+    x, t = np.zeros((3, 4), np.float32), np.array([0, 1, 2])
+    with pytest.raises(ValueError, match=r"expected t of shape \(3,\) for 3 rows, got one of shape \(2,\)"):
+        K.cross_entropy_forward(x, t[:2], None, -100, 0.0)
+    with pytest.raises(ValueError, match=r"expected a weight of shape \(4,\), got one of shape \(3,\)"):
+        K.cross_entropy_forward(x, t, np.ones(3), -100, 0.1)
+    _, logp, wt = K.cross_entropy_forward(x, t, None, -100, 0.0)
+    with pytest.raises(ValueError, match=r"expected r of shape \(3,\)"):
+        K.cross_entropy_backward(logp, t, wt, None, -100, 0.0, np.ones(5))
+    with pytest.raises(ValueError, match=r"expected wt of shape \(3,\)"):
+        K.cross_entropy_backward(logp, t, wt[:1], None, -100, 0.0, np.ones(3))
+
+
 def _op(impl, x0, t, mutate=False, **kw):
     with implementation(impl):
         x = md.tensor(x0, requires_grad=True)

@@ -66,6 +66,11 @@ def test_the_bias_gradient_sums_in_float64_across_row_blocks(parallel):
     assert float(L.bias_grad_reference(g)[0]) != exact
 
 
+def test_a_bias_of_the_wrong_length_is_refused_before_the_kernel(parallel):
+    with pytest.raises(ValueError, match=r"expected a bias of shape \(96,\).*got one of shape \(95,\)"):
+        K.bias_add(np.zeros((1024, 96), np.float32), np.zeros(95, np.float32))
+
+
 def test_no_rows():
     assert np.array_equal(K.bias_grad(np.zeros((0, 3), np.float32)), np.zeros(3, np.float32))
     y = np.zeros((0, 3), np.float32)

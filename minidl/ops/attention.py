@@ -297,9 +297,8 @@ def _shared_backward(ctx, q, k, v, p, pd, drop, g, out):
 
 def _contiguous(bt):
     """A share's k^T (or v^T) as its own C-ordered copy: with the heads' rows 3 * H * E apart in the
-    projection, BLAS runs the (L, E) @ (E, S) products from the transposed view at about half
-    the speed (GPT's 64 x 32 by 32 x 64, one thread: 275 against 155 us for a share's 64, the
-    copy 30 us; docs/performance.md)."""
+    projection, BLAS runs small (L, E) @ (E, S) products from the transposed view at about half
+    the speed, far more than the copy costs (docs/performance.md)."""
     return np.ascontiguousarray(bt)
 
 

@@ -8,10 +8,10 @@ iterations by default (several milliseconds: an iteration took about 25 ns on a 
 worker or the block worker of the next op, and vice versa. A short spin hands the core over
 soon after; too short a spin makes a parallel region after a gap pay a futex wake-up, which on
 a virtual machine can cost 50-90 us (a trivial kernel's launch: 2 us awake, 80 us woken).
-SPIN_COUNT is a compromise between two VMs' training steps: on an AMD Zen 4 one, 10,000
-spins held a core long enough to slow the conv after a pooling kernel by half, and 1,000-3,000
-ran the steps 3-17% faster; on an earlier one, 4,000 ran them 1-3% slower than 10,000
-(docs/performance.md).
+SPIN_COUNT is a compromise between two VMs: on one, 10,000 spins held a core long enough to
+slow the op after a parallel kernel, and shorter spins ran whole training steps faster; on the
+other, a few thousand ran them a little slower than 10,000 (the measurements:
+docs/performance.md).
 
 libgomp reads GOMP_SPINCOUNT once, when it is loaded, which for Numba is when its pool
 starts (the first parallel kernel or ``numba.get_num_threads()``). ``start`` sets the

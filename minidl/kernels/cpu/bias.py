@@ -6,8 +6,9 @@ array that the GEMM around it ran on every core; here the rows are split into on
 thread. Each chunk of the bias gradient sums its rows into a block in g's dtype, flushed every
 FLUSH_ROWS rows into its float64 partial (see _numerics.flush), and the partials are added at
 the end: no atomics, nothing of size (M, out). Below the layer kernels' parallel threshold
-(``_threads.layer_parallel``), for other dtypes and for arrays that are not C-contiguous, the
-NumPy reference runs: there is nothing a one-thread kernel would do better.
+(``_threads.layer_parallel``, so the kernels always run on the whole pool), for other dtypes and
+for arrays that are not C-contiguous, the NumPy reference runs: there is nothing a one-thread
+kernel would do better.
 
 There is no cuda module: on a GPU the reference's ``y += b`` and ``g.sum(axis=0)`` are already
 the device's elementwise and reduction kernels over every row at once.
@@ -17,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._numerics import FLUSH_ROWS, flush, sum_partials
-from ._threads import chunk_bounds, layer_parallel, threads_for
+from ._threads import chunk_bounds, layer_parallel
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
@@ -60,8 +61,10 @@ def bias_add(y, b):
     if not _kernel_takes(y):
         from ...ops.linear import bias_add_reference
         return bias_add_reference(y, b)
-    with threads_for(y.size):
-        _add(y, np.ascontiguousarray(b, dtype=y.dtype), _chunks(y))
+    if tuple(b.shape) != (y.shape[1],):     # the kernel reads b[j] for every column j
+        raise ValueError(f"bias_add: expected a bias of shape ({y.shape[1]},) for a result of shape {y.shape}, "
+                         f"got one of shape {tuple(b.shape)}")
+    _add(y, np.ascontiguousarray(b, dtype=y.dtype), _chunks(y))
     return y
 
 
@@ -71,8 +74,7 @@ def bias_grad(g):
         from ...ops.linear import bias_grad_reference
         return bias_grad_reference(g)
     part = np.empty((_chunks(g), g.shape[1]))
-    with threads_for(g.size):
-        _row_sums(g, part)
+    _row_sums(g, part)
     out = np.empty(g.shape[1])
     sum_partials(part, out)
     return out.astype(g.dtype)

@@ -113,6 +113,15 @@ def _weights(weight, C):
     return np.ones(C) if weight is None else np.ascontiguousarray(weight, dtype=np.float64)
 
 
+def _check_lengths(op, M, C, weight, **rows):
+    """The kernels read w[j] for every class and each array of ``rows`` at every row k < M."""
+    if weight is not None and tuple(weight.shape) != (C,):
+        raise ValueError(f"{op}: expected a weight of shape ({C},), got one of shape {tuple(weight.shape)}")
+    for name, a in rows.items():
+        if tuple(a.shape) != (M,):
+            raise ValueError(f"{op}: expected {name} of shape ({M},) for {M} rows, got one of shape {tuple(a.shape)}")
+
+
 def _chunks(x):
     """Row chunks for the parallel kernel, or 0 to run the rows on the calling thread."""
     return num_chunks(x.shape[0], x.size) if x.size >= SERIAL_BELOW else 0
@@ -126,6 +135,7 @@ def cross_entropy_forward(x, t, weight, ignore_index, smoothing):
     x = np.ascontiguousarray(x)
     t = np.ascontiguousarray(t, dtype=np.int64)
     M = x.shape[0]
+    _check_lengths("cross_entropy_forward", M, x.shape[1], weight, t=t)
     loss, logp, wt = np.empty(M), np.empty_like(x), np.empty(M)
     w = _weights(weight, x.shape[1])
     nchunks = _chunks(x)
@@ -143,6 +153,7 @@ def cross_entropy_backward(logp, t, wt, weight, ignore_index, smoothing, r):
         return cross_entropy_backward_reference(logp, t, wt, weight, ignore_index, smoothing, r)
     x = np.ascontiguousarray(logp)
     t = np.ascontiguousarray(t, dtype=np.int64)
+    _check_lengths("cross_entropy_backward", x.shape[0], x.shape[1], weight, t=t, wt=wt, r=r)
     w = _weights(weight, x.shape[1]) if smoothing else np.zeros(x.shape[1])   # b = 0 without smoothing
     wsum = float(w.sum()) if smoothing else 0.0
     dx = np.empty_like(x)
