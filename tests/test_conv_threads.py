@@ -17,7 +17,16 @@ from minidl.kernels.cpu import im2col as k_im2col
 from minidl.kernels.cpu import unfold as k_unfold
 from minidl.kernels.cpu import winograd as k_wino
 from minidl.ops import conv as conv_ops
+from minidl.ops import conv_direct as conv_direct_ops
 from minidl.runtime import blas_threads, block_workers, layer_threads
+
+
+@pytest.fixture(autouse=True)
+def _no_direct_sums(monkeypatch):
+    """These tests are about the Winograd and column paths: at their channel counts conv2d would
+    otherwise take the direct sums (minidl.ops.conv_direct, tested in test_conv_direct.py)."""
+    monkeypatch.setattr(conv_direct_ops, "USE_DIRECT", False)
+
 
 pytestmark = pytest.mark.skipif(not block_workers.available(), reason="needs an OpenBLAS whose thread count can be set")
 

@@ -9,8 +9,16 @@ import minidl as md
 import minidl.nn.functional as F
 from minidl.kernels.cpu import winograd as k_wino
 from minidl.ops import conv as conv_ops
+from minidl.ops import conv_direct as conv_direct_ops
 from minidl.ops._kernel_switch import implementation
 from test_nn_conv_pool import conv_direct
+
+
+@pytest.fixture(autouse=True)
+def _no_direct_sums(monkeypatch):
+    """These tests are about the Winograd and column paths: at their channel counts conv2d would
+    otherwise take the direct sums (minidl.ops.conv_direct, tested in test_conv_direct.py)."""
+    monkeypatch.setattr(conv_direct_ops, "USE_DIRECT", False)
 
 IMPLS = ("numba", "reference")
 # (N, C, H, W), O, padding: odd and even outputs (cropped tiles), rectangular, padding 0, 1, 2, (1, 0)

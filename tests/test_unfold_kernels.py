@@ -15,10 +15,18 @@ import minidl.nn.functional as F
 from minidl.kernels.cpu import _threads
 from minidl.kernels.cpu import unfold as k_unfold
 from minidl.ops import conv as conv_ops
+from minidl.ops import conv_direct as conv_direct_ops
 from minidl.ops import conv_blocks
 from minidl.ops import fold as fold_ops
 from minidl.runtime import layer_threads
 from minidl.testing import OpSpec, check_implementations
+
+
+@pytest.fixture(autouse=True)
+def _no_direct_sums(monkeypatch):
+    """These tests are about the Winograd and column paths: at their channel counts conv2d would
+    otherwise take the direct sums (minidl.ops.conv_direct, tested in test_conv_direct.py)."""
+    monkeypatch.setattr(conv_direct_ops, "USE_DIRECT", False)
 
 CASES = [  # (N, C, H, W), (kh, kw), (sh, sw), (ph, pw), (dh, dw)
     ((2, 3, 5, 6), (3, 3), (1, 1), (1, 1), (1, 1)),

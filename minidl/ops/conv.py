@@ -81,6 +81,10 @@ GPU device keeps im2col + GEMM. The batch is processed in blocks of a few images
 (``_winograd_blocks``): the transform of a block, its 16 GEMMs and the inverse transform, so
 that V, M, dM and dV stay in cache; only the outputs go to memory.
 
+Small stride-1 convolutions on the CPU (at most 8 input and 16 output channels: LeNet's layers,
+a network's first layer) skip both and compute the sums directly, image by image, on a
+zero-padded grid where every tap is a shift (``minidl.ops.conv_direct``, derivation there).
+
 Threads: with more than one thread, a big CPU convolution splits its batch into one contiguous
 share of images per thread (``minidl.runtime.block_workers``), and each thread runs its share's
 blocks end to end with the serial kernels and a single-threaded GEMM; backward sums the
@@ -98,6 +102,7 @@ from ..kernels.switch import into
 from ..tensor.dtype import check_same_dtype
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
+from .conv_direct import direct_backward, direct_forward, use_direct
 from .conv_blocks import (im2col_backward_blocks, im2col_forward_blocks, unfold_backward_blocks,
                           unfold_forward_blocks, unfold_is_identity, winograd_backward_blocks, winograd_forward_blocks)
 from ._kernel_switch import LAYER
@@ -347,14 +352,18 @@ def _columns(x, w, groups):
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class Conv2d(Function):
-    """conv2d by Winograd F(2x2, 3x3) where ``_use_winograd`` says so, else by blocked columns
-    (unfold's on the CPU, im2col's elsewhere) + GEMM; see the module docstring for the derivations."""
+    """conv2d by the direct sums where ``use_direct`` says so (``conv_direct.py``), by Winograd
+    F(2x2, 3x3) where ``_use_winograd`` does, else by blocked columns (unfold's on the CPU,
+    im2col's elsewhere) + GEMM; see the module docstring for the derivations."""
 
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups):
         xp = namespace_of(x)
         if not getattr(getattr(x, "flags", None), "c_contiguous", True):
             x = xp.ascontiguousarray(x)           # the kernels read x as one C-ordered block per image
+        ctx.direct = use_direct(x, w, stride, dilation, groups)
+        if ctx.direct:
+            return direct_forward(ctx, x, w, b, padding)
         ctx.winograd = _use_winograd(x, w, stride, dilation, groups)
         if ctx.winograd:
             return _winograd_forward(ctx, x, w, b, padding)
@@ -390,6 +399,8 @@ class Conv2d(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.direct:
+            return direct_backward(ctx, g) + (None, None, None, None)
         if ctx.winograd:
             return _winograd_backward(ctx, g) + (None, None, None, None)
         x, wr = ctx.saved_tensors

@@ -1,0 +1,64 @@
+"""Where streaming stores start: an eighth of the last-level cache, never under 4 MB, read from
+Linux's description of cpu0's caches (``minidl.kernels.cpu._stream``)."""
+import pytest
+
+from minidl.kernels.cpu import _stream
+
+
+def _cache(root, index, level, kind, size):
+    d = root / f"index{index}"
+    d.mkdir(parents=True)
+    (d / "level").write_text(f"{level}\n")
+    (d / "type").write_text(f"{kind}\n")
+    (d / "size").write_text(f"{size}\n")
+
+
+def test_the_largest_level_is_read_and_instruction_caches_are_not(tmp_path):
+    _cache(tmp_path, 0, 1, "Data", "48K")
+    _cache(tmp_path, 1, 1, "Instruction", "32K")
+    _cache(tmp_path, 2, 2, "Unified", "2048K")
+    _cache(tmp_path, 3, 3, "Unified", "491520K")
+    assert _stream.last_level_cache_bytes(str(tmp_path)) == 491520 << 10
+
+
+def test_sizes_in_megabytes_and_bytes(tmp_path):
+    _cache(tmp_path, 0, 2, "Unified", "1M")
+    _cache(tmp_path, 1, 3, "Unified", "33554432")
+    assert _stream.last_level_cache_bytes(str(tmp_path)) == 32 << 20
+
+
+def test_an_instruction_cache_at_the_last_level_does_not_count(tmp_path):
+    _cache(tmp_path, 0, 2, "Unified", "1024K")
+    _cache(tmp_path, 1, 3, "Instruction", "64M")
+    assert _stream.last_level_cache_bytes(str(tmp_path)) == 1 << 20
+
+
+def test_unreadable_or_malformed_entries_are_skipped(tmp_path):
+    _cache(tmp_path, 0, 2, "Unified", "1024K")
+    _cache(tmp_path, 1, 3, "Unified", "lots")
+    (tmp_path / "index2").mkdir()                   # no files in it
+    (tmp_path / "uevent").write_text("")            # not a cache
+    assert _stream.last_level_cache_bytes(str(tmp_path)) == 1 << 20
+
+
+@pytest.mark.parametrize("contents", ["missing", "empty"])
+def test_no_description_gives_none(tmp_path, contents):
+    root = tmp_path / "cache"
+    if contents == "empty":
+        root.mkdir()
+    assert _stream.last_level_cache_bytes(str(root)) is None
+
+
+@pytest.mark.parametrize("llc, threshold", [
+    (None, 4 << 20),            # unknown: past both L2s of a 2-core machine
+    (8 << 20, 4 << 20),
+    (32 << 20, 4 << 20),        # the Zen 4 VM: 4 MB measured best
+    (48 << 20, 6 << 20),        # 8 MB outputs still streamed, as measured there
+    (480 << 20, 60 << 20),      # the 480 MB Xeon: plain stores up to 48 MB, streamed from 96 MB
+])
+def test_the_threshold_is_an_eighth_of_the_last_level_and_at_least_4_mb(llc, threshold):
+    assert _stream.stream_threshold(llc) == threshold
+
+
+def test_the_module_threshold_is_this_machines():
+    assert _stream.STREAM_MIN_BYTES == _stream.stream_threshold(_stream.last_level_cache_bytes())
