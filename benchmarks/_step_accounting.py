@@ -9,7 +9,8 @@ One instrumented step splits the wall time into
   beside them the model's FLOPs: 3x the direct convolution's and the linear layers' forward
   multiply-adds x 2 (forward, dx, dW), which Winograd convolutions do with fewer GEMM FLOPs;
 - other op work: the rest of each op's forward and backward (im2col/col2im, norms,
-  activations, losses, layout copies, allocation inside ops), and the optimizer update;
+  activations, losses, layout copies, allocation inside ops, and the direct convolutions'
+  sums, which run no GEMM), and the optimizer update;
   beside it the bytes these parts must move: each op's array arguments, the arrays its
   backward reads from forward, its results, and every GEMM operand or product the op made or
   read itself (im2col's cols, col2im's input), counted once per op call; the optimizer reads

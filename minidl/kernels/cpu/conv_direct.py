@@ -67,6 +67,25 @@ def _taps5(acc, o, src, c, base, r0, r1, w, i, j):
 
 
 @njit(error_model="numpy", cache=True, inline="always")
+def _taps5x4(acc, o, src, c, base, r0, r1, w, i, j):
+    a0, a1, a2, a3, a4 = w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2], w[o, c, i, j + 3], w[o, c, i, j + 4]
+    b0, b1, b2 = w[o + 1, c, i, j], w[o + 1, c, i, j + 1], w[o + 1, c, i, j + 2]
+    b3, b4 = w[o + 1, c, i, j + 3], w[o + 1, c, i, j + 4]
+    c0, c1, c2 = w[o + 2, c, i, j], w[o + 2, c, i, j + 1], w[o + 2, c, i, j + 2]
+    c3, c4 = w[o + 2, c, i, j + 3], w[o + 2, c, i, j + 4]
+    d0, d1, d2 = w[o + 3, c, i, j], w[o + 3, c, i, j + 1], w[o + 3, c, i, j + 2]
+    d3, d4 = w[o + 3, c, i, j + 3], w[o + 3, c, i, j + 4]
+    for r in range(r0, r1):
+        rr = U(r)
+        k = rr + base
+        v0, v1, v2, v3, v4 = src[c, k], src[c, k + U(1)], src[c, k + U(2)], src[c, k + U(3)], src[c, k + U(4)]
+        acc[o, rr] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3 + a4 * v4
+        acc[o + 1, rr] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3 + b4 * v4
+        acc[o + 2, rr] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3 + c4 * v4
+        acc[o + 3, rr] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3 + d4 * v4
+
+
+@njit(error_model="numpy", cache=True, inline="always")
 def _taps3(acc, o, src, c, base, r0, r1, w, i, j):
     a0, a1, a2 = w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2]
     b0, b1, b2 = w[o + 1, c, i, j], w[o + 1, c, i, j + 1], w[o + 1, c, i, j + 2]
@@ -96,20 +115,26 @@ def _correlate(acc, src, w, Wp, R):
     O, C, kh, kw = w.shape
     for r0 in range(0, R, BLOCK):
         r1 = min(R, r0 + BLOCK)
-        for o in range(0, O, 2):
+        step = 4 if O % 4 == 0 else 2
+        for o in range(0, O, step):
             for c in range(C):
                 for i in range(kh):
                     j = 0
                     while j < kw:
                         base = U(i * Wp + j)
-                        if kw - j >= 5:
+                        if kw - j >= 5 and step == 4:
+                            _taps5x4(acc, o, src, c, base, r0, r1, w, i, j)
+                            j += 5
+                        elif kw - j >= 5:
                             _taps5(acc, o, src, c, base, r0, r1, w, i, j)
                             j += 5
                         elif kw - j >= 3:
-                            _taps3(acc, o, src, c, base, r0, r1, w, i, j)
+                            for p in range(o, o + step, 2):
+                                _taps3(acc, p, src, c, base, r0, r1, w, i, j)
                             j += 3
                         else:
-                            _taps1(acc, o, src, c, base, r0, r1, w, i, j)
+                            for p in range(o, o + step, 2):
+                                _taps1(acc, p, src, c, base, r0, r1, w, i, j)
                             j += 1
 
 
