@@ -56,3 +56,15 @@ def impl(request):
     from minidl.ops.normalization import implementation as norm_implementation
     with norm_implementation(request.param), layer_implementation(request.param):
         yield request.param
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def threads(request, monkeypatch):
+    """Each test that takes it runs the layer kernels on the calling thread, then every problem
+    (however small) on the prange kernels of Numba's pool."""
+    if request.param == "parallel":
+        from minidl.kernels.cpu import _threads
+        from minidl.runtime import layer_threads
+        monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
+        monkeypatch.setattr(layer_threads, "PARALLEL", True)
+    return request.param

@@ -9,11 +9,9 @@ import pytest
 import minidl as md
 import minidl.nn.functional as F
 from minidl.autograd import gradcheck
-from minidl.kernels.cpu import _threads
 from minidl.kernels.cpu import conv_direct as k_direct
 from minidl.ops import conv_direct
 from minidl.ops._kernel_switch import implementation
-from minidl.runtime import layer_threads
 from minidl.testing import OpSpec, check_implementations
 
 CASES = [  # (N, C, H, W), (O, kh, kw), (ph, pw)
@@ -27,14 +25,6 @@ CASES = [  # (N, C, H, W), (O, kh, kw), (ph, pw)
     ((1, 1, 50, 52), (3, 3, 3), (1, 1)),       # more positions than one block (BLOCK)
     ((9, 3, 5, 5), (4, 3, 3), (1, 1)),         # several groups of images, the last one short
 ]
-
-
-@pytest.fixture(params=["serial", "parallel"])
-def threads(request, monkeypatch):
-    if request.param == "parallel":             # every problem here takes the prange kernels
-        monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
-        monkeypatch.setattr(layer_threads, "PARALLEL", True)
-    return request.param
 
 
 def _inputs(case):

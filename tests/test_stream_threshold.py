@@ -13,24 +13,17 @@ def _cache(root, index, level, kind, size):
     (d / "size").write_text(f"{size}\n")
 
 
-def test_the_largest_level_is_read_and_instruction_caches_are_not(tmp_path):
-    _cache(tmp_path, 0, 1, "Data", "48K")
-    _cache(tmp_path, 1, 1, "Instruction", "32K")
-    _cache(tmp_path, 2, 2, "Unified", "2048K")
-    _cache(tmp_path, 3, 3, "Unified", "491520K")
-    assert _stream.last_level_cache_bytes(str(tmp_path)) == 491520 << 10
-
-
-def test_sizes_in_megabytes_and_bytes(tmp_path):
-    _cache(tmp_path, 0, 2, "Unified", "1M")
-    _cache(tmp_path, 1, 3, "Unified", "33554432")
-    assert _stream.last_level_cache_bytes(str(tmp_path)) == 32 << 20
-
-
-def test_an_instruction_cache_at_the_last_level_does_not_count(tmp_path):
-    _cache(tmp_path, 0, 2, "Unified", "1024K")
-    _cache(tmp_path, 1, 3, "Instruction", "64M")
-    assert _stream.last_level_cache_bytes(str(tmp_path)) == 1 << 20
+@pytest.mark.parametrize("caches, expected", [
+    # the largest level is read; instruction caches are not
+    ([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"), (3, "Unified", "491520K")],
+     491520 << 10),
+    ([(2, "Unified", "1M"), (3, "Unified", "33554432")], 32 << 20),           # sizes in megabytes and bytes
+    ([(2, "Unified", "1024K"), (3, "Instruction", "64M")], 1 << 20),          # an instruction cache at the top
+])
+def test_the_last_level_data_cache_is_read(tmp_path, caches, expected):
+    for index, (level, kind, size) in enumerate(caches):
+        _cache(tmp_path, index, level, kind, size)
+    assert _stream.last_level_cache_bytes(str(tmp_path)) == expected
 
 
 def test_unreadable_or_malformed_entries_are_skipped(tmp_path):

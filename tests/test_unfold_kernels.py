@@ -12,13 +12,11 @@ import pytest
 
 import minidl as md
 import minidl.nn.functional as F
-from minidl.kernels.cpu import _threads
 from minidl.kernels.cpu import unfold as k_unfold
 from minidl.ops import conv as conv_ops
 from minidl.ops import conv_direct as conv_direct_ops
 from minidl.ops import conv_blocks
 from minidl.ops import fold as fold_ops
-from minidl.runtime import layer_threads
 from minidl.testing import OpSpec, check_implementations
 
 
@@ -43,14 +41,6 @@ def _geom(case):
     OH = conv_ops.conv_output_size(xs[2], kh, sh, ph, dh)
     OW = conv_ops.conv_output_size(xs[3], kw, sw, pw, dw)
     return xs, (kh, kw, sh, sw, ph, pw, dh, dw, OH, OW)
-
-
-@pytest.fixture(params=["serial", "parallel"])
-def threads(request, monkeypatch):
-    if request.param == "parallel":             # every problem here takes the prange kernels
-        monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
-        monkeypatch.setattr(layer_threads, "PARALLEL", True)
-    return request.param
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -52,37 +52,45 @@ _SPLIT = serial_and_parallel(error_model="numpy", cache=True, fastmath={"contrac
 _SPLIT_SUMS = serial_and_parallel(error_model="numpy", cache=True, fastmath={"contract", "reassoc"})
 
 
-# acc[o, r] and acc[o + 1, r] += taps j .. j + m - 1 of kernel row i, for r0 <= r < r1 ---------------
+# acc[o, r] and acc[o + 1, r] (and + 2, + 3) += taps j .. j + m - 1 of kernel row i, r0 <= r < r1 -------
+@njit(error_model="numpy", cache=True, inline="always")
+def _five(w, o, c, i, j):
+    """Taps j .. j + 4 of row i of w[o, c]."""
+    return w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2], w[o, c, i, j + 3], w[o, c, i, j + 4]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _five_at(src, c, k):
+    """src[c, k .. k + 4] (k unsigned)."""
+    return src[c, k], src[c, k + U(1)], src[c, k + U(2)], src[c, k + U(3)], src[c, k + U(4)]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _dot5(a, v):
+    return a[0] * v[0] + a[1] * v[1] + a[2] * v[2] + a[3] * v[3] + a[4] * v[4]
+
+
 @njit(error_model="numpy", cache=True, inline="always")
 def _taps5(acc, o, src, c, base, r0, r1, w, i, j):
-    a0, a1, a2, a3, a4 = w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2], w[o, c, i, j + 3], w[o, c, i, j + 4]
-    b0, b1, b2 = w[o + 1, c, i, j], w[o + 1, c, i, j + 1], w[o + 1, c, i, j + 2]
-    b3, b4 = w[o + 1, c, i, j + 3], w[o + 1, c, i, j + 4]
+    a, b = _five(w, o, c, i, j), _five(w, o + 1, c, i, j)
     for r in range(r0, r1):
         rr = U(r)
-        k = rr + base
-        v0, v1, v2, v3, v4 = src[c, k], src[c, k + U(1)], src[c, k + U(2)], src[c, k + U(3)], src[c, k + U(4)]
-        acc[o, rr] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3 + a4 * v4
-        acc[o + 1, rr] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3 + b4 * v4
+        v = _five_at(src, c, rr + base)
+        acc[o, rr] += _dot5(a, v)
+        acc[o + 1, rr] += _dot5(b, v)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _taps5x4(acc, o, src, c, base, r0, r1, w, i, j):
-    a0, a1, a2, a3, a4 = w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2], w[o, c, i, j + 3], w[o, c, i, j + 4]
-    b0, b1, b2 = w[o + 1, c, i, j], w[o + 1, c, i, j + 1], w[o + 1, c, i, j + 2]
-    b3, b4 = w[o + 1, c, i, j + 3], w[o + 1, c, i, j + 4]
-    c0, c1, c2 = w[o + 2, c, i, j], w[o + 2, c, i, j + 1], w[o + 2, c, i, j + 2]
-    c3, c4 = w[o + 2, c, i, j + 3], w[o + 2, c, i, j + 4]
-    d0, d1, d2 = w[o + 3, c, i, j], w[o + 3, c, i, j + 1], w[o + 3, c, i, j + 2]
-    d3, d4 = w[o + 3, c, i, j + 3], w[o + 3, c, i, j + 4]
+    a, b = _five(w, o, c, i, j), _five(w, o + 1, c, i, j)
+    d, e = _five(w, o + 2, c, i, j), _five(w, o + 3, c, i, j)
     for r in range(r0, r1):
         rr = U(r)
-        k = rr + base
-        v0, v1, v2, v3, v4 = src[c, k], src[c, k + U(1)], src[c, k + U(2)], src[c, k + U(3)], src[c, k + U(4)]
-        acc[o, rr] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3 + a4 * v4
-        acc[o + 1, rr] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3 + b4 * v4
-        acc[o + 2, rr] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3 + c4 * v4
-        acc[o + 3, rr] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3 + d4 * v4
+        v = _five_at(src, c, rr + base)
+        acc[o, rr] += _dot5(a, v)
+        acc[o + 1, rr] += _dot5(b, v)
+        acc[o + 2, rr] += _dot5(d, v)
+        acc[o + 3, rr] += _dot5(e, v)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -200,8 +208,7 @@ def _sums5(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
     for q in range(q0, q1):
         qq = U(q)
         g0, g1 = G[o, f + qq], G[o + 1, f + qq]
-        k = qq + base
-        v0, v1, v2, v3, v4 = X[c, k], X[c, k + U(1)], X[c, k + U(2)], X[c, k + U(3)], X[c, k + U(4)]
+        v0, v1, v2, v3, v4 = _five_at(X, c, qq + base)
         a0 += g0 * v0
         a1 += g0 * v1
         a2 += g0 * v2
