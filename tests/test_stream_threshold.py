@@ -1,4 +1,4 @@
-"""Where streaming stores start: an eighth of the last-level cache, never under 4 MB, read from
+"""Where streaming stores start: a thirty-second of the last-level cache, never under 4 MB, read from
 Linux's description of cpu0's caches (``minidl.kernels.cpu._stream``)."""
 import pytest
 
@@ -46,10 +46,11 @@ def test_no_description_gives_none(tmp_path, contents):
     (None, 4 << 20),            # unknown: past both L2s of a 2-core machine
     (8 << 20, 4 << 20),
     (32 << 20, 4 << 20),        # the Zen 4 VM: 4 MB measured best
-    (48 << 20, 6 << 20),        # 8 MB outputs still streamed, as measured there
-    (480 << 20, 60 << 20),      # the 480 MB Xeon: plain stores up to 48 MB, streamed from 96 MB
+    (48 << 20, 4 << 20),        # 8 MB outputs streamed, as measured there
+    (256 << 20, 8 << 20),
+    (480 << 20, 15 << 20),      # the 480 MB Xeon: plain stores up to 12 MB, streamed from 24 MB
 ])
-def test_the_threshold_is_an_eighth_of_the_last_level_and_at_least_4_mb(llc, threshold):
+def test_the_threshold_is_a_thirty_second_of_the_last_level_and_at_least_4_mb(llc, threshold):
     assert _stream.stream_threshold(llc) == threshold
 
 

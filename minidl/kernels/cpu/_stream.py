@@ -72,11 +72,11 @@ def stream_threshold(llc_bytes):
     level holds little, only the two L2s' worth stays cached, and streaming pays from 4 MB: on
     a 2-core VM with a 48 MB L3 shared with other tenants, 8 MB outputs of GroupNorm,
     InstanceNorm, BatchNorm2d and LayerNorm ran 8-11% faster streamed, and 4 MB was the best
-    threshold on a Zen 4 VM (32 MB L3). On a Xeon VM with a 480 MB L3, a LayerNorm forward
-    whose output the next kernel reads ran faster with plain stores up to 48 MB and streamed
-    from 96 MB (docs/performance.md). An eighth of the last level, and never under 4 MB, is the
-    threshold that agrees with all three."""
-    return max(MIN_STREAM_BYTES, (llc_bytes or 0) // 8)
+    threshold on a Zen 4 VM (32 MB L3). On a Xeon VM with a 480 MB L3, plain stores won up to
+    12 MB in every measurement, while at 24 MB they won or lost by a quarter with how much of
+    the shared L3 the other tenants left (docs/performance.md). A thirty-second of the last
+    level, and never under 4 MB, agrees with all three."""
+    return max(MIN_STREAM_BYTES, (llc_bytes or 0) // 32)
 
 
 MIN_STREAM_BYTES = 4 << 20    # past both L2s together on a 2-core machine

@@ -20,10 +20,14 @@ dropped: rows never need a bounds check), is, per output channel, a sum of shift
 
 a loop over q that LLVM vectorises, one FMA per tap per position, with the image in L1/L2.
 The loop takes the taps of a kernel row in runs of up to five (``_taps5``, ``_taps3``,
-``_taps1``) and two output channels at once: each loaded X value then serves up to ten
-multiply-adds, and acc is loaded and stored once per run instead of once per tap. (One tap
-per pass ran conv1 of LeNet 2.3x slower.) The offsets are unsigned: a signed index makes
-Numba check for negative wraparound, which turns every load into a gather.
+``_taps1``) and two output channels at once (four for runs of five when O is a multiple of
+four): each loaded X value then serves up to twenty multiply-adds, and acc is loaded and stored
+once per run instead of once per tap. (One tap per pass ran conv1 of LeNet 2.3x slower.) The
+offsets are unsigned: a signed index makes Numba check for negative wraparound, which turns
+every load into a gather. Small images go through in groups laid end to end on the grid
+(image k of a group at k*Hp*Wp; the zeros between them are the padding), so that a pass runs
+over about GROUP_POSITIONS positions and LLVM's scalar remainder loop is a small part of it;
+large ones in blocks of BLOCK positions, so that the acc rows of a block stay in L1.
 
 The gradients use the same grid: g is laid out with kh - 1 rows plus kw - 1 values of zeros
 before it (F = (kh-1)*Wp + kw - 1) and zeros at the dropped positions, so that
@@ -32,7 +36,10 @@ before it (F = (kh-1)*Wp + kw - 1) and zeros at the dropped positions, so that
     dxpad[c, r]       = sum_{o, i, j} wflip[c, o, i, j] G[o, r + i*Wp + j]   r < Hp*Wp
 
 the second being the forward loop again, over the flipped, transposed filter. The dropped
-positions are zeros in G, so they add nothing to either.
+positions are zeros in G, so they add nothing to either (they number Wp - OW = kw - 1 per row:
+on the grid they are g's left and right padding at once). A zero times an infinite input is
+NaN, though: where x or w holds an inf, dW or dx may be NaN where the exact sums are infinite
+(Winograd's transforms, which subtract inputs, do the same).
 
 Work is split by images: each chunk (one per thread of Numba's pool, or one on the calling
 thread for small problems) owns its scratch rows and its float64 partial of dW and db, which
