@@ -41,6 +41,10 @@ on the grid they are g's left and right padding at once). A zero times an infini
 NaN, though: where x or w holds an inf, dW or dx may be NaN where the exact sums are infinite
 (Winograd's transforms, which subtract inputs, do the same).
 
+``_correlate`` and ``_tap_sums`` are compiled on their own and called once per group of images,
+not inlined into the kernels: the serial and parallel kernels, forward and dx, then share one
+machine code (first-call compile of both dtypes 34 -> 21 s, the same speed; docs/performance.md).
+
 Work is split by images: each chunk (one per thread of Numba's pool, or one on the calling
 thread for small problems) owns its scratch rows and its float64 partial of dW and db, which
 are summed at the end (no atomics). Each kernel is one source compiled twice
@@ -122,7 +126,7 @@ def _taps1(acc, o, src, c, base, r0, r1, w, i, j):
         acc[o + 1, rr] += b0 * v0
 
 
-@njit(error_model="numpy", cache=True, inline="always")
+@njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
 def _correlate(acc, src, w, Wp, R):
     """acc[o, r] += sum_{c, i, j} w[o, c, i, j] src[c, r + i*Wp + j] for r < R; w has an even
     number of output channels (the callers pad it with a zero channel). In blocks of BLOCK
@@ -266,7 +270,7 @@ def _sums1(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
     dw[chunk, o + 1, c, i, j] += b0
 
 
-@njit(error_model="numpy", cache=True, inline="always")
+@njit(error_model="numpy", cache=True, fastmath={"contract", "reassoc"}, nogil=True)
 def _tap_sums(dw, chunk, G, F, X, Wp, Q):
     """dw[chunk, o, c, i, j] += sum_{q < Q} G[o, F + q] X[c, q + i*Wp + j], each sum over a block
     of BLOCK positions in the data's dtype (vectorised), added to the float64 partial; taps in
