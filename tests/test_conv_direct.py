@@ -5,6 +5,8 @@ the reference against a plain loop; conv2d taking the path exactly where the rul
 its gradients by finite differences and equal to the column path's; bad and empty inputs."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import minidl as md
 import minidl.nn.functional as F
@@ -199,3 +201,19 @@ def test_empty_inputs(xs, ws, threads):
                                                                                                             1, 1)):
         assert a.shape == e.shape
         np.testing.assert_allclose(a, e, atol=1e-12)
+
+
+@given(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6), st.integers(1, 7), st.integers(1, 7),
+       st.integers(0, 3), st.integers(0, 3), st.integers(0, 9), st.integers(0, 9), st.integers(0, 2 ** 32 - 1))
+def test_kernels_match_the_reference_on_drawn_geometries(N, C, O, kh, kw, ph, pw, dh, dw, seed):
+    """Any batch, channel count, kernel size and padding (an image at least as large as the
+    padded kernel needs): the kernels' sums equal the reference's."""
+    H, W = max(1, kh - 2 * ph) + dh, max(1, kw - 2 * pw) + dw
+    rng = np.random.default_rng(seed)
+    x, w, b = rng.standard_normal((N, C, H, W)), rng.standard_normal((O, C, kh, kw)), rng.standard_normal(O)
+    y = k_direct.conv_direct_forward(x, w, b, ph, pw)
+    np.testing.assert_allclose(y, conv_direct.conv_direct_forward_reference(x, w, b, ph, pw), atol=1e-10)
+    g = rng.standard_normal(y.shape)
+    for a, e in zip(k_direct.conv_direct_backward(g, x, w, ph, pw),
+                    conv_direct.conv_direct_backward_reference(g, x, w, ph, pw)):
+        np.testing.assert_allclose(a, e, atol=1e-9)
