@@ -211,28 +211,48 @@ _forward_images, _forward_images_parallel = _SPLIT(_forward_images)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
+def _axpy5(a, g, v):
+    """a + g v for five-tuples a and v (one multiply-add per tap, kept in registers)."""
+    return a[0] + g * v[0], a[1] + g * v[1], a[2] + g * v[2], a[3] + g * v[3], a[4] + g * v[4]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _add5(dw, chunk, o, c, i, j, a):
+    """dw[chunk, o, c, i, j .. j + 4] += a."""
+    for t in range(5):
+        dw[chunk, o, c, i, j + t] += a[t]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
 def _sums5(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
     """dw[chunk, o and o + 1, c, i, j .. j + 4] += sum_q G[o or o + 1, f + q] X[c, base + q + (0 .. 4)]."""
     z = X.dtype.type(0)
-    a0, a1, a2, a3, a4 = z, z, z, z, z
-    b0, b1, b2, b3, b4 = z, z, z, z, z
+    a = b = (z, z, z, z, z)
     for q in range(q0, q1):
         qq = U(q)
-        g0, g1 = G[o, f + qq], G[o + 1, f + qq]
-        v0, v1, v2, v3, v4 = _five_at(X, c, qq + base)
-        a0 += g0 * v0
-        a1 += g0 * v1
-        a2 += g0 * v2
-        a3 += g0 * v3
-        a4 += g0 * v4
-        b0 += g1 * v0
-        b1 += g1 * v1
-        b2 += g1 * v2
-        b3 += g1 * v3
-        b4 += g1 * v4
-    for t, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2), (a3, b3), (a4, b4))):
-        dw[chunk, o, c, i, j + t] += a
-        dw[chunk, o + 1, c, i, j + t] += b
+        v = _five_at(X, c, qq + base)
+        a = _axpy5(a, G[o, f + qq], v)
+        b = _axpy5(b, G[o + 1, f + qq], v)
+    _add5(dw, chunk, o, c, i, j, a)
+    _add5(dw, chunk, o + 1, c, i, j, b)
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _sums5x4(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
+    """As _sums5 for output channels o .. o + 3."""
+    z = X.dtype.type(0)
+    a = b = d = e = (z, z, z, z, z)
+    for q in range(q0, q1):
+        qq = U(q)
+        v = _five_at(X, c, qq + base)
+        a = _axpy5(a, G[o, f + qq], v)
+        b = _axpy5(b, G[o + 1, f + qq], v)
+        d = _axpy5(d, G[o + 2, f + qq], v)
+        e = _axpy5(e, G[o + 3, f + qq], v)
+    _add5(dw, chunk, o, c, i, j, a)
+    _add5(dw, chunk, o + 1, c, i, j, b)
+    _add5(dw, chunk, o + 2, c, i, j, d)
+    _add5(dw, chunk, o + 3, c, i, j, e)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -274,26 +294,32 @@ def _sums1(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
 def _tap_sums(dw, chunk, G, F, X, Wp, Q):
     """dw[chunk, o, c, i, j] += sum_{q < Q} G[o, F + q] X[c, q + i*Wp + j], each sum over a block
     of BLOCK positions in the data's dtype (vectorised), added to the float64 partial; taps in
-    runs of up to five and output channels in pairs, as _correlate (G and dw have an even number
-    of them)."""
+    runs of up to five and output channels in pairs (fours for runs of five where O allows), as
+    _correlate (G and dw have an even number of them)."""
     O, C, kh, kw = dw.shape[1], dw.shape[2], dw.shape[3], dw.shape[4]
     f = U(F)
     for q0 in range(0, Q, BLOCK):
         q1 = min(Q, q0 + BLOCK)
-        for o in range(0, O, 2):
+        step = 4 if O % 4 == 0 else 2
+        for o in range(0, O, step):
             for c in range(C):
                 for i in range(kh):
                     j = 0
                     while j < kw:
                         base = U(i * Wp + j)
-                        if kw - j >= 5:
+                        if kw - j >= 5 and step == 4:
+                            _sums5x4(dw, chunk, o, c, i, j, G, f, X, base, q0, q1)
+                            j += 5
+                        elif kw - j >= 5:
                             _sums5(dw, chunk, o, c, i, j, G, f, X, base, q0, q1)
                             j += 5
                         elif kw - j >= 3:
-                            _sums3(dw, chunk, o, c, i, j, G, f, X, base, q0, q1)
+                            for p in range(o, o + step, 2):
+                                _sums3(dw, chunk, p, c, i, j, G, f, X, base, q0, q1)
                             j += 3
                         else:
-                            _sums1(dw, chunk, o, c, i, j, G, f, X, base, q0, q1)
+                            for p in range(o, o + step, 2):
+                                _sums1(dw, chunk, p, c, i, j, G, f, X, base, q0, q1)
                             j += 1
 
 
