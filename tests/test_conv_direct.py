@@ -26,6 +26,7 @@ CASES = [  # (N, C, H, W), (O, kh, kw), (ph, pw)
     ((2, 2, 3, 3), (3, 3, 3), (3, 3)),         # more padding than image
     ((1, 1, 50, 52), (3, 3, 3), (1, 1)),       # more positions than one block (BLOCK)
     ((9, 3, 5, 5), (4, 3, 3), (1, 1)),         # several groups of images, the last one short
+    ((2, 12, 6, 6), (16, 3, 3), (1, 1)),       # 12 in: a 3x3 layer Winograd could take, below its C*O
 ]
 
 
@@ -118,7 +119,7 @@ def spy(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2], CASES[4]], ids=str)
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2], CASES[4], CASES[9]], ids=str)
 def test_conv2d_takes_the_direct_sums_and_equals_the_column_path(case, spy, monkeypatch):
     make, padding = _inputs(case)
     x, w, b, g = make(np.random.default_rng(4))
@@ -131,8 +132,10 @@ def test_conv2d_takes_the_direct_sums_and_equals_the_column_path(case, spy, monk
 
 
 @pytest.mark.parametrize("shapes, kwargs", [
-    (((2, 9, 8, 8), (4, 9, 3, 3)), {}),                     # 9 input channels
+    (((2, 17, 8, 8), (4, 17, 3, 3)), {}),                   # 17 input channels
+    (((2, 16, 8, 8), (16, 16, 3, 3)), {}),                  # 16 x 16 channels of a 3x3 layer: Winograd's
     (((2, 3, 8, 8), (17, 3, 3, 3)), {}),                    # 17 output channels
+    (((2, 3, 8, 8), (4, 3, 1, 1)), {}),                     # 1x1: a GEMM on x itself
     (((2, 3, 8, 8), (4, 3, 3, 3)), {"stride": 2}),
     (((2, 3, 8, 8), (4, 3, 3, 3)), {"dilation": 2}),
     (((2, 4, 8, 8), (4, 2, 3, 3)), {"groups": 2}),

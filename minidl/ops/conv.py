@@ -81,9 +81,9 @@ GPU device keeps im2col + GEMM. The batch is processed in blocks of a few images
 (``_winograd_blocks``): the transform of a block, its 16 GEMMs and the inverse transform, so
 that V, M, dM and dV stay in cache; only the outputs go to memory.
 
-Small stride-1 convolutions on the CPU (at most 8 input and 16 output channels: LeNet's layers,
-a network's first layer) skip both and compute the sums directly, image by image, on a
-zero-padded grid where every tap is a shift (``minidl.ops.conv_direct``, derivation there).
+Small stride-1 convolutions on the CPU (up to 16 input and 16 output channels, 3x3 ones of
+16 x 16 left to Winograd: LeNet's layers, a network's first layer) skip both and compute the
+sums directly on a zero-padded grid where every tap is a shift (``minidl.ops.conv_direct``).
 
 Threads: with more than one thread, a big CPU convolution splits its batch into one contiguous
 share of images per thread (``minidl.runtime.block_workers``), and each thread runs its share's
@@ -361,10 +361,10 @@ class Conv2d(Function):
         xp = namespace_of(x)
         if not getattr(getattr(x, "flags", None), "c_contiguous", True):
             x = xp.ascontiguousarray(x)           # the kernels read x as one C-ordered block per image
-        ctx.direct = use_direct(x, w, stride, dilation, groups)
+        ctx.winograd = _use_winograd(x, w, stride, dilation, groups)
+        ctx.direct = use_direct(x, w, stride, dilation, groups, ctx.winograd)
         if ctx.direct:
             return direct_forward(ctx, x, w, b, padding)
-        ctx.winograd = _use_winograd(x, w, stride, dilation, groups)
         if ctx.winograd:
             return _winograd_forward(ctx, x, w, b, padding)
         path = ctx.path = _columns(x, w, groups)

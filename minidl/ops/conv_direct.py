@@ -17,10 +17,12 @@ i -> kh - 1 - i): the input gradient is the forward correlation again, of the pa
 gradient with the filter flipped in both spatial axes and its two channel axes swapped; dx is
 dxpad without its padding.
 
-Where it pays (``use_direct``): layers with few channels, LeNet's and a
-network's first layer, where the im2col or unfold GEMMs are too thin for BLAS and copying the
-columns costs more than the products. The functions below are the NumPy references; the CPU
-kernels (``minidl.kernels.cpu.conv_direct``) compute the same sums image by image on a
+Where it pays (``use_direct``): layers with few channels (up to 16 in and 16 out), LeNet's
+and a network's first layer, where the im2col or unfold GEMMs are too thin for BLAS and copying
+the columns costs more than the products. A 3x3 layer with 16 in and 16 out channels goes to
+Winograd instead, whose 16 GEMMs do 4/9 of the multiply-adds and there tie or win, and a 1x1
+layer to a GEMM on the input itself (2x faster). The functions below are the NumPy references;
+the CPU kernels (``minidl.kernels.cpu.conv_direct``) compute the same sums image by image on a
 padded-width grid. The GPU keeps im2col + GEMM.
 """
 import numpy as np
@@ -64,15 +66,19 @@ def conv_direct_backward_reference(g, x, w, ph, pw, need_dx=True, need_dw=True, 
 DIRECT = LAYER.kernels(("conv_direct_forward", "conv_direct_backward"), __name__,
                        cpu="minidl.kernels.cpu.conv_direct")
 USE_DIRECT = True          # small stride-1 convolutions of CPU float32/float64 arrays by the direct sums
-DIRECT_MAX_IN_CHANNELS = 8     # measured: up to 8 input and 16 output channels the direct sums are
-DIRECT_MAX_OUT_CHANNELS = 16   # faster than im2col/unfold + GEMM (docs/performance.md)
+DIRECT_MAX_IN_CHANNELS = 16    # measured: up to 16 input and 16 output channels the direct sums are
+DIRECT_MAX_OUT_CHANNELS = 16   # faster than im2col/unfold + GEMM (docs/performance.md) ...
+DIRECT_WINOGRAD_FROM = 256     # ... and than Winograd's 3x3 layers below this many channel pairs C*O
 
 
-def use_direct(x, w, stride, dilation, groups):
-    """Does conv2d take the direct sums for these arguments (see the module docstring)?"""
+def use_direct(x, w, stride, dilation, groups, winograd=False):
+    """Does conv2d take the direct sums for these arguments (see the module docstring)?
+    ``winograd``: Winograd F(2x2, 3x3) could take them instead."""
+    O, C = w.shape[:2]
     return (USE_DIRECT and type(x) is np.ndarray and x.dtype in (np.float32, np.float64)
             and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
-            and w.shape[1] <= DIRECT_MAX_IN_CHANNELS and w.shape[0] <= DIRECT_MAX_OUT_CHANNELS)
+            and C <= DIRECT_MAX_IN_CHANNELS and O <= DIRECT_MAX_OUT_CHANNELS and w.shape[2] * w.shape[3] > 1
+            and not (winograd and C * O >= DIRECT_WINOGRAD_FROM))
 
 
 def direct_forward(ctx, x, w, b, padding):

@@ -22,7 +22,10 @@ a loop over q that LLVM vectorises, one FMA per tap per position, with the image
 The loop takes the taps of a kernel row in runs of up to five (``_taps5``, ``_taps3``,
 ``_taps1``) and two output channels at once (four for runs of five when O is a multiple of
 four): each loaded X value then serves up to twenty multiply-adds, and acc is loaded and stored
-once per run instead of once per tap. (One tap per pass ran conv1 of LeNet 2.3x slower.) The
+once per run instead of once per tap. (One tap per pass ran conv1 of LeNet 2.3x slower.) A 3x3
+kernel goes a whole window per pass (``_window3``, ``_window_sums3``): its three rows are
+shifts by 0, Wp and 2 Wp, so acc is loaded and stored once per input channel (forward 10-25%
+faster than three runs of three). The
 offsets are unsigned: a signed index makes Numba check for negative wraparound, which turns
 every load into a gather. Small images go through in groups laid end to end on the grid
 (image k of a group at k*Hp*Wp; the zeros between them are the padding), so that a pass runs
@@ -105,15 +108,30 @@ def _taps5x4(acc, o, src, c, base, r0, r1, w, i, j):
 
 
 @njit(error_model="numpy", cache=True, inline="always")
+def _three(w, o, c, i, j):
+    """Taps j .. j + 2 of row i of w[o, c]."""
+    return w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _three_at(src, c, k):
+    """src[c, k .. k + 2] (k unsigned)."""
+    return src[c, k], src[c, k + U(1)], src[c, k + U(2)]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _dot3(a, v):
+    return a[0] * v[0] + a[1] * v[1] + a[2] * v[2]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
 def _taps3(acc, o, src, c, base, r0, r1, w, i, j):
-    a0, a1, a2 = w[o, c, i, j], w[o, c, i, j + 1], w[o, c, i, j + 2]
-    b0, b1, b2 = w[o + 1, c, i, j], w[o + 1, c, i, j + 1], w[o + 1, c, i, j + 2]
+    a, b = _three(w, o, c, i, j), _three(w, o + 1, c, i, j)
     for r in range(r0, r1):
         rr = U(r)
-        k = rr + base
-        v0, v1, v2 = src[c, k], src[c, k + U(1)], src[c, k + U(2)]
-        acc[o, rr] += a0 * v0 + a1 * v1 + a2 * v2
-        acc[o + 1, rr] += b0 * v0 + b1 * v1 + b2 * v2
+        v = _three_at(src, c, rr + base)
+        acc[o, rr] += _dot3(a, v)
+        acc[o + 1, rr] += _dot3(b, v)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -126,6 +144,21 @@ def _taps1(acc, o, src, c, base, r0, r1, w, i, j):
         acc[o + 1, rr] += b0 * v0
 
 
+# A whole 3x3 window per pass (its rows at offsets 0, Wp, 2 Wp): nine loads serve 18
+# multiply-adds and acc is loaded and stored once per input channel -----------------------
+@njit(error_model="numpy", cache=True, inline="always")
+def _window3(acc, o, src, c, Wp, r0, r1, w):
+    """acc[o and o + 1, r] += the 3x3 window of w[o or o + 1, c] at src[c, r], r0 <= r < r1."""
+    a0, a1, a2 = _three(w, o, c, 0, 0), _three(w, o, c, 1, 0), _three(w, o, c, 2, 0)
+    b0, b1, b2 = _three(w, o + 1, c, 0, 0), _three(w, o + 1, c, 1, 0), _three(w, o + 1, c, 2, 0)
+    s1, s2 = U(Wp), U(2 * Wp)
+    for r in range(r0, r1):
+        rr = U(r)
+        v0, v1, v2 = _three_at(src, c, rr), _three_at(src, c, rr + s1), _three_at(src, c, rr + s2)
+        acc[o, rr] += _dot3(a0, v0) + _dot3(a1, v1) + _dot3(a2, v2)
+        acc[o + 1, rr] += _dot3(b0, v0) + _dot3(b1, v1) + _dot3(b2, v2)
+
+
 @njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
 def _correlate(acc, src, w, Wp, R):
     """acc[o, r] += sum_{c, i, j} w[o, c, i, j] src[c, r + i*Wp + j] for r < R; w has an even
@@ -134,6 +167,11 @@ def _correlate(acc, src, w, Wp, R):
     O, C, kh, kw = w.shape
     for r0 in range(0, R, BLOCK):
         r1 = min(R, r0 + BLOCK)
+        if kh == 3 and kw == 3:
+            for o in range(0, O, 2):
+                for c in range(C):
+                    _window3(acc, o, src, c, Wp, r0, r1, w)
+            continue
         step = 4 if O % 4 == 0 else 2
         for o in range(0, O, step):
             for c in range(C):
@@ -217,9 +255,15 @@ def _axpy5(a, g, v):
 
 
 @njit(error_model="numpy", cache=True, inline="always")
-def _add5(dw, chunk, o, c, i, j, a):
-    """dw[chunk, o, c, i, j .. j + 4] += a."""
-    for t in range(5):
+def _axpy3(a, g, v):
+    """a + g v for three-tuples."""
+    return a[0] + g * v[0], a[1] + g * v[1], a[2] + g * v[2]
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _add_run(dw, chunk, o, c, i, j, a):
+    """dw[chunk, o, c, i, j .. j + len(a) - 1] += a."""
+    for t in range(len(a)):
         dw[chunk, o, c, i, j + t] += a[t]
 
 
@@ -233,8 +277,8 @@ def _sums5(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
         v = _five_at(X, c, qq + base)
         a = _axpy5(a, G[o, f + qq], v)
         b = _axpy5(b, G[o + 1, f + qq], v)
-    _add5(dw, chunk, o, c, i, j, a)
-    _add5(dw, chunk, o + 1, c, i, j, b)
+    _add_run(dw, chunk, o, c, i, j, a)
+    _add_run(dw, chunk, o + 1, c, i, j, b)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -249,31 +293,42 @@ def _sums5x4(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
         b = _axpy5(b, G[o + 1, f + qq], v)
         d = _axpy5(d, G[o + 2, f + qq], v)
         e = _axpy5(e, G[o + 3, f + qq], v)
-    _add5(dw, chunk, o, c, i, j, a)
-    _add5(dw, chunk, o + 1, c, i, j, b)
-    _add5(dw, chunk, o + 2, c, i, j, d)
-    _add5(dw, chunk, o + 3, c, i, j, e)
+    _add_run(dw, chunk, o, c, i, j, a)
+    _add_run(dw, chunk, o + 1, c, i, j, b)
+    _add_run(dw, chunk, o + 2, c, i, j, d)
+    _add_run(dw, chunk, o + 3, c, i, j, e)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _sums3(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
     """As _sums5 for three taps."""
     z = X.dtype.type(0)
-    a0, a1, a2, b0, b1, b2 = z, z, z, z, z, z
+    a = b = (z, z, z)
     for q in range(q0, q1):
         qq = U(q)
+        v = _three_at(X, c, qq + base)
+        a = _axpy3(a, G[o, f + qq], v)
+        b = _axpy3(b, G[o + 1, f + qq], v)
+    _add_run(dw, chunk, o, c, i, j, a)
+    _add_run(dw, chunk, o + 1, c, i, j, b)
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _window_sums3(dw, chunk, o, c, G, f, X, Wp, q0, q1):
+    """dw[chunk, o and o + 1, c] (3x3) += sum_q G[o or o + 1, f + q] X[c, q + i*Wp + j]: a whole
+    3x3 window per pass, as _window3 (18 sums in registers, 11 loads per 18 multiply-adds)."""
+    z = X.dtype.type(0)
+    a0 = a1 = a2 = b0 = b1 = b2 = (z, z, z)
+    s1, s2 = U(Wp), U(2 * Wp)
+    for q in range(q0, q1):
+        qq = U(q)
+        v0, v1, v2 = _three_at(X, c, qq), _three_at(X, c, qq + s1), _three_at(X, c, qq + s2)
         g0, g1 = G[o, f + qq], G[o + 1, f + qq]
-        k = qq + base
-        v0, v1, v2 = X[c, k], X[c, k + U(1)], X[c, k + U(2)]
-        a0 += g0 * v0
-        a1 += g0 * v1
-        a2 += g0 * v2
-        b0 += g1 * v0
-        b1 += g1 * v1
-        b2 += g1 * v2
-    for t, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2))):
-        dw[chunk, o, c, i, j + t] += a
-        dw[chunk, o + 1, c, i, j + t] += b
+        a0, a1, a2 = _axpy3(a0, g0, v0), _axpy3(a1, g0, v1), _axpy3(a2, g0, v2)
+        b0, b1, b2 = _axpy3(b0, g1, v0), _axpy3(b1, g1, v1), _axpy3(b2, g1, v2)
+    for i, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2))):
+        _add_run(dw, chunk, o, c, i, 0, a)
+        _add_run(dw, chunk, o + 1, c, i, 0, b)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -300,6 +355,11 @@ def _tap_sums(dw, chunk, G, F, X, Wp, Q):
     f = U(F)
     for q0 in range(0, Q, BLOCK):
         q1 = min(Q, q0 + BLOCK)
+        if kh == 3 and kw == 3:
+            for o in range(0, O, 2):
+                for c in range(C):
+                    _window_sums3(dw, chunk, o, c, G, f, X, Wp, q0, q1)
+            continue
         step = 4 if O % 4 == 0 else 2
         for o in range(0, O, step):
             for c in range(C):
