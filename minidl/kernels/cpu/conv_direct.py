@@ -19,18 +19,17 @@ dropped: rows never need a bounds check), is, per output channel, a sum of shift
     acc[o, q] = b[o] + sum_{c, i, j} w[o, c, i, j] X[c, q + i*Wp + j]
 
 a loop over q that LLVM vectorises, one FMA per tap per position, with the image in L1/L2.
-The loop takes the taps of a kernel row in runs of up to five (``_taps5``, ``_taps3``,
-``_taps1``) and two output channels at once (four for runs of five when O is a multiple of
-four): each loaded X value then serves up to twenty multiply-adds, and acc is loaded and stored
-once per run instead of once per tap. (One tap per pass ran conv1 of LeNet 2.3x slower.) A 3x3
-kernel goes a whole window per pass (``_window3``, ``_window_sums3``): its three rows are
-shifts by 0, Wp and 2 Wp, so acc is loaded and stored once per input channel (forward 10-25%
-faster than three runs of three). The
-offsets are unsigned: a signed index makes Numba check for negative wraparound, which turns
-every load into a gather. Small images go through in groups laid end to end on the grid
-(image k of a group at k*Hp*Wp; the zeros between them are the padding), so that a pass runs
-over about GROUP_POSITIONS positions and LLVM's scalar remainder loop is a small part of it;
-large ones in blocks of BLOCK positions, so that the acc rows of a block stay in L1.
+The loop takes the taps of a kernel row in runs of up to five (``_taps``, ``_taps1``) and two
+output channels at once (four for runs of five when O is a multiple of four): each loaded X
+value then serves up to twenty multiply-adds, and acc is loaded and stored once per run instead
+of once per tap. (One tap per pass ran conv1 of LeNet 2.3x slower.) A 3x3 kernel goes a whole
+window per pass (``_window3``, ``_window_sums3``): its three rows are shifts by 0, Wp and 2 Wp,
+so acc is loaded and stored once per input channel (forward 10-25% faster than three runs of
+three). The offsets are unsigned: a signed index makes Numba check for negative wraparound,
+which turns every load into a gather. Small images go through in groups laid end to end on the
+grid (image k of a group at k*Hp*Wp; the zeros between them are the padding), so that a pass
+runs over about GROUP_POSITIONS positions and LLVM's scalar remainder loop is a small part of
+it; large ones in blocks of BLOCK positions, so that the acc rows of a block stay in L1.
 
 The gradients use the same grid: g is laid out with kh - 1 rows plus kw - 1 values of zeros
 before it (F = (kh-1)*Wp + kw - 1) and zeros at the dropped positions, so that
@@ -80,18 +79,24 @@ def _five_at(src, c, k):
 
 
 @njit(error_model="numpy", cache=True, inline="always")
-def _dot5(a, v):
-    return a[0] * v[0] + a[1] * v[1] + a[2] * v[2] + a[3] * v[3] + a[4] * v[4]
+def _dot(a, v):
+    """sum_t a[t] v[t] over two tuples of one length (unrolled: the length is a constant)."""
+    s = a[0] * v[0]
+    for t in range(1, len(a)):
+        s += a[t] * v[t]
+    return s
 
 
 @njit(error_model="numpy", cache=True, inline="always")
-def _taps5(acc, o, src, c, base, r0, r1, w, i, j):
-    a, b = _five(w, o, c, i, j), _five(w, o + 1, c, i, j)
+def _taps(acc, o, src, c, base, r0, r1, w, i, j, take, take_at):
+    """A run of taps over two output channels: ``take`` reads the run's weights (``_five``,
+    ``_three``), ``take_at`` the source values under them (``_five_at``, ``_three_at``)."""
+    a, b = take(w, o, c, i, j), take(w, o + 1, c, i, j)
     for r in range(r0, r1):
         rr = U(r)
-        v = _five_at(src, c, rr + base)
-        acc[o, rr] += _dot5(a, v)
-        acc[o + 1, rr] += _dot5(b, v)
+        v = take_at(src, c, rr + base)
+        acc[o, rr] += _dot(a, v)
+        acc[o + 1, rr] += _dot(b, v)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -101,10 +106,10 @@ def _taps5x4(acc, o, src, c, base, r0, r1, w, i, j):
     for r in range(r0, r1):
         rr = U(r)
         v = _five_at(src, c, rr + base)
-        acc[o, rr] += _dot5(a, v)
-        acc[o + 1, rr] += _dot5(b, v)
-        acc[o + 2, rr] += _dot5(d, v)
-        acc[o + 3, rr] += _dot5(e, v)
+        acc[o, rr] += _dot(a, v)
+        acc[o + 1, rr] += _dot(b, v)
+        acc[o + 2, rr] += _dot(d, v)
+        acc[o + 3, rr] += _dot(e, v)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -117,21 +122,6 @@ def _three(w, o, c, i, j):
 def _three_at(src, c, k):
     """src[c, k .. k + 2] (k unsigned)."""
     return src[c, k], src[c, k + U(1)], src[c, k + U(2)]
-
-
-@njit(error_model="numpy", cache=True, inline="always")
-def _dot3(a, v):
-    return a[0] * v[0] + a[1] * v[1] + a[2] * v[2]
-
-
-@njit(error_model="numpy", cache=True, inline="always")
-def _taps3(acc, o, src, c, base, r0, r1, w, i, j):
-    a, b = _three(w, o, c, i, j), _three(w, o + 1, c, i, j)
-    for r in range(r0, r1):
-        rr = U(r)
-        v = _three_at(src, c, rr + base)
-        acc[o, rr] += _dot3(a, v)
-        acc[o + 1, rr] += _dot3(b, v)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -155,8 +145,8 @@ def _window3(acc, o, src, c, Wp, r0, r1, w):
     for r in range(r0, r1):
         rr = U(r)
         v0, v1, v2 = _three_at(src, c, rr), _three_at(src, c, rr + s1), _three_at(src, c, rr + s2)
-        acc[o, rr] += _dot3(a0, v0) + _dot3(a1, v1) + _dot3(a2, v2)
-        acc[o + 1, rr] += _dot3(b0, v0) + _dot3(b1, v1) + _dot3(b2, v2)
+        acc[o, rr] += _dot(a0, v0) + _dot(a1, v1) + _dot(a2, v2)
+        acc[o + 1, rr] += _dot(b0, v0) + _dot(b1, v1) + _dot(b2, v2)
 
 
 @njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
@@ -183,11 +173,11 @@ def _correlate(acc, src, w, Wp, R):
                             _taps5x4(acc, o, src, c, base, r0, r1, w, i, j)
                             j += 5
                         elif kw - j >= 5:
-                            _taps5(acc, o, src, c, base, r0, r1, w, i, j)
+                            _taps(acc, o, src, c, base, r0, r1, w, i, j, _five, _five_at)
                             j += 5
                         elif kw - j >= 3:
                             for p in range(o, o + step, 2):
-                                _taps3(acc, p, src, c, base, r0, r1, w, i, j)
+                                _taps(acc, p, src, c, base, r0, r1, w, i, j, _three, _three_at)
                             j += 3
                         else:
                             for p in range(o, o + step, 2):
@@ -268,22 +258,23 @@ def _add_run(dw, chunk, o, c, i, j, a):
 
 
 @njit(error_model="numpy", cache=True, inline="always")
-def _sums5(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
-    """dw[chunk, o and o + 1, c, i, j .. j + 4] += sum_q G[o or o + 1, f + q] X[c, base + q + (0 .. 4)]."""
-    z = X.dtype.type(0)
-    a = b = (z, z, z, z, z)
+def _sums(dw, chunk, o, c, i, j, G, f, X, base, q0, q1, take_at, axpy, zero):
+    """dw[chunk, o and o + 1, c, i, j .. j + m - 1] += sum_q G[o or o + 1, f + q] X[c, base + q + (0 .. m - 1)]
+    for a run of m taps: ``take_at`` reads the m values (``_five_at``, ``_three_at``), ``axpy``
+    adds g times them to m sums (``_axpy5``, ``_axpy3``) that start at ``zero`` (m zeros)."""
+    a = b = zero
     for q in range(q0, q1):
         qq = U(q)
-        v = _five_at(X, c, qq + base)
-        a = _axpy5(a, G[o, f + qq], v)
-        b = _axpy5(b, G[o + 1, f + qq], v)
+        v = take_at(X, c, qq + base)
+        a = axpy(a, G[o, f + qq], v)
+        b = axpy(b, G[o + 1, f + qq], v)
     _add_run(dw, chunk, o, c, i, j, a)
     _add_run(dw, chunk, o + 1, c, i, j, b)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _sums5x4(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
-    """As _sums5 for output channels o .. o + 3."""
+    """As _sums for runs of five taps and output channels o .. o + 3."""
     z = X.dtype.type(0)
     a = b = d = e = (z, z, z, z, z)
     for q in range(q0, q1):
@@ -297,20 +288,6 @@ def _sums5x4(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
     _add_run(dw, chunk, o + 1, c, i, j, b)
     _add_run(dw, chunk, o + 2, c, i, j, d)
     _add_run(dw, chunk, o + 3, c, i, j, e)
-
-
-@njit(error_model="numpy", cache=True, inline="always")
-def _sums3(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
-    """As _sums5 for three taps."""
-    z = X.dtype.type(0)
-    a = b = (z, z, z)
-    for q in range(q0, q1):
-        qq = U(q)
-        v = _three_at(X, c, qq + base)
-        a = _axpy3(a, G[o, f + qq], v)
-        b = _axpy3(b, G[o + 1, f + qq], v)
-    _add_run(dw, chunk, o, c, i, j, a)
-    _add_run(dw, chunk, o + 1, c, i, j, b)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
@@ -333,7 +310,7 @@ def _window_sums3(dw, chunk, o, c, G, f, X, Wp, q0, q1):
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _sums1(dw, chunk, o, c, i, j, G, f, X, base, q0, q1):
-    """As _sums5 for one tap."""
+    """As _sums for one tap."""
     z = X.dtype.type(0)
     a0, b0 = z, z
     for q in range(q0, q1):
@@ -353,6 +330,8 @@ def _tap_sums(dw, chunk, G, F, X, Wp, Q):
     _correlate (G and dw have an even number of them)."""
     O, C, kh, kw = dw.shape[1], dw.shape[2], dw.shape[3], dw.shape[4]
     f = U(F)
+    z = X.dtype.type(0)
+    z5, z3 = (z, z, z, z, z), (z, z, z)
     for q0 in range(0, Q, BLOCK):
         q1 = min(Q, q0 + BLOCK)
         if kh == 3 and kw == 3:
@@ -371,11 +350,11 @@ def _tap_sums(dw, chunk, G, F, X, Wp, Q):
                             _sums5x4(dw, chunk, o, c, i, j, G, f, X, base, q0, q1)
                             j += 5
                         elif kw - j >= 5:
-                            _sums5(dw, chunk, o, c, i, j, G, f, X, base, q0, q1)
+                            _sums(dw, chunk, o, c, i, j, G, f, X, base, q0, q1, _five_at, _axpy5, z5)
                             j += 5
                         elif kw - j >= 3:
                             for p in range(o, o + step, 2):
-                                _sums3(dw, chunk, p, c, i, j, G, f, X, base, q0, q1)
+                                _sums(dw, chunk, p, c, i, j, G, f, X, base, q0, q1, _three_at, _axpy3, z3)
                             j += 3
                         else:
                             for p in range(o, o + step, 2):
