@@ -206,6 +206,16 @@ def test_empty_inputs(xs, ws, threads):
         np.testing.assert_allclose(a, e, atol=1e-12)
 
 
+def _assert_kernels_match_the_reference(x, w, b, ph, pw, rng):
+    """Forward and the three gradients (for a random output gradient) of the kernels and the reference."""
+    y = k_direct.conv_direct_forward(x, w, b, ph, pw)
+    np.testing.assert_allclose(y, conv_direct.conv_direct_forward_reference(x, w, b, ph, pw), atol=1e-10)
+    g = rng.standard_normal(y.shape)
+    for a, e in zip(k_direct.conv_direct_backward(g, x, w, ph, pw),
+                    conv_direct.conv_direct_backward_reference(g, x, w, ph, pw)):
+        np.testing.assert_allclose(a, e, atol=1e-9)
+
+
 @given(st.integers(0, 4), st.integers(0, 4), st.integers(1, 6), st.integers(1, 7), st.integers(1, 7),
        st.integers(0, 3), st.integers(0, 3), st.integers(0, 9), st.integers(0, 9), st.integers(0, 2 ** 32 - 1))
 def test_kernels_match_the_reference_on_drawn_geometries(N, C, O, kh, kw, ph, pw, dh, dw, seed):
@@ -214,9 +224,15 @@ def test_kernels_match_the_reference_on_drawn_geometries(N, C, O, kh, kw, ph, pw
     H, W = max(1, kh - 2 * ph) + dh, max(1, kw - 2 * pw) + dw
     rng = np.random.default_rng(seed)
     x, w, b = rng.standard_normal((N, C, H, W)), rng.standard_normal((O, C, kh, kw)), rng.standard_normal(O)
-    y = k_direct.conv_direct_forward(x, w, b, ph, pw)
-    np.testing.assert_allclose(y, conv_direct.conv_direct_forward_reference(x, w, b, ph, pw), atol=1e-10)
-    g = rng.standard_normal(y.shape)
-    for a, e in zip(k_direct.conv_direct_backward(g, x, w, ph, pw),
-                    conv_direct.conv_direct_backward_reference(g, x, w, ph, pw)):
-        np.testing.assert_allclose(a, e, atol=1e-9)
+    _assert_kernels_match_the_reference(x, w, b, ph, pw, rng)
+
+
+@given(st.integers(0, 3), st.integers(0, 5), st.integers(1, 9), st.integers(0, 3), st.integers(0, 3),
+       st.integers(0, 12), st.integers(0, 12), st.integers(0, 2 ** 32 - 1))
+def test_3x3_windows_match_the_reference_on_drawn_geometries(N, C, O, ph, pw, dh, dw, seed):
+    """3x3 kernels take the whole-window loops (forward, dx and dW): odd, even and
+    multiple-of-four channel counts, any padding, images from the smallest that fits."""
+    H, W = max(1, 3 - 2 * ph) + dh, max(1, 3 - 2 * pw) + dw
+    rng = np.random.default_rng(seed)
+    x, w, b = rng.standard_normal((N, C, H, W)), rng.standard_normal((O, C, 3, 3)), rng.standard_normal(O)
+    _assert_kernels_match_the_reference(x, w, b, ph, pw, rng)
