@@ -24,6 +24,8 @@ IMPLS = ("numba", "reference")
 # (N, C, H, W), O, padding: odd and even outputs (cropped tiles), rectangular, padding 0, 1, 2, (1, 0)
 SHAPES = [((2, 3, 5, 6), 4, 1), ((3, 2, 8, 7), 5, 0), ((1, 4, 6, 6), 3, 2), ((2, 3, 3, 4), 2, (1, 0)),
           ((1, 1, 3, 3), 1, 0)]
+# channel counts that take the kernels' eight-channel copies, with and without a remainder
+WIDE_SHAPES = [((2, 9, 6, 7), 12, 1), ((1, 16, 5, 4), 8, 0), ((2, 19, 4, 5), 17, (1, 0))]
 
 
 @pytest.fixture
@@ -40,7 +42,7 @@ def _geometry(xs, padding):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("xs,O,padding", SHAPES)
+@pytest.mark.parametrize("xs,O,padding", SHAPES + WIDE_SHAPES)
 def test_transform_kernels_match_references(xs, O, padding, dtype):
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry(xs, padding)
     rng = np.random.default_rng(0)

@@ -18,18 +18,19 @@ M[xi] = V[xi] @ U[xi]^T are plain BLAS GEMMs on contiguous matrices ((T, 16, cha
 BLAS read rows 16 * channels apart: the GEMMs ran 2-5x slower).
 
 How the loops run. Each image is copied once into a zero-padded channels-last buffer whose
-columns are split by parity, X[row, p, q, c] for column 2q + p (``_to_parity_rows``; tile
-reads then need no bounds checks). In it, column 2tw + j of every tile of a tile row lies at
-parity j % 2, q = tw + j // 2, so for fixed (row, j) the tiles' values over (tw, c) are one
-contiguous run of TW * channels, and so are the tile row's values in each transform plane.
-Each transform is then written as two separable 1-D stages (rows, then columns, or the
-reverse) of loops over such runs, each loop one destination and at most three sources
-(``_set*``, ``_add*``), which LLVM vectorises. Computing a tile's 16 values at once, 16 loads
-and 16 stores per channel, does not vectorise (too many possible overlaps to check at run
-time) and ran 1.3-2.9x slower; docs/performance.md has the A/B. The copies into and out of the
-channels-last buffer are scalar, about half of each transform's time. Work is split by image
-(prange), so the adjoint's overlapping tiles (they share two rows/columns) never race. The GPU
-device keeps im2col + GEMM (no cuda port of these transforms).
+columns are split by parity, X[row, p, q, c] for column 2q + p (``_to_parity_rows``; tile reads
+then need no bounds checks). In it, column 2tw + j of every tile of a tile row lies at parity
+j % 2, q = tw + j // 2, so for fixed (row, j) the tiles' values over (tw, c) are one contiguous
+run of TW * channels, and so are the tile row's values in each transform plane. Each transform
+is then written as two separable 1-D stages (rows, then columns, or the reverse) of loops over
+such runs, each loop one destination and at most three sources (``_set*``, ``_add*``), which
+LLVM vectorises. Computing a tile's 16 values at once, 16 loads and 16 stores per channel, does
+not vectorise (too many possible overlaps to check at run time) and ran 1.3-2.9x slower;
+docs/performance.md has the A/B. The copies into and out of the channels-last buffer go eight
+channels per pass (2.2x and 1.3x faster than one) and take a fifth to a third of each
+transform's time. Work is split by image (prange), so the adjoint's overlapping tiles (they
+share two rows/columns) never race. The GPU device keeps im2col + GEMM (no cuda port of these
+transforms).
 
 The ``*_serial`` entry points run the same serial cores on the calling thread, which they
 leave to other Python threads meanwhile (``nogil``): conv2d's block workers call them, one
@@ -92,27 +93,50 @@ def _add3(dst, d, src, o1, s1, o2, s2, o3, s3, n):
 def _to_parity_rows(x, n, X, r0, c0, Q):
     """Image n of x (N, K, H, W) into X, channels-last with the columns split by parity:
     x[n, c, h, w] goes to row h + r0, column w + c0 = 2q + p, at X[row, p, q, c] (rows of
-    2 * Q * K values). Channels innermost: the writes run contiguously and the K reads of a
-    pixel, a plane apart, each continue a cache line the previous pixel opened (with the
-    channel loop outermost, each write lands K values from the last: 2.1x slower for 16
-    channels at 32x32, 1.1-1.4x for 32 and 64; docs/performance.md)."""
+    2 * Q * K values). Eight channels per pass along a row: eight loads a plane apart, each
+    continuing a cache line the previous pixel opened, and eight contiguous stores, which LLVM
+    turns into wide moves (2.2x faster than one channel per pass with the channels innermost,
+    which was itself 2.1x faster than the channel loop outermost for 16 channels at 32x32;
+    docs/performance.md); the last K % 8 channels one at a time."""
     K, H, W = x.shape[1], x.shape[2], x.shape[3]
+    K8 = K - K % 8
     for h in range(H):
         base = (h + r0) * 2 * Q * K
+        for c in range(0, K8, 8):
+            for w in range(W):
+                wp = w + c0
+                d = U(base + ((wp & 1) * Q + (wp >> 1)) * K + c)
+                v0, v1, v2, v3 = x[n, c, h, w], x[n, c + 1, h, w], x[n, c + 2, h, w], x[n, c + 3, h, w]
+                v4, v5, v6, v7 = x[n, c + 4, h, w], x[n, c + 5, h, w], x[n, c + 6, h, w], x[n, c + 7, h, w]
+                X[d], X[d + U(1)], X[d + U(2)], X[d + U(3)] = v0, v1, v2, v3
+                X[d + U(4)], X[d + U(5)], X[d + U(6)], X[d + U(7)] = v4, v5, v6, v7
         for w in range(W):
             wp = w + c0
             d = base + ((wp & 1) * Q + (wp >> 1)) * K
-            for c in range(K):
+            for c in range(K8, K):
                 X[d + c] = x[n, c, h, w]
 
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _from_parity_rows(X, y, n, r0, c0, Q):
     """The inverse of _to_parity_rows: y[n] (K, H, W) read back from X. Here the channel loop
-    stays outermost, so that the writes into y's planes run contiguously: with channels
-    innermost every write lands a plane (4 KB at 32x32) from the last, 5x slower."""
+    stays outermost, eight channels per pass (eight contiguous loads, eight stores each
+    continuing its plane; 1.3-1.8x faster than one), so that the writes into y's planes run
+    contiguously: with channels innermost every write lands a plane (4 KB at 32x32) from the
+    last, 5x slower."""
     K, H, W = y.shape[1], y.shape[2], y.shape[3]
-    for c in range(K):
+    K8 = K - K % 8
+    for c in range(0, K8, 8):
+        for h in range(H):
+            base = (h + r0) * 2 * Q * K
+            for w in range(W):
+                wp = w + c0
+                d = U(base + ((wp & 1) * Q + (wp >> 1)) * K + c)
+                v0, v1, v2, v3 = X[d], X[d + U(1)], X[d + U(2)], X[d + U(3)]
+                v4, v5, v6, v7 = X[d + U(4)], X[d + U(5)], X[d + U(6)], X[d + U(7)]
+                y[n, c, h, w], y[n, c + 1, h, w], y[n, c + 2, h, w], y[n, c + 3, h, w] = v0, v1, v2, v3
+                y[n, c + 4, h, w], y[n, c + 5, h, w], y[n, c + 6, h, w], y[n, c + 7, h, w] = v4, v5, v6, v7
+    for c in range(K8, K):
         for h in range(H):
             base = (h + r0) * 2 * Q * K
             for w in range(W):
