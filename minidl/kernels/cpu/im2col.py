@@ -28,6 +28,7 @@ threads meanwhile (``nogil``): conv2d's block workers call them, one image block
 import numpy as np
 from numba import njit, prange
 
+from ._channels_last import from_channels_last, to_channels_last
 from ._threads import layer_parallel, plane_chunks
 
 
@@ -41,10 +42,7 @@ def _im2col_images(x, cols, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
     xh = np.zeros(((H + 2 * ph) * Wp, C), dtype=x.dtype)        # padded channels-last image
     xg = xh.reshape(xh.shape[0], G, Cg)
     for n in range(n0, n1):
-        for c in range(C):
-            for h in range(H):
-                for w in range(W):
-                    xh[(h + ph) * Wp + w + pw, c] = x[n, c, h, w]
+        to_channels_last(x, n, xh.reshape(-1), ph, pw, Wp * C, C, 2 * C)
         for oh in range(OH):
             for ow in range(OW):
                 p = oh * OW + ow
@@ -70,10 +68,7 @@ def _im2col_images_dense(x, cols, n0, n1, kh, kw, sh, sw, ph, pw, dh):
     xh = np.zeros(((H + 2 * ph) * Wp, C), dtype=x.dtype)
     xf = xh.reshape(-1)
     for n in range(n0, n1):
-        for c in range(C):
-            for h in range(H):
-                for w in range(W):
-                    xh[(h + ph) * Wp + w + pw, c] = x[n, c, h, w]
+        to_channels_last(x, n, xh.reshape(-1), ph, pw, Wp * C, C, 2 * C)
         for oh in range(OH):
             for ow in range(OW):
                 p = oh * OW + ow
@@ -127,10 +122,7 @@ def _col2im_images(cols, dx, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
                             r = (oh * sh + i * dh) * Wp + ow * sw + j * dw
                             for c in range(Cg):
                                 dxg[r, g, c] += rows[n, p, q, c]
-        for c in range(C):
-            for h in range(H):
-                for w in range(W):
-                    dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
+        from_channels_last(dxh.reshape(-1), dx, n, ph, pw, Wp * C, C, 2 * C)
 
 
 @njit(error_model="numpy", cache=True, nogil=True)
@@ -152,10 +144,7 @@ def _col2im_images_dense(cols, dx, n0, n1, kh, kw, sh, sw, ph, pw, dh):
                     start = np.uintp(((oh * sh + i * dh) * Wp + ow * sw) * C)
                     for e in range(run):
                         df[start + np.uintp(e)] += rows[n, p, i, e]
-        for c in range(C):
-            for h in range(H):
-                for w in range(W):
-                    dx[n, c, h, w] = dxh[(h + ph) * Wp + w + pw, c]
+        from_channels_last(dxh.reshape(-1), dx, n, ph, pw, Wp * C, C, 2 * C)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)

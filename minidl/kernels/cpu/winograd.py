@@ -39,6 +39,7 @@ image block per thread (``minidl.runtime.block_workers``).
 import numpy as np
 from numba import njit, prange
 
+from ._channels_last import from_channels_last, to_channels_last
 from ._threads import layer_parallel
 
 U = np.uintp   # the loops' offsets are unsigned (see below)
@@ -93,55 +94,16 @@ def _add3(dst, d, src, o1, s1, o2, s2, o3, s3, n):
 def _to_parity_rows(x, n, X, r0, c0, Q):
     """Image n of x (N, K, H, W) into X, channels-last with the columns split by parity:
     x[n, c, h, w] goes to row h + r0, column w + c0 = 2q + p, at X[row, p, q, c] (rows of
-    2 * Q * K values). Eight channels per pass along a row: eight loads a plane apart, each
-    continuing a cache line the previous pixel opened, and eight contiguous stores, which LLVM
-    turns into wide moves (2.2x faster than one channel per pass with the channels innermost,
-    which was itself 2.1x faster than the channel loop outermost for 16 channels at 32x32;
-    docs/performance.md); the last K % 8 channels one at a time."""
-    K, H, W = x.shape[1], x.shape[2], x.shape[3]
-    K8 = K - K % 8
-    for h in range(H):
-        base = (h + r0) * 2 * Q * K
-        for c in range(0, K8, 8):
-            for w in range(W):
-                wp = w + c0
-                d = U(base + ((wp & 1) * Q + (wp >> 1)) * K + c)
-                v0, v1, v2, v3 = x[n, c, h, w], x[n, c + 1, h, w], x[n, c + 2, h, w], x[n, c + 3, h, w]
-                v4, v5, v6, v7 = x[n, c + 4, h, w], x[n, c + 5, h, w], x[n, c + 6, h, w], x[n, c + 7, h, w]
-                X[d], X[d + U(1)], X[d + U(2)], X[d + U(3)] = v0, v1, v2, v3
-                X[d + U(4)], X[d + U(5)], X[d + U(6)], X[d + U(7)] = v4, v5, v6, v7
-        for w in range(W):
-            wp = w + c0
-            d = base + ((wp & 1) * Q + (wp >> 1)) * K
-            for c in range(K8, K):
-                X[d + c] = x[n, c, h, w]
+    2 * Q * K values; how the copy runs: ``_channels_last``)."""
+    K = x.shape[1]
+    to_channels_last(x, n, X, r0, c0, 2 * Q * K, Q * K, K)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _from_parity_rows(X, y, n, r0, c0, Q):
-    """The inverse of _to_parity_rows: y[n] (K, H, W) read back from X. Here the channel loop
-    stays outermost, eight channels per pass (eight contiguous loads, eight stores each
-    continuing its plane; 1.3-1.8x faster than one), so that the writes into y's planes run
-    contiguously: with channels innermost every write lands a plane (4 KB at 32x32) from the
-    last, 5x slower."""
-    K, H, W = y.shape[1], y.shape[2], y.shape[3]
-    K8 = K - K % 8
-    for c in range(0, K8, 8):
-        for h in range(H):
-            base = (h + r0) * 2 * Q * K
-            for w in range(W):
-                wp = w + c0
-                d = U(base + ((wp & 1) * Q + (wp >> 1)) * K + c)
-                v0, v1, v2, v3 = X[d], X[d + U(1)], X[d + U(2)], X[d + U(3)]
-                v4, v5, v6, v7 = X[d + U(4)], X[d + U(5)], X[d + U(6)], X[d + U(7)]
-                y[n, c, h, w], y[n, c + 1, h, w], y[n, c + 2, h, w], y[n, c + 3, h, w] = v0, v1, v2, v3
-                y[n, c + 4, h, w], y[n, c + 5, h, w], y[n, c + 6, h, w], y[n, c + 7, h, w] = v4, v5, v6, v7
-    for c in range(K8, K):
-        for h in range(H):
-            base = (h + r0) * 2 * Q * K
-            for w in range(W):
-                wp = w + c0
-                y[n, c, h, w] = X[base + ((wp & 1) * Q + (wp >> 1)) * K + c]
+    """The inverse of _to_parity_rows: y[n] (K, H, W) read back from X."""
+    K = y.shape[1]
+    from_channels_last(X, y, n, r0, c0, 2 * Q * K, Q * K, K)
 
 
 @njit(error_model="numpy", cache=True, fastmath={"contract"}, nogil=True)
