@@ -230,8 +230,8 @@ def test_kernels_match_the_reference_on_drawn_geometries(N, C, O, kh, kw, ph, pw
 @given(st.integers(0, 3), st.integers(0, 5), st.integers(1, 9), st.integers(0, 3), st.integers(0, 3),
        st.integers(0, 12), st.integers(0, 12), st.integers(0, 2 ** 32 - 1))
 def test_3x3_windows_match_the_reference_on_drawn_geometries(N, C, O, ph, pw, dh, dw, seed):
-    """3x3 kernels take the whole-window loops (forward, dx and dW): odd, even and
-    multiple-of-four channel counts, any padding, images from the smallest that fits."""
+    """3x3 kernels take the whole-window loops (forward, dx and dW): odd and even channel
+    counts (an odd one padded with a zero channel), any padding, images from the smallest that fits."""
     H, W = max(1, 3 - 2 * ph) + dh, max(1, 3 - 2 * pw) + dw
     rng = np.random.default_rng(seed)
     x, w, b = rng.standard_normal((N, C, H, W)), rng.standard_normal((O, C, 3, 3)), rng.standard_normal(O)

@@ -11,11 +11,9 @@ and Winograd's rows split by column parity (A = Q * C, B = C: the even columns, 
 It is a transpose, one side of it strided by a plane. Eight channels per pass: eight loads a
 plane apart, each continuing a cache line the previous pixel opened, and eight contiguous
 stores (or the reverse), which LLVM compiles to wide moves; the last C % 8 channels one at a
-time. Into the buffer the rows go outermost, out of it the channels (so that each pass writes
-eight planes' rows contiguously). Measured on 64 images, one thread (docs/performance.md): into
-Winograd's buffer, 16 x 32 x 32, 0.27 ms, against 0.58 ms with one channel per pass and 1.27 ms
-with the channel loop outermost (every write C values from the last); out of it 0.42 against
-0.55 ms. The offsets are unsigned: a signed index makes Numba check for negative wraparound.
+time. Into the buffer the rows go outermost, out of it the channels, so that each pass writes
+eight planes' rows contiguously (the orders and their timings: docs/performance.md, Winograd).
+The offsets are unsigned: a signed index makes Numba check for negative wraparound.
 """
 import numpy as np
 from numba import njit
