@@ -38,6 +38,7 @@ def workers(monkeypatch):
     monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
     monkeypatch.setattr(conv_ops, "BLOCK_WORKERS_FROM", 1)
     monkeypatch.setattr(conv_ops, "UNFOLD_BLOCK_WORKERS_FROM", 1)
+    monkeypatch.setattr(conv_ops, "WINOGRAD_BLOCK_WORKERS_FROM", 1)
     monkeypatch.setattr(layer_threads, "PARALLEL", True)
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     seen = set()

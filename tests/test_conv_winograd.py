@@ -1,4 +1,4 @@
-"""conv2d by Winograd F(2x2, 3x3): the tile transforms (Numba kernels against their NumPy
+"""conv2d by Winograd F(4x4, 3x3): the tile transforms (Numba kernels against their NumPy
 references, float32 and float64, and each reference against its adjoint), the convolution
 against direct summation (float64 tightly, float32 within the error Winograd's transforms add),
 gradcheck of its backward, and the choice between Winograd and im2col."""
@@ -47,9 +47,9 @@ def test_transform_kernels_match_references(xs, O, padding, dtype):
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry(xs, padding)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(xs).astype(dtype)
-    M = rng.standard_normal((16, N * TH * TW, O)).astype(dtype)
+    M = rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, O)).astype(dtype)
     g = rng.standard_normal((N, O, OH, OW)).astype(dtype)
-    dV = rng.standard_normal((16, N * TH * TW, C)).astype(dtype)
+    dV = rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, C)).astype(dtype)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     pairs = [
         (k_wino.winograd_input(x, ph, pw, TH, TW), conv_ops.winograd_input_reference(x, ph, pw, TH, TW)),
@@ -68,13 +68,13 @@ def test_backward_transforms_are_the_adjoints(xs, O, padding):
     """<T a, b> == <a, T* b> for the input and output transforms and the filter transform."""
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry(xs, padding)
     rng = np.random.default_rng(1)
-    x, dV = rng.standard_normal(xs), rng.standard_normal((16, N * TH * TW, C))
+    x, dV = rng.standard_normal(xs), rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, C))
     lhs = np.sum(conv_ops.winograd_input_reference(x, ph, pw, TH, TW) * dV)
     assert np.isclose(lhs, np.sum(x * conv_ops.winograd_input_adjoint_reference(dV, N, C, H, W, ph, pw, TH, TW)))
-    M, g = rng.standard_normal((16, N * TH * TW, O)), rng.standard_normal((N, O, OH, OW))
+    M, g = rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, O)), rng.standard_normal((N, O, OH, OW))
     lhs = np.sum(conv_ops.winograd_output_reference(M, N, O, OH, OW, TH, TW) * g)
     assert np.isclose(lhs, np.sum(M * conv_ops.winograd_output_adjoint_reference(g, TH, TW)))
-    w, dU = rng.standard_normal((O, C, 3, 3)), rng.standard_normal((16, O, C))
+    w, dU = rng.standard_normal((O, C, 3, 3)), rng.standard_normal((conv_ops.WINOGRAD_PLANES, O, C))
     assert np.isclose(np.sum(conv_ops.winograd_filter(w) * dU), np.sum(w * conv_ops.winograd_filter_adjoint(dU)))
 
 
@@ -120,8 +120,9 @@ def test_winograd_gradients_equal_im2col_gradients(monkeypatch, block_bytes):
 
 
 def test_float32_error_stays_near_im2col():
-    """float32 Winograd F(2x2, 3x3) against direct summation in float64: its transforms (additions,
-    halves) add little rounding; measured at or below im2col's error (docs/performance.md)."""
+    """float32 Winograd F(4x4, 3x3) against direct summation in float64: its transforms (entries
+    up to 8 and 1/24) add rounding, measured at 7-13 times im2col's error and below 1e-5 of the
+    output's scale (docs/performance.md); a wrong coefficient would give errors of order one."""
     rng = np.random.default_rng(4)
     x, w = rng.standard_normal((4, 16, 12, 12)), rng.standard_normal((16, 16, 3, 3)) / 12
     exact = conv_direct(x, w, None, 1, 1, 1, 1)
@@ -133,8 +134,8 @@ def test_float32_error_stays_near_im2col():
         finally:
             conv_ops.USE_WINOGRAD = True
         errors[use] = np.abs(y - exact).max() / np.abs(exact).max()
-    assert errors[True] < 2e-6
-    assert errors[True] < 8 * errors[False] + 1e-7
+    assert errors[True] < 1e-5
+    assert errors[True] < 20 * errors[False]
 
 
 def test_which_convolutions_take_winograd():
@@ -176,15 +177,19 @@ def test_transform_kernels_read_and_write_a_slice_of_tiles(dtype):
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry((5, 6, 7, 8), 1)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((N, C, H, W)).astype(dtype)
-    full = np.full((16, N * TH * TW, C), 7.0, dtype=dtype)
+    full = np.full((conv_ops.WINOGRAD_PLANES, N * TH * TW, C), 7.0, dtype=dtype)
+    eps = 1e-5 if dtype == np.float32 else 1e-12   # of each result's scale: the transforms' entries reach 8
+
+    def close(got, want):
+        np.testing.assert_allclose(got, want, rtol=eps, atol=eps * np.abs(want).max())
     n0, n1 = 2, 4
     t0, t1 = n0 * TH * TW, n1 * TH * TW
     k_wino.winograd_input(x[n0:n1], ph, pw, TH, TW, out=full[:, t0:t1])
     want = conv_ops.winograd_input_reference(x, ph, pw, TH, TW)
-    np.testing.assert_allclose(full[:, t0:t1], want[:, t0:t1], rtol=1e-6, atol=1e-6)
+    close(full[:, t0:t1], want[:, t0:t1])
     assert np.all(full[:, :t0] == 7.0) and np.all(full[:, t1:] == 7.0)
     dx = k_wino.winograd_input_adjoint_serial(full[:, t0:t1], n1 - n0, C, H, W, ph, pw, TH, TW)
-    np.testing.assert_allclose(dx, conv_ops.winograd_input_adjoint_reference(
-        np.ascontiguousarray(full[:, t0:t1]), n1 - n0, C, H, W, ph, pw, TH, TW), rtol=1e-6, atol=1e-6)
+    close(dx, conv_ops.winograd_input_adjoint_reference(np.ascontiguousarray(full[:, t0:t1]), n1 - n0, C, H, W,
+                                                        ph, pw, TH, TW))
     with pytest.raises(ValueError, match="contiguous rows"):
-        k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((16, C, N * TH * TW), dtype=dtype).transpose(0, 2, 1))
+        k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((conv_ops.WINOGRAD_PLANES, C, N * TH * TW), dtype=dtype).transpose(0, 2, 1))

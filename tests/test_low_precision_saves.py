@@ -100,8 +100,8 @@ def _cnn_case():
 @pytest.mark.parametrize("case", [_gpt_case, _cnn_case], ids=["gpt", "cnn"])
 def test_float16_keeps_at_most_six_tenths_of_the_float32_bytes(case):
     """What stays float32 is what a GPU keeps in float32: the GPT's residual stream (the input of
-    its norms) and the loss's log-probabilities, the CNN's Winograd filter transforms; the 2-byte
-    copies of the weights count. (The GPT's ratio rises as d_model grows against the context.)"""
+    its norms) and the loss's log-probabilities; the 2-byte copies of the weights count. (The GPT's
+    ratio rises as d_model grows against the context.)"""
     model, loss = case()
     saved = {}
     for name, dtype in (("fp32", None), ("fp16", md.float16)):

@@ -88,15 +88,15 @@ def im2col_backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks):
 
 def winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks):
     """Forward over ``blocks`` of images: the input transform of a block (into ``V`` when it is
-    kept for dW), its 16 GEMMs, the output transform and the bias."""
+    kept for dW), its GEMMs (one per transform-domain position), the output transform and the bias."""
     ph, pw, OH, OW, TH, TW = geom
-    TT, C, O = TH * TW, x.shape[1], out.shape[1]
+    TT, C, O, P = TH * TW, x.shape[1], out.shape[1], Ut.shape[0]
     for n0, n1 in blocks:
         t0, t1 = n0 * TT, n1 * TT
-        Vb = V[:, t0:t1] if V is not None else scratch_buffer("winograd_v", (16, t1 - t0, C), x.dtype, np)
-        kern.winograd_input(x[n0:n1], ph, pw, TH, TW, out=Vb)                 # (16, Tb, C)
-        M = scratch_buffer("winograd_m", (16, t1 - t0, O), x.dtype, np)
-        np.matmul(Vb, Ut, out=M)                                              # 16 GEMMs (Tb, C) @ (C, O)
+        Vb = V[:, t0:t1] if V is not None else scratch_buffer("winograd_v", (P, t1 - t0, C), x.dtype, np)
+        kern.winograd_input(x[n0:n1], ph, pw, TH, TW, out=Vb)                 # (P, Tb, C)
+        M = scratch_buffer("winograd_m", (P, t1 - t0, O), x.dtype, np)
+        np.matmul(Vb, Ut, out=M)                                              # P GEMMs (Tb, C) @ (C, O)
         kern.winograd_output(M, n1 - n0, O, OH, OW, TH, TW, out=out[n0:n1])
         if b is not None:
             out[n0:n1] += b.reshape(1, O, 1, 1)
@@ -104,23 +104,23 @@ def winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks):
 
 def winograd_backward_blocks(kern, x, g, U, V, dx, nw, geom, blocks):
     """Backward over ``blocks`` of images: dM of a block, its dU GEMMs (summed into the returned
-    (16, O, C) array when ``nw``), its dV GEMMs and the input transform's adjoint into ``dx``
+    (P, O, C) array when ``nw``), its dV GEMMs and the input transform's adjoint into ``dx``
     (when given)."""
     ph, pw, OH, OW, TH, TW = geom
     TT = TH * TW
     N, C, H, W = x.shape
-    O = U.shape[1]
-    dU = np.zeros((16, O, C), dtype=g.dtype) if nw else None
+    P, O = U.shape[:2]
+    dU = np.zeros((P, O, C), dtype=g.dtype) if nw else None
     for n0, n1 in blocks:
         t0, t1 = n0 * TT, n1 * TT
         dM = kern.winograd_output_adjoint(g[n0:n1], TH, TW,
-                                          out=scratch_buffer("winograd_m", (16, t1 - t0, O), g.dtype, np))
+                                          out=scratch_buffer("winograd_m", (P, t1 - t0, O), g.dtype, np))
         if nw:
             Vb = V[:, t0:t1] if V is not None else kern.winograd_input(
-                x[n0:n1], ph, pw, TH, TW, out=scratch_buffer("winograd_v", (16, t1 - t0, C), x.dtype, np))
-            dU += np.matmul(dM.transpose(0, 2, 1), Vb)                        # (16, O, C)
+                x[n0:n1], ph, pw, TH, TW, out=scratch_buffer("winograd_v", (P, t1 - t0, C), x.dtype, np))
+            dU += np.matmul(dM.transpose(0, 2, 1), Vb)                        # (P, O, C)
         if dx is not None:
-            dV = scratch_buffer("winograd_dv", (16, t1 - t0, C), g.dtype, np)
+            dV = scratch_buffer("winograd_dv", (P, t1 - t0, C), g.dtype, np)
             np.matmul(dM, U, out=dV)
             kern.winograd_input_adjoint(dV, n1 - n0, C, H, W, ph, pw, TH, TW, out=dx[n0:n1])
     return dU

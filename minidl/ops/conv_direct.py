@@ -73,7 +73,7 @@ DIRECT_WINOGRAD_FROM = 256     # ... and than Winograd's 3x3 layers below this m
 
 def use_direct(x, w, stride, dilation, groups, winograd=False):
     """Does conv2d take the direct sums for these arguments (see the module docstring)?
-    ``winograd``: Winograd F(2x2, 3x3) could take them instead."""
+    ``winograd``: Winograd F(4x4, 3x3) could take them instead."""
     O, C = w.shape[:2]
     return (USE_DIRECT and type(x) is np.ndarray and x.dtype in (np.float32, np.float64)
             and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1

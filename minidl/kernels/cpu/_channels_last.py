@@ -3,10 +3,11 @@ channels-last copies of an image (Winograd's transforms, im2col/col2im).
 
 Pixel (h, w) of the image goes to (or comes from) the run of C values at
 
-    X[(h + r0) * row + (p * A) + (q * B) + c]      with w + c0 = 2q + p, c < C
+    X[(h + r0) * row + (p * A) + (q * B) + c]      with w + c0 = 4q + p, 0 <= p < 4, c < C
 
-which covers both layouts: plain padded rows (A = C, B = 2C: column w + c0 at (w + c0) * C)
-and Winograd's rows split by column parity (A = Q * C, B = C: the even columns, then the odd).
+which covers both layouts: plain padded rows (A = C, B = 4C: column w + c0 at (w + c0) * C)
+and Winograd's rows split by column phase mod 4 (A = Q * C, B = C: the columns 4q, then the
+columns 4q + 1, and so on).
 
 It is a transpose, one side of it strided by a plane. Eight channels per pass: eight loads a
 plane apart, each continuing a cache line the previous pixel opened, and eight contiguous
@@ -25,7 +26,7 @@ U = np.uintp
 def _pixel(h, w, r0, c0, row, A, B):
     """Where pixel (h, w)'s run of channels starts in X."""
     wp = w + c0
-    return (h + r0) * row + (wp & 1) * A + (wp >> 1) * B
+    return (h + r0) * row + (wp & 3) * A + (wp >> 2) * B
 
 
 @njit(error_model="numpy", cache=True, inline="always")

@@ -42,7 +42,7 @@ def _im2col_images(x, cols, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
     xh = np.zeros(((H + 2 * ph) * Wp, C), dtype=x.dtype)        # padded channels-last image
     xg = xh.reshape(xh.shape[0], G, Cg)
     for n in range(n0, n1):
-        to_channels_last(x, n, xh.reshape(-1), ph, pw, Wp * C, C, 2 * C)
+        to_channels_last(x, n, xh.reshape(-1), ph, pw, Wp * C, C, 4 * C)
         for oh in range(OH):
             for ow in range(OW):
                 p = oh * OW + ow
@@ -68,7 +68,7 @@ def _im2col_images_dense(x, cols, n0, n1, kh, kw, sh, sw, ph, pw, dh):
     xh = np.zeros(((H + 2 * ph) * Wp, C), dtype=x.dtype)
     xf = xh.reshape(-1)
     for n in range(n0, n1):
-        to_channels_last(x, n, xf, ph, pw, Wp * C, C, 2 * C)
+        to_channels_last(x, n, xf, ph, pw, Wp * C, C, 4 * C)
         for oh in range(OH):
             for ow in range(OW):
                 p = oh * OW + ow
@@ -122,7 +122,7 @@ def _col2im_images(cols, dx, n0, n1, G, kh, kw, sh, sw, ph, pw, dh, dw):
                             r = (oh * sh + i * dh) * Wp + ow * sw + j * dw
                             for c in range(Cg):
                                 dxg[r, g, c] += rows[n, p, q, c]
-        from_channels_last(dxh.reshape(-1), dx, n, ph, pw, Wp * C, C, 2 * C)
+        from_channels_last(dxh.reshape(-1), dx, n, ph, pw, Wp * C, C, 4 * C)
 
 
 @njit(error_model="numpy", cache=True, nogil=True)
@@ -144,7 +144,7 @@ def _col2im_images_dense(cols, dx, n0, n1, kh, kw, sh, sw, ph, pw, dh):
                     start = np.uintp(((oh * sh + i * dh) * Wp + ow * sw) * C)
                     for e in range(run):
                         df[start + np.uintp(e)] += rows[n, p, i, e]
-        from_channels_last(df, dx, n, ph, pw, Wp * C, C, 2 * C)
+        from_channels_last(df, dx, n, ph, pw, Wp * C, C, 4 * C)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
