@@ -20,7 +20,7 @@ dxpad without its padding.
 Where it pays (``use_direct``): layers with few channels (up to 16 in and 16 out), LeNet's
 and a network's first layer, where the im2col or unfold GEMMs are too thin for BLAS and copying
 the columns costs more than the products. A 3x3 layer with 16 in and 16 out channels goes to
-Winograd instead, whose 16 GEMMs do 4/9 of the multiply-adds and there tie or win, and a 1x1
+Winograd instead, whose 36 GEMMs do 1/4 of the multiply-adds and win there, and a 1x1
 layer to a GEMM on the input itself (2x faster). The functions below are the NumPy references;
 the CPU kernels (``minidl.kernels.cpu.conv_direct``) compute the same sums image by image on a
 padded-width grid. The GPU keeps im2col + GEMM.
