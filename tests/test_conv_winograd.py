@@ -193,3 +193,33 @@ def test_transform_kernels_read_and_write_a_slice_of_tiles(dtype):
                                                         ph, pw, TH, TW))
     with pytest.raises(ValueError, match="contiguous rows"):
         k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((conv_ops.WINOGRAD_PLANES, C, N * TH * TW), dtype=dtype).transpose(0, 2, 1))
+
+
+def test_kernels_refuse_shapes_their_tiles_do_not_hold():
+    """Every size is checked before a kernel indexes without bounds checks: the planes' shape,
+    an output given to write into, and images too big for the tiles named."""
+    assert k_wino.PLANES == conv_ops.WINOGRAD_PLANES
+    N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry((2, 3, 9, 9), 1)      # 9 x 9 output: 3 x 3 tiles
+    x = np.ones((N, C, H, W), np.float32)
+    P = conv_ops.WINOGRAD_PLANES
+    with pytest.raises(ValueError, match=r"expected x .* got shape \(2, 3, 9, 9\)"):
+        k_wino.winograd_input(x, ph, pw, 1, TW)
+    with pytest.raises(ValueError, match=r"expected V of shape \(36, 18, 3\), got \(36, 17, 3\)"):
+        k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((P, N * TH * TW - 1, C), np.float32))
+    dV = np.ones((P, N * TH * TW, C), np.float32)
+    with pytest.raises(ValueError, match="expected dV of shape"):
+        k_wino.winograd_input_adjoint(dV[:, 1:], N, C, H, W, ph, pw, TH, TW)
+    with pytest.raises(ValueError, match="expected dx of shape"):
+        k_wino.winograd_input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out=np.empty((N, C, H, W + 1), np.float32))
+    with pytest.raises(ValueError, match="expected dx"):
+        k_wino.winograd_input_adjoint(dV[:, :N * TW], N, C, H, W, ph, pw, 1, TW)
+    M = np.ones((P, N * TH * TW, 4), np.float32)
+    with pytest.raises(ValueError, match="expected y"):
+        k_wino.winograd_output(M[:, :N * TW * 2], N, 4, OH, OW, 2, TW)
+    with pytest.raises(ValueError, match="expected M of shape"):
+        k_wino.winograd_output(M, N, 5, OH, OW, TH, TW)
+    g = np.ones((N, 4, OH, OW), np.float32)
+    with pytest.raises(ValueError, match="expected g"):
+        k_wino.winograd_output_adjoint(g, TH, TW - 1)
+    with pytest.raises(ValueError, match="expected dM of shape"):
+        k_wino.winograd_output_adjoint(g, TH, TW, out=np.empty((P, N * TH * TW, 5), np.float32))

@@ -157,8 +157,8 @@ WINOGRAD_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, 
 WINOGRAD_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
                        dtype=np.float64)
 WINOGRAD_GG = np.kron(WINOGRAD_G, WINOGRAD_G)   # (36, 9): GG[(a, b), (i, j)] = G[a, i] G[b, j]
-WINOGRAD_TILE = 4                               # output rows and columns per tile
-WINOGRAD_PLANES = 36                            # transform-domain positions xi: the 6 x 6 input tile
+WINOGRAD_TILE = WINOGRAD_AT.shape[0]           # output rows and columns per tile: 4
+WINOGRAD_PLANES = WINOGRAD_BT.shape[0] ** 2     # transform-domain positions xi, the 6 x 6 input tile: 36
 
 
 def winograd_tiles(OH, OW):

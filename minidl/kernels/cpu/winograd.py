@@ -18,18 +18,20 @@ M[xi] = V[xi] @ U[xi]^T are plain BLAS GEMMs on contiguous matrices ((T, 36, cha
 BLAS read rows 36 * channels apart: the GEMMs ran 2-5x slower).
 
 How the loops run. Each image is copied once into a zero-padded channels-last buffer whose
-columns are split by phase mod 4, X[row, p, q, c] for column 4q + p (``_to_phase_rows``; tile
-reads then need no bounds checks). In it, column 4tw + j of every tile of a tile row lies at
-phase j % 4, q = tw + j // 4, so for fixed (row, j) the tiles' values over (tw, c) are one
+columns are split by phase mod 4, X[row, p, q, c] for column 4q + p (``to_channels_last``;
+tile reads then need no bounds checks). In it, column 4tw + j of every tile of a tile row lies
+at phase j % 4, q = tw + j // 4, so for fixed (row, j) the tiles' values over (tw, c) are one
 contiguous run of TW * channels, and so are the tile row's values in each transform plane.
 Each transform is then written as two separable 1-D stages (rows, then columns, or the
 reverse) of loops over such runs, each loop one destination and at most five sources
 (``_lin``), which LLVM vectorises. Computing a tile's values at once, a load and a store per
-value and channel, does not vectorise (too many possible overlaps to check at run time) and
-ran 1.3-2.9x slower in F(2x2, 3x3)'s kernels; docs/performance.md has the A/B. The copies into and out of the
-channels-last buffer go eight channels per pass (``_channels_last``). Work is split by image
-(prange), so the adjoint's overlapping tiles (they share two rows/columns) never race. The GPU
-device keeps im2col + GEMM (no cuda port of these transforms).
+value and channel, does not vectorise (too many possible overlaps to check at run time; 1.3-2.9x
+slower, measured on F(2x2, 3x3)'s kernels in docs/performance.md). The copies into and out of
+the channels-last buffer go eight channels per pass (``_channels_last``). Work is split by
+image (prange), so the adjoint's overlapping tiles (they share two rows/columns) never race.
+The GPU device keeps im2col + GEMM (no cuda port of these transforms). The entry points check
+every shape against the tile geometry before a kernel runs (``_check_*``): the kernels index
+without bounds checks.
 
 The ``*_serial`` entry points run the same serial cores on the calling thread, which they
 leave to other Python threads meanwhile (``nogil``): conv2d's block workers call them, one
@@ -282,9 +284,31 @@ def _flat_planes(P):
     return np.lib.stride_tricks.as_strided(P, shape=(span,), strides=(item,)), ps
 
 
+def _check_shape(what, a, shape):
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"winograd: expected {what} of shape {tuple(shape)}, got {tuple(a.shape)}")
+
+
+def _check_image(what, a, ph, pw, TH, TW):
+    """An (N, C, H, W) input side (x or dx) the tiles' padded buffer holds: H + ph <= 4 TH + 2
+    rows, W + pw <= 4 (TW + 1) columns."""
+    if a.ndim != 4 or min(ph, pw, TH, TW) < 0 or a.shape[2] + ph > 4 * TH + 2 or a.shape[3] + pw > 4 * TW + 4:
+        raise ValueError(f"winograd: expected {what} (N, C, H, W) with H + ph <= {4 * TH + 2} and W + pw <= "
+                         f"{4 * TW + 4} for {TH} x {TW} tiles, got shape {tuple(a.shape)}, padding ({ph}, {pw})")
+
+
+def _check_output(what, a, TH, TW):
+    """An (N, O, OH, OW) output side (y or g) the tiles cover: OH <= 4 TH, OW <= 4 TW."""
+    if a.ndim != 4 or min(TH, TW) < 0 or a.shape[2] > 4 * TH or a.shape[3] > 4 * TW:
+        raise ValueError(f"winograd: expected {what} (N, O, OH, OW) with OH <= {4 * TH} and OW <= {4 * TW} for "
+                         f"{TH} x {TW} tiles, got shape {tuple(a.shape)}")
+
+
 def _input(x, ph, pw, TH, TW, out, parallel):
+    _check_image("x", x, ph, pw, TH, TW)
     N, C = x.shape[:2]
     V = np.empty((PLANES, N * TH * TW, C), dtype=x.dtype) if out is None else out
+    _check_shape("V", V, (PLANES, N * TH * TW, C))
     if V.size == 0:
         return V
     Vf, ps = _flat_planes(V)
@@ -297,7 +321,10 @@ def _input(x, ph, pw, TH, TW, out, parallel):
 
 
 def _input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out, parallel):
+    _check_shape("dV", dV, (PLANES, N * TH * TW, C))
     dx = np.empty((N, C, H, W), dtype=dV.dtype) if out is None else out
+    _check_shape("dx", dx, (N, C, H, W))
+    _check_image("dx", dx, ph, pw, TH, TW)
     if dx.size == 0:
         return dx
     Vf, ps = _flat_planes(dV)
@@ -310,7 +337,10 @@ def _input_adjoint(dV, N, C, H, W, ph, pw, TH, TW, out, parallel):
 
 
 def _output(M, N, O, OH, OW, TH, TW, out, parallel):
+    _check_shape("M", M, (PLANES, N * TH * TW, O))
     y = np.empty((N, O, OH, OW), dtype=M.dtype) if out is None else out
+    _check_shape("y", y, (N, O, OH, OW))
+    _check_output("y", y, TH, TW)
     if y.size == 0:
         return y
     Mf, ps = _flat_planes(M)
@@ -323,8 +353,10 @@ def _output(M, N, O, OH, OW, TH, TW, out, parallel):
 
 
 def _output_adjoint(g, TH, TW, out, parallel):
+    _check_output("g", g, TH, TW)
     N, O = g.shape[:2]
     dM = np.empty((PLANES, N * TH * TW, O), dtype=g.dtype) if out is None else out
+    _check_shape("dM", dM, (PLANES, N * TH * TW, O))
     if dM.size == 0:
         return dM
     Df, ps = _flat_planes(dM)
