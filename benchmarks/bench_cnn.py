@@ -33,7 +33,7 @@ def parse_args():
     p.add_argument("--cases", default="resnet8_bn,resnet8_gn,lenet")
     p.add_argument("--no-accounting", action="store_true")
     p.add_argument("--block-workers", choices=("on", "off", "ab"), default="on",
-                   help="conv2d's image blocks on the block workers (minidl.ops.conv.BLOCK_WORKERS); ab: minidl "
+                   help="conv2d's image blocks on the block workers (minidl.ops.conv_blocks.BLOCK_WORKERS); ab: minidl "
                         "measured both ways in each round, in alternating order, and both reported")
     p.add_argument("--write-results", action="store_true",
                    help="write the throughput and accounting tables into docs/results.md")
@@ -174,19 +174,19 @@ def measure_rounds(cases, steps):
     t_md = {n: [] for n in cases}
     t_pt = {n: [] for n in cases}
     version = None
-    from minidl.ops import conv
+    from minidl.ops import conv_blocks
     for r in range(max(ARGS.rounds, 1)):
         peer = None if ARGS.no_torch else _peer.run(__file__)
         line = [f"round {r + 1}:"]
         for name in cases:
             if ARGS.block_workers == "ab":   # minidl's time below is the "on" one
                 for on in ((False, True) if r % 2 == 0 else (True, False)):
-                    conv.BLOCK_WORKERS = on
+                    conv_blocks.BLOCK_WORKERS = on
                     AB[name, on].append(median_time(steps[name][0], ARGS.steps, ARGS.warmup))
                 line.append(f"{name} block workers off {1e3 * AB[name, False][-1]:.1f},")
                 t = AB[name, True][-1]
             else:
-                conv.BLOCK_WORKERS = ARGS.block_workers == "on"
+                conv_blocks.BLOCK_WORKERS = ARGS.block_workers == "on"
                 t = median_time(steps[name][0], ARGS.steps, ARGS.warmup)
             t_md[name].append(t)
             part = f"{name} minidl {1e3 * t:.1f}"

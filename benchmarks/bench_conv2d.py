@@ -17,7 +17,7 @@ import numpy as np
 import _peer
 import minidl as md
 import minidl.nn.functional as F
-from minidl.ops import conv as conv_ops
+from minidl.ops import conv_winograd as wino_ops
 
 CASES = [
     # N, C, O, H, kernel, stride, padding
@@ -71,12 +71,12 @@ def main():
             mx.grad = mw.grad = mb.grad = None
             F.conv2d(mx, mw, mb, stride=s, padding=p).backward(g)
         t_ours = timeit(ours, args.reps, clock)[0]
-        path = "winograd" if conv_ops._use_winograd(x, w, (s, s), (1, 1), 1) else "im2col"
-        conv_ops.USE_WINOGRAD = False
+        path = "winograd" if wino_ops.use_winograd(x, w, (s, s), (1, 1), 1) else "im2col"
+        wino_ops.USE_WINOGRAD = False
         try:
             t_im2col = timeit(ours, args.reps, clock)[0]
         finally:
-            conv_ops.USE_WINOGRAD = True
+            wino_ops.USE_WINOGRAD = True
         t_torch = float("nan")
         if torch is not None:
             tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))

@@ -17,6 +17,8 @@ from minidl.kernels.cpu import im2col as k_im2col
 from minidl.kernels.cpu import unfold as k_unfold
 from minidl.kernels.cpu import winograd as k_wino
 from minidl.ops import conv as conv_ops
+from minidl.ops import conv_blocks
+from minidl.ops import conv_winograd as wino_ops
 from minidl.ops import conv_direct as conv_direct_ops
 from minidl.runtime import blas_threads, block_workers, layer_threads
 
@@ -38,13 +40,14 @@ def workers(monkeypatch):
     monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
     monkeypatch.setattr(conv_ops, "BLOCK_WORKERS_FROM", 1)
     monkeypatch.setattr(conv_ops, "UNFOLD_BLOCK_WORKERS_FROM", 1)
-    monkeypatch.setattr(conv_ops, "WINOGRAD_BLOCK_WORKERS_FROM", 1)
+    monkeypatch.setattr(wino_ops, "WINOGRAD_BLOCK_WORKERS_FROM", 1)
     monkeypatch.setattr(layer_threads, "PARALLEL", True)
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     seen = set()
     for module, name in [(k_wino, "winograd_input_serial"), (k_wino, "winograd_output_adjoint_serial"),
                          (k_im2col, "im2col_serial"), (k_im2col, "col2im_serial"),
-                         (k_unfold, "unfold_serial"), (k_unfold, "fold_serial"), (conv_ops, "_share_blocks")]:
+                         (k_unfold, "unfold_serial"), (k_unfold, "fold_serial"), (conv_ops, "share_blocks"),
+                         (wino_ops, "share_blocks")]:
         fn = getattr(module, name)
 
         def spy(*args, _fn=fn, **kw):
@@ -68,7 +71,7 @@ def _pooled_and_serial(monkeypatch, x, w, b, needs=(True, True, True), **kw):
 
     def run(pooled):
         nonlocal g
-        monkeypatch.setattr(conv_ops, "BLOCK_WORKERS", pooled)
+        monkeypatch.setattr(conv_blocks, "BLOCK_WORKERS", pooled)
         if g is None:
             y = F.conv2d(md.tensor(x), md.tensor(w), md.tensor(b), **kw).numpy()
             g = rng.standard_normal(y.shape).astype(x.dtype)
@@ -94,13 +97,13 @@ WINOGRAD_CASES = [  # (N, C, H, W), O, padding
 @pytest.mark.parametrize("xs,O,padding", WINOGRAD_CASES)
 def test_winograd_blocks_on_workers_equal_the_serial_loop(monkeypatch, workers, xs, O, padding, block_bytes, dtype):
     """One image per block or the whole share in one; V kept for dW or rebuilt."""
-    monkeypatch.setattr(conv_ops, "WINOGRAD_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(wino_ops, "WINOGRAD_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(xs).astype(dtype)
     w = rng.standard_normal((O, xs[1], 3, 3)).astype(dtype)
     b = rng.standard_normal(O).astype(dtype)
     for keep in (64 << 20, 0):
-        monkeypatch.setattr(conv_ops, "KEEP_V_BYTES", keep)
+        monkeypatch.setattr(wino_ops, "KEEP_V_BYTES", keep)
         workers.clear()
         pooled, serial = _pooled_and_serial(monkeypatch, x, w, b, padding=padding)
         assert len(workers) == 2                  # the calling thread and a worker each ran a share
@@ -211,9 +214,9 @@ def test_two_user_threads_convolve_at_once(monkeypatch, workers):
     for ws, kw in [((16, 8, 3, 3), dict(padding=1)), ((8, 8, 3, 3), dict(stride=2, padding=1))]:
         x, w, b = rng.standard_normal((5, 8, 8, 8)), rng.standard_normal(ws), rng.standard_normal(ws[0])
         g = rng.standard_normal(F.conv2d(md.tensor(x), md.tensor(w), **kw).shape)
-        monkeypatch.setattr(conv_ops, "BLOCK_WORKERS", False)
+        monkeypatch.setattr(conv_blocks, "BLOCK_WORKERS", False)
         cases.append((x, w, b, g, kw, _conv(x, w, b, g, **kw)))
-    monkeypatch.setattr(conv_ops, "BLOCK_WORKERS", True)
+    monkeypatch.setattr(conv_blocks, "BLOCK_WORKERS", True)
     errors = []
 
     def user(case):
@@ -233,14 +236,14 @@ def test_two_user_threads_convolve_at_once(monkeypatch, workers):
 
 
 def test_no_workers_for_one_thread_or_small_problems(monkeypatch):
-    impl = conv_ops.WINOGRAD.select(np.zeros(1, np.float32))
+    impl = wino_ops.WINOGRAD.select(np.zeros(1, np.float32))
     monkeypatch.setattr(layer_threads, "PARALLEL", True)
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     big = max(_threads.SERIAL_BELOW, conv_ops.BLOCK_WORKERS_FROM)
-    assert conv_ops._worker_count(8, big, impl) == 2
-    assert conv_ops._worker_count(8, big - 1, impl) == 1
-    assert conv_ops._worker_count(1, 1 << 30, impl) == 1
+    assert conv_blocks.worker_count(8, big, impl, conv_ops.BLOCK_WORKERS_FROM) == 2
+    assert conv_blocks.worker_count(8, big - 1, impl, conv_ops.BLOCK_WORKERS_FROM) == 1
+    assert conv_blocks.worker_count(1, 1 << 30, impl, conv_ops.BLOCK_WORKERS_FROM) == 1
     with md.implementation(layer="reference"):
-        assert conv_ops._worker_count(8, 1 << 30, conv_ops.WINOGRAD.select(np.zeros(1, np.float32))) == 1
+        assert conv_blocks.worker_count(8, 1 << 30, wino_ops.WINOGRAD.select(np.zeros(1, np.float32)), 1) == 1
     monkeypatch.setattr(numba, "get_num_threads", lambda: 1)
-    assert conv_ops._worker_count(8, 1 << 30, impl) == 1
+    assert conv_blocks.worker_count(8, 1 << 30, impl, 1) == 1

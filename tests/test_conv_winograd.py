@@ -8,7 +8,7 @@ import pytest
 import minidl as md
 import minidl.nn.functional as F
 from minidl.kernels.cpu import winograd as k_wino
-from minidl.ops import conv as conv_ops
+from minidl.ops import conv_winograd as wino_ops
 from minidl.ops import conv_direct as conv_direct_ops
 from minidl.ops._kernel_switch import implementation
 from test_nn_conv_pool import conv_direct
@@ -31,14 +31,14 @@ WIDE_SHAPES = [((2, 9, 6, 7), 12, 1), ((1, 16, 5, 4), 8, 0), ((2, 19, 4, 5), 17,
 @pytest.fixture
 def winograd_for_small_channels(monkeypatch):
     """Route every 3x3 stride-1 convolution through Winograd, whatever its channel count."""
-    monkeypatch.setattr(conv_ops, "WINOGRAD_MIN_CHANNELS", 1)
+    monkeypatch.setattr(wino_ops, "WINOGRAD_MIN_CHANNELS", 1)
 
 
 def _geometry(xs, padding):
     N, C, H, W = xs
     ph, pw = (padding, padding) if isinstance(padding, int) else padding
     OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
-    return N, C, H, W, ph, pw, OH, OW, *conv_ops.winograd_tiles(OH, OW)
+    return N, C, H, W, ph, pw, OH, OW, *wino_ops.winograd_tiles(OH, OW)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -47,16 +47,16 @@ def test_transform_kernels_match_references(xs, O, padding, dtype):
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry(xs, padding)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(xs).astype(dtype)
-    M = rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, O)).astype(dtype)
+    M = rng.standard_normal((wino_ops.WINOGRAD_PLANES, N * TH * TW, O)).astype(dtype)
     g = rng.standard_normal((N, O, OH, OW)).astype(dtype)
-    dV = rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, C)).astype(dtype)
+    dV = rng.standard_normal((wino_ops.WINOGRAD_PLANES, N * TH * TW, C)).astype(dtype)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     pairs = [
-        (k_wino.winograd_input(x, ph, pw, TH, TW), conv_ops.winograd_input_reference(x, ph, pw, TH, TW)),
-        (k_wino.winograd_output(M, N, O, OH, OW, TH, TW), conv_ops.winograd_output_reference(M, N, O, OH, OW, TH, TW)),
-        (k_wino.winograd_output_adjoint(g, TH, TW), conv_ops.winograd_output_adjoint_reference(g, TH, TW)),
+        (k_wino.winograd_input(x, ph, pw, TH, TW), wino_ops.winograd_input_reference(x, ph, pw, TH, TW)),
+        (k_wino.winograd_output(M, N, O, OH, OW, TH, TW), wino_ops.winograd_output_reference(M, N, O, OH, OW, TH, TW)),
+        (k_wino.winograd_output_adjoint(g, TH, TW), wino_ops.winograd_output_adjoint_reference(g, TH, TW)),
         (k_wino.winograd_input_adjoint(dV, N, C, H, W, ph, pw, TH, TW),
-         conv_ops.winograd_input_adjoint_reference(dV, N, C, H, W, ph, pw, TH, TW)),
+         wino_ops.winograd_input_adjoint_reference(dV, N, C, H, W, ph, pw, TH, TW)),
     ]
     for kernel, reference in pairs:
         assert kernel.dtype == dtype and kernel.shape == reference.shape
@@ -68,14 +68,14 @@ def test_backward_transforms_are_the_adjoints(xs, O, padding):
     """<T a, b> == <a, T* b> for the input and output transforms and the filter transform."""
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry(xs, padding)
     rng = np.random.default_rng(1)
-    x, dV = rng.standard_normal(xs), rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, C))
-    lhs = np.sum(conv_ops.winograd_input_reference(x, ph, pw, TH, TW) * dV)
-    assert np.isclose(lhs, np.sum(x * conv_ops.winograd_input_adjoint_reference(dV, N, C, H, W, ph, pw, TH, TW)))
-    M, g = rng.standard_normal((conv_ops.WINOGRAD_PLANES, N * TH * TW, O)), rng.standard_normal((N, O, OH, OW))
-    lhs = np.sum(conv_ops.winograd_output_reference(M, N, O, OH, OW, TH, TW) * g)
-    assert np.isclose(lhs, np.sum(M * conv_ops.winograd_output_adjoint_reference(g, TH, TW)))
-    w, dU = rng.standard_normal((O, C, 3, 3)), rng.standard_normal((conv_ops.WINOGRAD_PLANES, O, C))
-    assert np.isclose(np.sum(conv_ops.winograd_filter(w) * dU), np.sum(w * conv_ops.winograd_filter_adjoint(dU)))
+    x, dV = rng.standard_normal(xs), rng.standard_normal((wino_ops.WINOGRAD_PLANES, N * TH * TW, C))
+    lhs = np.sum(wino_ops.winograd_input_reference(x, ph, pw, TH, TW) * dV)
+    assert np.isclose(lhs, np.sum(x * wino_ops.winograd_input_adjoint_reference(dV, N, C, H, W, ph, pw, TH, TW)))
+    M, g = rng.standard_normal((wino_ops.WINOGRAD_PLANES, N * TH * TW, O)), rng.standard_normal((N, O, OH, OW))
+    lhs = np.sum(wino_ops.winograd_output_reference(M, N, O, OH, OW, TH, TW) * g)
+    assert np.isclose(lhs, np.sum(M * wino_ops.winograd_output_adjoint_reference(g, TH, TW)))
+    w, dU = rng.standard_normal((O, C, 3, 3)), rng.standard_normal((wino_ops.WINOGRAD_PLANES, O, C))
+    assert np.isclose(np.sum(wino_ops.winograd_filter(w) * dU), np.sum(w * wino_ops.winograd_filter_adjoint(dU)))
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -84,7 +84,7 @@ def test_winograd_conv_matches_direct_in_float64_and_gradchecks(winograd_for_sma
     rng = np.random.default_rng(2)
     x, w, b = rng.standard_normal(xs), rng.standard_normal((O, xs[1], 3, 3)), rng.standard_normal(O)
     with implementation(impl):
-        assert conv_ops._use_winograd(x, w, (1, 1), (1, 1), 1)
+        assert wino_ops.use_winograd(x, w, (1, 1), (1, 1), 1)
         y = F.conv2d(md.tensor(x), md.tensor(w), md.tensor(b), padding=padding)
         np.testing.assert_allclose(y.numpy(), conv_direct(x, w, b, 1, padding, 1, 1), rtol=1e-12, atol=1e-12)
         args = (md.tensor(x, requires_grad=True), md.tensor(w, requires_grad=True), md.tensor(b, requires_grad=True))
@@ -95,16 +95,16 @@ def test_winograd_conv_matches_direct_in_float64_and_gradchecks(winograd_for_sma
 def test_winograd_gradients_equal_im2col_gradients(monkeypatch, block_bytes):
     """The same output and gradients as the im2col path (float64), whether V is kept for dW or
     rebuilt, with only some inputs requiring a gradient, in one block of images or several."""
-    monkeypatch.setattr(conv_ops, "WINOGRAD_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(wino_ops, "WINOGRAD_BLOCK_BYTES", block_bytes)
     if block_bytes == 1:
-        assert len(conv_ops._winograd_blocks(3, 100)) > 1
+        assert len(wino_ops.winograd_blocks(3, 100)) > 1
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((3, 8, 7, 6)), rng.standard_normal((5, 8, 3, 3))
     g = rng.standard_normal((3, 5, 7, 6))
 
     def grads(use, keep, needs):
-        monkeypatch.setattr(conv_ops, "USE_WINOGRAD", use)
-        monkeypatch.setattr(conv_ops, "KEEP_V_BYTES", keep)
+        monkeypatch.setattr(wino_ops, "USE_WINOGRAD", use)
+        monkeypatch.setattr(wino_ops, "KEEP_V_BYTES", keep)
         tx, tw = md.tensor(x, requires_grad=needs[0]), md.tensor(w, requires_grad=needs[1])
         y = F.conv2d(tx, tw, padding=1)
         y.backward(md.tensor(g))
@@ -128,11 +128,11 @@ def test_float32_error_stays_near_im2col():
     exact = conv_direct(x, w, None, 1, 1, 1, 1)
     errors = {}
     for use in (True, False):
-        conv_ops.USE_WINOGRAD = use
+        wino_ops.USE_WINOGRAD = use
         try:
             y = F.conv2d(md.tensor(x.astype(np.float32)), md.tensor(w.astype(np.float32)), padding=1).numpy()
         finally:
-            conv_ops.USE_WINOGRAD = True
+            wino_ops.USE_WINOGRAD = True
         errors[use] = np.abs(y - exact).max() / np.abs(exact).max()
     assert errors[True] < 1e-5
     assert errors[True] < 20 * errors[False]
@@ -141,13 +141,13 @@ def test_float32_error_stays_near_im2col():
 def test_which_convolutions_take_winograd():
     x = np.zeros((1, 8, 5, 5), np.float32)
     w = np.zeros((4, 8, 3, 3), np.float32)
-    assert conv_ops._use_winograd(x, w, (1, 1), (1, 1), 1)
-    assert not conv_ops._use_winograd(x, w, (2, 1), (1, 1), 1)                           # strided
-    assert not conv_ops._use_winograd(x, w, (1, 1), (2, 2), 1)                           # dilated
-    assert not conv_ops._use_winograd(x, np.zeros((4, 4, 3, 3), np.float32), (1, 1), (1, 1), 2)   # groups
-    assert not conv_ops._use_winograd(x, np.zeros((4, 8, 5, 5), np.float32), (1, 1), (1, 1), 1)   # 5x5
-    assert not conv_ops._use_winograd(x[:, :3], w[:, :3], (1, 1), (1, 1), 1)             # few channels
-    assert not conv_ops._use_winograd(x.astype(np.float16), w.astype(np.float16), (1, 1), (1, 1), 1)
+    assert wino_ops.use_winograd(x, w, (1, 1), (1, 1), 1)
+    assert not wino_ops.use_winograd(x, w, (2, 1), (1, 1), 1)                           # strided
+    assert not wino_ops.use_winograd(x, w, (1, 1), (2, 2), 1)                           # dilated
+    assert not wino_ops.use_winograd(x, np.zeros((4, 4, 3, 3), np.float32), (1, 1), (1, 1), 2)   # groups
+    assert not wino_ops.use_winograd(x, np.zeros((4, 8, 5, 5), np.float32), (1, 1), (1, 1), 1)   # 5x5
+    assert not wino_ops.use_winograd(x[:, :3], w[:, :3], (1, 1), (1, 1), 1)             # few channels
+    assert not wino_ops.use_winograd(x.astype(np.float16), w.astype(np.float16), (1, 1), (1, 1), 1)
 
 
 def test_winograd_empty_batch_and_no_channels(winograd_for_small_channels):
@@ -177,7 +177,7 @@ def test_transform_kernels_read_and_write_a_slice_of_tiles(dtype):
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry((5, 6, 7, 8), 1)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((N, C, H, W)).astype(dtype)
-    full = np.full((conv_ops.WINOGRAD_PLANES, N * TH * TW, C), 7.0, dtype=dtype)
+    full = np.full((wino_ops.WINOGRAD_PLANES, N * TH * TW, C), 7.0, dtype=dtype)
     eps = 1e-5 if dtype == np.float32 else 1e-12   # of each result's scale: the transforms' entries reach 8
 
     def close(got, want):
@@ -185,23 +185,23 @@ def test_transform_kernels_read_and_write_a_slice_of_tiles(dtype):
     n0, n1 = 2, 4
     t0, t1 = n0 * TH * TW, n1 * TH * TW
     k_wino.winograd_input(x[n0:n1], ph, pw, TH, TW, out=full[:, t0:t1])
-    want = conv_ops.winograd_input_reference(x, ph, pw, TH, TW)
+    want = wino_ops.winograd_input_reference(x, ph, pw, TH, TW)
     close(full[:, t0:t1], want[:, t0:t1])
     assert np.all(full[:, :t0] == 7.0) and np.all(full[:, t1:] == 7.0)
     dx = k_wino.winograd_input_adjoint_serial(full[:, t0:t1], n1 - n0, C, H, W, ph, pw, TH, TW)
-    close(dx, conv_ops.winograd_input_adjoint_reference(np.ascontiguousarray(full[:, t0:t1]), n1 - n0, C, H, W,
+    close(dx, wino_ops.winograd_input_adjoint_reference(np.ascontiguousarray(full[:, t0:t1]), n1 - n0, C, H, W,
                                                         ph, pw, TH, TW))
     with pytest.raises(ValueError, match="contiguous rows"):
-        k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((conv_ops.WINOGRAD_PLANES, C, N * TH * TW), dtype=dtype).transpose(0, 2, 1))
+        k_wino.winograd_input(x, ph, pw, TH, TW, out=np.empty((wino_ops.WINOGRAD_PLANES, C, N * TH * TW), dtype=dtype).transpose(0, 2, 1))
 
 
 def test_kernels_refuse_shapes_their_tiles_do_not_hold():
     """Every size is checked before a kernel indexes without bounds checks: the planes' shape,
     an output given to write into, and images too big for the tiles named."""
-    assert k_wino.PLANES == conv_ops.WINOGRAD_PLANES
+    assert k_wino.PLANES == wino_ops.WINOGRAD_PLANES
     N, C, H, W, ph, pw, OH, OW, TH, TW = _geometry((2, 3, 9, 9), 1)      # 9 x 9 output: 3 x 3 tiles
     x = np.ones((N, C, H, W), np.float32)
-    P = conv_ops.WINOGRAD_PLANES
+    P = wino_ops.WINOGRAD_PLANES
     with pytest.raises(ValueError, match=r"expected x .* got shape \(2, 3, 9, 9\)"):
         k_wino.winograd_input(x, ph, pw, 1, TW)
     with pytest.raises(ValueError, match=r"expected V of shape \(36, 18, 3\), got \(36, 17, 3\)"):

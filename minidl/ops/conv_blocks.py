@@ -1,5 +1,6 @@
 """conv2d's block loops: forward and backward over a list of blocks of whole images, for the
-im2col + GEMM and the Winograd paths (the math is in ``minidl.ops.conv``'s docstring).
+im2col + GEMM and the Winograd paths (the math is in ``minidl.ops.conv``'s and
+``minidl.ops.conv_winograd``'s docstrings), and who runs them.
 
 Each loop body is the same whichever thread runs it: conv2d either hands every block to one
 call on the calling thread, with the kernels that go parallel themselves and multi-threaded
@@ -32,6 +33,64 @@ def scratch_buffer(name, shape, dtype, xp):
     if buf is None or buf.size < n:
         buf = buffers[key] = np.empty(n, dtype=dtype)
     return buf[:n].reshape(shape)
+
+
+# Who runs the blocks ------------------------------------------------------------------------
+BLOCK_WORKERS = True   # big CPU convolutions run their image blocks on minidl.runtime.block_workers
+
+
+class SerialKernels:
+    """A CPU kernel module's single-thread entry points (``<name>_serial``) under the names the
+    block loops call (looked up at each call, so a test may patch one)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name + "_serial")
+
+
+def serial_kernels(name):
+    """SerialKernels of ``minidl.kernels.cpu.<name>``."""
+    import importlib
+    return SerialKernels(importlib.import_module("minidl.kernels.cpu." + name))
+
+
+def worker_count(N, n_elements, impl, threshold):
+    """How many threads run a convolution's image blocks, each its own share end to end
+    (``minidl.runtime.block_workers``): 1 keeps the loop on the calling thread, where each block
+    is a parallel kernel and a multi-threaded GEMM. Only the CPU kernels (not the references,
+    not the GPU), two images or more, problems of at least ``threshold`` elements (each path's
+    own: below it the hand-off costs more than it saves), the kernels' own threshold for going
+    parallel (``layer_parallel``), and a BLAS that can be held at one thread meanwhile."""
+    if not BLOCK_WORKERS or impl.name != "cpu" or N < 2:
+        return 1
+    import numba
+
+    from ..kernels.cpu._threads import layer_parallel
+    from ..runtime import block_workers
+    if (n_elements < threshold or not layer_parallel(n_elements)
+            or block_workers.in_worker()
+            or not block_workers.available()):
+        return 1
+    return min(N, numba.get_num_threads())
+
+
+def run_shares(work, N, k):
+    """work(n0, n1) for k near-equal contiguous shares of the N images, concurrently; the
+    results in share order."""
+    from ..runtime import block_workers
+    return block_workers.run(lambda share: work(*share), block_workers.split(N, k))
+
+
+def share_blocks(n0, n1, per):
+    """[a, b) ranges of ``per`` images (the last one shorter) covering images n0..n1."""
+    return [(a, min(a + per, n1)) for a in range(n0, n1, per)]
+
+
+def images_per_block(block_bytes, per_image_bytes):
+    """Whole images whose data take about ``block_bytes`` (at least one)."""
+    return max(1, round(block_bytes / max(per_image_bytes, 1)))
 
 def im2col_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
     """Forward over ``blocks`` of images: im2col of a block (into ``keep`` when cols are kept

@@ -1,6 +1,6 @@
 """Winograd F(4x4, 3x3) tile transforms for conv2d (3x3, stride 1), forward and adjoint.
 
-The math and the NumPy references are in ``minidl.ops.conv`` (see "Winograd" there); these
+The math and the NumPy references are in ``minidl.ops.conv_winograd``; these
 kernels compute the same four linear maps in one pass each:
 
     winograd_input          V[xi, t, c] = (B^T d_tc B)[xi]       d_tc: the 6x6 input tile t of channel c
@@ -8,7 +8,7 @@ kernels compute the same four linear maps in one pass each:
     winograd_output         y tile t of channel o = A^T M_to A  (4x4, cropped at the output's edge)
     winograd_output_adjoint dM_to = A g_to A^T                   g_to: the 4x4 output-gradient tile
 
-with the 6x6 B^T and the 4x6 A^T of ``minidl.ops.conv`` (entries 0, +-1, +-2, +-4, +-5, +-8; their
+with the 6x6 B^T and the 4x6 A^T of ``minidl.ops.conv_winograd`` (entries 0, +-1, +-2, +-4, +-5, +-8; their
 1-D maps are the four helpers ``_bt``, ``_b``, ``_at``, ``_a`` below). Tiles are numbered
 t = (n*TH + th)*TW + tw; tile (th, tw) reads input rows 4*th - ph .. 4*th - ph + 5 (columns
 likewise) (zero outside the image) and writes output rows 4*th .. 4*th + 3.
