@@ -46,8 +46,7 @@ def workers(monkeypatch):
     seen = set()
     for module, name in [(k_wino, "winograd_input_serial"), (k_wino, "winograd_output_adjoint_serial"),
                          (k_im2col, "im2col_serial"), (k_im2col, "col2im_serial"),
-                         (k_unfold, "unfold_serial"), (k_unfold, "fold_serial"), (conv_ops, "share_blocks"),
-                         (wino_ops, "share_blocks")]:
+                         (k_unfold, "unfold_serial"), (k_unfold, "fold_serial"), (conv_blocks, "share_blocks")]:
         fn = getattr(module, name)
 
         def spy(*args, _fn=fn, **kw):

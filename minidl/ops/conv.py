@@ -68,8 +68,8 @@ from ..tensor.dtype import check_same_dtype
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
 from .conv_direct import direct_backward, direct_forward, use_direct
-from .conv_blocks import (im2col_backward_blocks, im2col_forward_blocks, images_per_block, run_shares, serial_kernels,
-                          share_blocks, unfold_backward_blocks, unfold_forward_blocks, unfold_is_identity, worker_count)
+from .conv_blocks import (im2col_backward_blocks, im2col_forward_blocks, images_per_block, run_shares,
+                          unfold_backward_blocks, unfold_forward_blocks, unfold_is_identity, worker_count)
 from .conv_winograd import use_winograd, winograd_backward, winograd_forward
 from ._kernel_switch import LAYER
 from .fold import UNFOLD, conv_output_size, sliding_views
@@ -205,9 +205,8 @@ class Conv2d(Function):
         if k == 1:
             path.forward_blocks(impl, x, wr, b, keep, out, geom, _blocks(N, row_bytes))
         else:
-            kern, per = serial_kernels(path.name), images_per_block(BLOCK_BYTES / k, row_bytes)
-            run_shares(lambda n0, n1: path.forward_blocks(kern, x, wr, b, keep, out, geom,
-                                                           share_blocks(n0, n1, per)), N, k)
+            run_shares(path.name, N, k, images_per_block(BLOCK_BYTES / k, row_bytes),
+                       lambda kern, n0, n1, blocks: path.forward_blocks(kern, x, wr, b, keep, out, geom, blocks))
         ctx.save_for_backward(x, wr)
         ctx.cols = keep
         keep_low(ctx, keep, wr)   # copies of the (rounded) input and weight: exact in the low dtype
@@ -238,12 +237,10 @@ class Conv2d(Function):
             db = g.sum(axis=(0, 2, 3)) if nb else None
             dwr = path.backward_blocks(ctx.impl, x, g, wr, kept, dx, nw, geom, _blocks(N, row_bytes))
         else:
-            kern, per = serial_kernels(path.name), images_per_block(BLOCK_BYTES / k, row_bytes)
-
-            def share(n0, n1):    # a share's dW and db, summed over the shares below
-                return (path.backward_blocks(kern, x, g, wr, kept, dx, nw, geom, share_blocks(n0, n1, per)),
+            def share(kern, n0, n1, blocks):    # a share's dW and db, summed over the shares below
+                return (path.backward_blocks(kern, x, g, wr, kept, dx, nw, geom, blocks),
                         g[n0:n1].sum(axis=(0, 2, 3)) if nb else None)
-            parts = run_shares(share, N, k)
+            parts = run_shares(path.name, N, k, images_per_block(BLOCK_BYTES / k, row_bytes), share)
             dwr = sum(p[0] for p in parts) if nw else None
             db = sum(p[1] for p in parts) if nb else None
         dw_ = None

@@ -39,7 +39,7 @@ def scratch_buffer(name, shape, dtype, xp):
 BLOCK_WORKERS = True   # big CPU convolutions run their image blocks on minidl.runtime.block_workers
 
 
-class SerialKernels:
+class _SerialKernels:
     """A CPU kernel module's single-thread entry points (``<name>_serial``) under the names the
     block loops call (looked up at each call, so a test may patch one)."""
 
@@ -48,12 +48,6 @@ class SerialKernels:
 
     def __getattr__(self, name):
         return getattr(self._module, name + "_serial")
-
-
-def serial_kernels(name):
-    """SerialKernels of ``minidl.kernels.cpu.<name>``."""
-    import importlib
-    return SerialKernels(importlib.import_module("minidl.kernels.cpu." + name))
 
 
 def worker_count(N, n_elements, impl, threshold):
@@ -76,11 +70,16 @@ def worker_count(N, n_elements, impl, threshold):
     return min(N, numba.get_num_threads())
 
 
-def run_shares(work, N, k):
-    """work(n0, n1) for k near-equal contiguous shares of the N images, concurrently; the
-    results in share order."""
+def run_shares(kernels, N, k, per, work):
+    """work(kern, n0, n1, blocks) for k near-equal contiguous shares [n0, n1) of the N images,
+    concurrently: the calling thread and k - 1 block workers each run one share end to end, with
+    ``kern`` the single-thread entry points of ``minidl.kernels.cpu.<kernels>`` and ``blocks``
+    the share in blocks of ``per`` images. The results in share order."""
+    import importlib
+
     from ..runtime import block_workers
-    return block_workers.run(lambda share: work(*share), block_workers.split(N, k))
+    kern = _SerialKernels(importlib.import_module("minidl.kernels.cpu." + kernels))
+    return block_workers.run(lambda share: work(kern, *share, share_blocks(*share, per)), block_workers.split(N, k))
 
 
 def share_blocks(n0, n1, per):
@@ -91,6 +90,7 @@ def share_blocks(n0, n1, per):
 def images_per_block(block_bytes, per_image_bytes):
     """Whole images whose data take about ``block_bytes`` (at least one)."""
     return max(1, round(block_bytes / max(per_image_bytes, 1)))
+
 
 def im2col_forward_blocks(kern, x, wr, b, keep, out, geom, blocks):
     """Forward over ``blocks`` of images: im2col of a block (into ``keep`` when cols are kept

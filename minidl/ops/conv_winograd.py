@@ -56,8 +56,8 @@ import numpy as np
 from ..backends import namespace_of
 from ..kernels.switch import into
 from ._kernel_switch import LAYER
-from .conv_blocks import (images_per_block, run_shares, serial_kernels, share_blocks, winograd_backward_blocks,
-                          winograd_forward_blocks, worker_count)
+from .conv_blocks import (images_per_block, run_shares, winograd_backward_blocks, winograd_forward_blocks,
+                          worker_count)
 from .low_precision import narrows_saves
 
 # The transforms ---------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ USE_WINOGRAD = True   # 3x3 stride-1 convolutions of CPU float32/float64 arrays 
 WINOGRAD_MIN_CHANNELS = 8
 WINOGRAD_BLOCK_BYTES = 1 << 20   # per thread: images per block whose M (or dM, dV) take about this much
 WINOGRAD_BLOCK_WORKERS_FROM = 1 << 19   # transform-domain elements from which the block workers pay (performance.md)
-KEEP_V_BYTES = 0   # largest V (whole batch) kept from forward for dW: rebuilt in backward (see above)
+KEEP_V_BYTES = 0   # largest V (whole batch) kept from forward for dW: none, rebuilt (the docstring says why)
 
 
 def use_winograd(x, w, stride, dilation, groups):
@@ -204,9 +204,8 @@ def winograd_forward(ctx, x, w, b, padding):
     if k == 1:
         winograd_forward_blocks(impl, x, Ut, b, V, out, geom, winograd_blocks(N, per_image))
     else:
-        kern, per = serial_kernels("winograd"), images_per_block(WINOGRAD_BLOCK_BYTES, per_image)
-        run_shares(lambda n0, n1: winograd_forward_blocks(kern, x, Ut, b, V, out, geom,
-                                                           share_blocks(n0, n1, per)), N, k)
+        run_shares("winograd", N, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
+                   lambda kern, n0, n1, blocks: winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks))
     ctx.save_for_backward(x, w, V)   # w, not U: an input costs nothing to keep, U is 4x its size
     ctx.geom = geom
     return out
@@ -229,12 +228,10 @@ def winograd_backward(ctx, g):
         dU = winograd_backward_blocks(ctx.impl, x, g, U, V, dx, nw, geom, winograd_blocks(N, per_image))
         db = g.sum(axis=(0, 2, 3)) if nb else None
     else:
-        kern, per = serial_kernels("winograd"), images_per_block(WINOGRAD_BLOCK_BYTES, per_image)
-
-        def share(n0, n1):    # a share's dU and db, summed over the shares below
-            return (winograd_backward_blocks(kern, x, g, U, V, dx, nw, geom, share_blocks(n0, n1, per)),
+        def share(kern, n0, n1, blocks):    # a share's dU and db, summed over the shares below
+            return (winograd_backward_blocks(kern, x, g, U, V, dx, nw, geom, blocks),
                     g[n0:n1].sum(axis=(0, 2, 3)) if nb else None)
-        parts = run_shares(share, N, k)
+        parts = run_shares("winograd", N, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image), share)
         dU = sum(p[0] for p in parts) if nw else None
         db = sum(p[1] for p in parts) if nb else None
     dw = winograd_filter_adjoint(dU) if nw else None                          # (O, C, 3, 3)
