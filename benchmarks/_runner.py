@@ -10,6 +10,7 @@ Nothing here imports NumPy at import time: a script imports this module before i
 thread counts, which must come before NumPy, Numba or torch start their pools.
 """
 import argparse
+import collections
 import os
 import time
 
@@ -74,11 +75,17 @@ def median_time(fn, steps, warmup):
     return float(np.median(ts))
 
 
+Rounds = collections.namedtuple("Rounds", "md_s torch_s ratios peer")
+Rounds.__doc__ = """What ``compare_rounds`` measured: minidl's and PyTorch's median seconds per step over the
+rounds (torch_s None without the peer), the rounds' ratios (PyTorch's time / minidl's, i.e.
+minidl's throughput over PyTorch's), and the last peer's results (None without it)."""
+
+
 def compare_rounds(step, args, script, tokens, target, note=""):
     """Time minidl's ``step`` and the PyTorch half of ``script`` (its ``step_s``) alternately
     over ``args.rounds`` rounds, printing a line per round and then the medians in tokens/s
-    (``tokens`` per step) and the median ratio against ``target``. Returns (minidl's median
-    seconds per step, the last peer's results or None)."""
+    (``tokens`` per step) and the median ratio, with its range, against ``target``. Returns
+    ``Rounds``."""
     import numpy as np
     t_mds, t_torches, peer = [], [], None
     for r in range(max(args.rounds, 1)):
@@ -93,13 +100,15 @@ def compare_rounds(step, args, script, tokens, target, note=""):
         print(line, flush=True)
     t_md = float(np.median(t_mds))
     print(f"minidl : {1e3 * t_md:8.1f} ms/step  {tokens / t_md:10,.0f} tokens/s ({note}median of the rounds)")
-    if t_torches:
-        t_torch = float(np.median(t_torches))
-        ratio = float(np.median([t / m for t, m in zip(t_torches, t_mds)]))
-        print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s "
-              f"(torch {peer['version']}, own process)")
-        print(f"ratio minidl/torch tokens/s: {ratio:.2f}, the median of the rounds' ratios  (target >= {target})")
-    return t_md, peer
+    if not t_torches:
+        return Rounds(t_md, None, [], None)
+    t_torch = float(np.median(t_torches))
+    ratios = [t / m for t, m in zip(t_torches, t_mds)]
+    print(f"torch  : {1e3 * t_torch:8.1f} ms/step  {tokens / t_torch:10,.0f} tokens/s "
+          f"(torch {peer['version']}, own process)")
+    print(f"ratio minidl/torch tokens/s: {float(np.median(ratios)):.2f} ({min(ratios):.2f}-{max(ratios):.2f}), "
+          f"the median (range) of the rounds' ratios  (target >= {target})")
+    return Rounds(t_md, t_torch, ratios, peer)
 
 
 def language_model_step(model, opt, vocab, shape):

@@ -7,7 +7,8 @@ One instrumented step splits the wall time into
   GEMMs, the time counted is the calling thread's (its share's GEMMs run while the workers run
   theirs) and the FLOPs are every thread's, so the rate is that of all threads together;
   beside them the model's FLOPs: 3x the direct convolution's and the linear layers' forward
-  multiply-adds x 2 (forward, dx, dW), which Winograd convolutions do with fewer GEMM FLOPs;
+  multiply-adds x 2 (forward, dx, dW), which Winograd convolutions do with fewer GEMM FLOPs
+  (or the caller's count, for a model with other products, such as attention's);
 - other op work: the rest of each op's forward and backward (im2col/col2im, norms,
   activations, losses, layout copies, allocation inside ops, and the direct convolutions'
   sums, which run no GEMM), and the optimizer update;
@@ -196,10 +197,12 @@ class _Recorder:
         return False
 
 
-def account(step, optimizer, function_base, repeat=3):
+def account(step, optimizer, function_base, repeat=3, model_flops=None):
     """Instrumented runs of ``step`` (after one plain one); the figures of the fastest run:
-    dict with step_s, gemm_s, gemm_flops, op_s (non-GEMM op time incl. optimizer), op_bytes,
-    and per-op rows sorted by time."""
+    dict with step_s, gemm_s, gemm_flops, model_flops, op_s (non-GEMM op time incl. optimizer),
+    op_bytes, and per-op rows sorted by time. ``model_flops``: the model's FLOPs per step where
+    the caller knows them (a model whose products are not all Conv2d and Linear layers, such as
+    attention's); else counted from those two layers as above."""
     step()
     best = None
     for _ in range(repeat):
@@ -211,7 +214,8 @@ def account(step, optimizer, function_base, repeat=3):
             best = (total, rec)
     total, rec = best
     op_s = sum(v[0] for v in rec.ops.values())
-    return {"step_s": total, "gemm_s": rec.gemm_s, "gemm_flops": rec.gemm_flops, "model_flops": rec.model_flops,
+    return {"step_s": total, "gemm_s": rec.gemm_s, "gemm_flops": rec.gemm_flops,
+            "model_flops": rec.model_flops if model_flops is None else model_flops,
             "op_s": op_s,
             "op_bytes": sum(v[1] for v in rec.ops.values()),
             "rows": sorted(((k, *v) for k, v in rec.ops.items()), key=lambda r: -r[1])}
@@ -232,7 +236,20 @@ def table(name, acc, bandwidth, peak):
         f"| {1e3 * neither:.1f} ({100 * neither / s:.0f}%) |"]
 
 
-HEADER = ["| model | step ms (instrumented) | model GFLOP (direct conv, fwd + bwd) | GEMM GFLOP done "
+def machine_note(bandwidth, peak):
+    """The sentence that introduces the table: what the machine's figures were."""
+    return (f"Where one step goes (one instrumented step per model, after the rounds; copy bandwidth "
+            f"{bandwidth / 1e9:.1f} GB/s read+write, one 1536^3 SGEMM {peak / 1e9:.0f} GFLOP/s; see "
+            f"benchmarks/_step_accounting.py for what each column counts):")
+
+
+def op_lines(acc, n=14):
+    """The ``n`` ops with the most own time outside GEMMs: ms, calls and MB moved, a line each."""
+    return [f"  {label:34s} {1e3 * s:7.2f}  ({calls}, {nbytes / 1e6:.0f} MB)"
+            for label, s, nbytes, calls in acc["rows"][:n]]
+
+
+HEADER = ["| model | step ms (instrumented) | model GFLOP (fwd + bwd; convolutions as direct) | GEMM GFLOP done "
           "| GEMM ms (share) | GEMM GFLOP/s (of one large SGEMM) "
           "| other op work ms (share) | bytes it moves: time at copy bandwidth (of that work) "
           "| neither ms (share) |",

@@ -23,6 +23,7 @@ import os
 import sys
 
 import _peer
+import _results
 import _runner
 
 
@@ -59,8 +60,6 @@ CASES = {   # name: (description, input shape without the batch)
     "resnet8_gn": ("ResNet-8 + GroupNorm(8), 3x32x32", (3, 32, 32)),
     "lenet": ("LeNet-5, 1x28x28", (1, 28, 28)),
 }
-RESULTS_BEGIN = "<!-- bench_cnn: begin (written by benchmarks/bench_cnn.py --write-results) -->"
-RESULTS_END = "<!-- bench_cnn: end -->"
 CLOCK = _runner.CLOCK   # wall-clock, or the process's CPU time with --cpu-time (see _runner)
 median_time = _runner.median_time
 
@@ -216,25 +215,10 @@ def throughput_lines(cases, bs, t_md, t_pt):
     return lines
 
 
-def write_results(text):
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results.md")
-    with open(path) as f:
-        doc = f.read()
-    if RESULTS_BEGIN not in doc or RESULTS_END not in doc:
-        print(f"docs/results.md has no {RESULTS_BEGIN!r} ... {RESULTS_END!r} section; not written")
-        return
-    head, rest = doc.split(RESULTS_BEGIN, 1)
-    tail = rest.split(RESULTS_END, 1)[1]
-    with open(path, "w") as f:
-        f.write(head + RESULTS_BEGIN + "\n" + text + "\n" + RESULTS_END + tail)
-    print("written into docs/results.md")
-
-
 def main():
     if ARGS.peer_json:
         return peer_main()
     import numba
-    import subprocess
 
     import minidl  # noqa: F401  (process tuning before anything is measured)
     import _step_accounting as acc
@@ -273,8 +257,7 @@ def main():
         print("\n".join(acc_lines))
         for name in cases:
             print(f"\n{name}: the ops' own time outside GEMMs, ms (calls, MB moved)")
-            for label, s, nbytes, calls in rows[name]["rows"][:14]:
-                print(f"  {label:34s} {1e3 * s:7.2f}  ({calls}, {nbytes / 1e6:.0f} MB)")
+            print("\n".join(acc.op_lines(rows[name])))
 
     if ARGS.profile_steps:
         import cProfile
@@ -293,18 +276,14 @@ def main():
         print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
 
     if ARGS.write_results:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "?"
         flags = f"--threads {ARGS.threads} --rounds {ARGS.rounds} --steps {ARGS.steps}" + \
             (" --cpu-time" if ARGS.cpu_time else "")
-        text = [f"`python benchmarks/bench_cnn.py {flags} --write-results` (working tree on {commit}; "
+        text = [f"`python benchmarks/bench_cnn.py {flags} --write-results` (working tree on {_results.commit()}; "
                 f"PyTorch {version or 'not run'}, own process; {'CPU time' if ARGS.cpu_time else 'wall-clock'}, "
                 f"medians of {ARGS.steps} steps per round):", "", *lines]
         if acc_lines:
-            text += ["", f"Where one step goes (one instrumented step per model, after the rounds; copy bandwidth "
-                     f"{bandwidth / 1e9:.1f} GB/s read+write, one 1536^3 SGEMM {peak / 1e9:.0f} GFLOP/s; see "
-                     f"benchmarks/_step_accounting.py for what each column counts):", "", *acc_lines]
-        write_results("\n".join(text))
+            text += ["", acc.machine_note(bandwidth, peak), "", *acc_lines]
+        _results.write_block("bench_cnn", "\n".join(text))
 
 
 if __name__ == "__main__":

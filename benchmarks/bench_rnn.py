@@ -194,7 +194,7 @@ def main():
     peers = cpu_rounds(step)
     if args.no_torch:
         step.new_round()
-    t_md, _ = _runner.compare_rounds(step, args, __file__, tokens, target=0.8)
+    t_md = _runner.compare_rounds(step, args, __file__, tokens, target=0.8).md_s
     print_cpu_ratio(step, peers)
 
     parts, flops = accounting()

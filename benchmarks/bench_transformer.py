@@ -3,6 +3,7 @@
     python benchmarks/bench_transformer.py                 # 2 threads, the benchmark config
     python benchmarks/bench_transformer.py --threads 1 --steps 20 --no-profile
     python benchmarks/bench_transformer.py --quick         # a short run
+    python benchmarks/bench_transformer.py --rounds 5 --write-results   # also docs/results.md
 
 1. One training step (forward, cross-entropy, backward, AdamW) of the same GPT in minidl and,
    when importable, in PyTorch (vocab 96, 4 layers, 4 heads, d_model 128, context 64,
@@ -20,17 +21,19 @@
    kernel), the same attention composed from minidl's generic ops (matmul, masked_fill,
    softmax, matmul; autograd through each), a plain NumPy composition (forward and
    hand-written backward, no framework) and torch's SDPA.
-3. A cProfile of minidl's training steps: the functions with the most own time, and the step's
-   accounting against the machine: its FLOPs (the GEMMs of the projections, the MLP, attention
-   and the head, forward and backward), the time in BLAS matmuls and the rate they reach, the
-   time in minidl's fused kernels (norms, GELU, softmax, embedding, optimizer: the own time of
-   the kernels' array wrappers, which includes the compiled loops) and what is neither (Python,
-   autograd bookkeeping, NumPy elementwise ops, allocation), each as a share of the step.
+3. The step's accounting against the machine (``_step_accounting``, one instrumented step, the
+   same table as bench_cnn's): its FLOPs (the GEMMs of the projections, the MLP, attention and
+   the head, forward and backward), the time in GEMMs and the rate they reach, the other op
+   work (norms, GELU, softmax, embedding, loss, AdamW) and the bytes it moves against the copy
+   bandwidth, and the time in neither (Python, autograd bookkeeping); with ``--write-results``
+   the throughput and accounting tables replace this benchmark's block of docs/results.md.
+4. A cProfile of minidl's training steps: the functions with the most own time.
 """
 import os
 import sys
 
 import _peer
+import _results
 import _runner
 from _runner import median_time
 
@@ -42,6 +45,9 @@ def parse_args():
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--block-size", type=int, default=64)
+    p.add_argument("--no-accounting", action="store_true")
+    p.add_argument("--write-results", action="store_true",
+                   help="write the throughput and accounting tables into docs/results.md")
     return _runner.parse(p)
 
 
@@ -65,7 +71,7 @@ def minidl_step_fn():
     md.manual_seed(0)
     model = GPT(args.vocab, args.block_size, args.n_layer, args.n_head, args.d_model)
     opt = optim.AdamW(model.parameters(), lr=1e-3)
-    return _runner.language_model_step(model, opt, args.vocab, (args.batch_size, args.block_size))
+    return _runner.language_model_step(model, opt, args.vocab, (args.batch_size, args.block_size)), opt
 
 
 # ------------------------------------------------------------------------------ PyTorch GPT
@@ -180,19 +186,32 @@ def main():
     if args.peer_json:
         return peer_main()
     tokens = args.batch_size * args.block_size
-    print(f"threads={args.threads}; GPT vocab {args.vocab}, {args.n_layer} layers, {args.n_head} heads, "
-          f"d_model {args.d_model}, context {args.block_size}, batch {args.batch_size}, AdamW; "
+    model = (f"GPT, {args.n_layer} layers, {args.n_head} heads, d_model {args.d_model}, context {args.block_size}, "
+             f"batch {args.batch_size}")
+    print(f"threads={args.threads}; {model}, vocab {args.vocab}, AdamW; "
           f"median of {args.steps} steps after {args.warmup} warm-up, {args.rounds} alternating rounds")
-    step = minidl_step_fn()
-    _, peer = _runner.compare_rounds(step, args, __file__, tokens, target=1.2,
-                                     note=f"attention impl: {A.get_implementation()}; ")
+    step, opt = minidl_step_fn()
+    rounds = _runner.compare_rounds(step, args, __file__, tokens, target=1.2,
+                                    note=f"attention impl: {A.get_implementation()}; ")
 
     shape, res = bench_attention()
-    if peer:
-        res["torch SDPA (CPU, own process)"] = peer["sdpa_s"]
+    if rounds.peer:
+        res["torch SDPA (CPU, own process)"] = rounds.peer["sdpa_s"]
     print(f"\ncausal attention forward+backward, (B, H, T, D) = {shape}, float32:")
     for name, t in res.items():
         print(f"  {name:36s} {1e3 * t:8.2f} ms")
+
+    acc_text = []
+    if not args.no_accounting:
+        import _step_accounting as acc
+        from minidl.autograd.function import Function
+        acc.CLOCK = _runner.CLOCK
+        bandwidth, peak = acc.copy_bandwidth(), acc.gemm_rate()
+        a = acc.account(step, opt, Function, model_flops=step_flops())
+        acc_text = [acc.machine_note(bandwidth, peak), "", *acc.HEADER, *acc.table(model, a, bandwidth, peak)]
+        print("\n" + "\n".join(acc_text))
+        print("\nthe ops' own time outside GEMMs, ms (calls, MB moved)")
+        print("\n".join(acc.op_lines(a)))
 
     if not args.no_profile:
         import cProfile
@@ -204,12 +223,35 @@ def main():
             step()
         prof.disable()
         s = io.StringIO()
-        st = pstats.Stats(prof, stream=s).sort_stats("tottime")
-        st.print_stats(18)
-        total = sum(v[2] for v in st.stats.values())
-        print(f"\ncProfile of {args.steps} minidl training steps ({total:.2f} s of own time), top functions:")
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(18)
+        print(f"\ncProfile of {args.steps} minidl training steps, the functions with the most own time:")
         print("\n".join(line for line in s.getvalue().splitlines()[6:] if line.strip()))
-        print(accounting(st.stats, args.steps, total))
+
+    if args.write_results:
+        write_results(model, tokens, rounds, acc_text)
+
+
+def write_results(model, tokens, rounds, acc_text):
+    """This benchmark's block of docs/results.md: the run's command, the throughput row and the
+    accounting table."""
+    flags = f"--threads {args.threads} --rounds {args.rounds} --steps {args.steps}" + \
+        (" --cpu-time" if args.cpu_time else "")
+    version = rounds.peer["version"] if rounds.peer else "not run"
+    row = f"| {model} | {1e3 * rounds.md_s:.1f} "
+    if rounds.ratios:
+        r = rounds.ratios
+        row += (f"| {1e3 * rounds.torch_s:.1f} | {tokens / rounds.md_s:,.0f} | {tokens / rounds.torch_s:,.0f} "
+                f"| **{float(np.median(r)):.2f}** ({min(r):.2f}-{max(r):.2f}), {len(r)} |")
+    else:
+        row += f"| - | {tokens / rounds.md_s:,.0f} | - | - |"
+    text = [f"`python benchmarks/bench_transformer.py {flags} --write-results` (working tree on {_results.commit()}; "
+            f"PyTorch {version}, own process; {'CPU time' if args.cpu_time else 'wall-clock'}, "
+            f"medians of {args.steps} steps per round):", "",
+            "| model | minidl ms/step | PyTorch ms/step | minidl tokens/s | PyTorch tokens/s "
+            "| ratio: median (range) over rounds |", "|---|---|---|---|---|---|", row]
+    if acc_text:
+        text += ["", *acc_text]
+    _results.write_block("bench_transformer", "\n".join(text))
 
 
 def step_flops():
@@ -219,36 +261,6 @@ def step_flops():
     per_layer = 2 * M * d * (3 * d + d + 4 * d + 4 * d)     # qkv, proj, fc1, fc2
     attention = 2 * 2 * B * T * T * d                        # q k^T and p v over all heads
     return 3 * (L * (per_layer + attention) + 2 * M * d * V)
-
-
-# The functions whose own time is their BLAS calls (NumPy's matmul is a ufunc: cProfile does not
-# see it as a call of its own, so its time lands in the op that calls it): nn.Linear's op, the
-# Linear + GELU op, and attention's batched matmuls. Their own time also holds a little else
-# (Linear's bias add and reshapes), which is counted as GEMM time here.
-GEMM_FUNCTIONS = {("linear.py", "forward"), ("linear.py", "backward"), ("linear_gelu.py", "forward"),
-                  ("linear_gelu.py", "backward"), ("attention.py", "_matmul"), ("attention.py", "_scores"),
-                  ("attention.py", "_heads_last_matmul")}
-
-
-def accounting(stats, steps, total):
-    """The step's time split into BLAS matmuls, fused kernels and the rest (from cProfile's own
-    times, which the profiler inflates a little for the many small Python calls)."""
-    gemm = kernels = 0.0
-    for (filename, _, name), (_, _, tottime, _, _) in stats.items():
-        if (os.path.basename(filename), name) in GEMM_FUNCTIONS or "matmul" in name:
-            gemm += tottime
-        elif os.sep + os.path.join("kernels", "cpu") + os.sep in filename:
-            kernels += tottime
-    per = 1e3 / steps
-    flops = step_flops()
-    rest = total - gemm - kernels
-    return (f"\nstep accounting (under cProfile, {1e3 * total / steps:.1f} ms per step):\n"
-            f"  FLOPs per step            {flops / 1e9:8.2f} GFLOP\n"
-            f"  BLAS matmuls              {gemm * per:8.1f} ms  {100 * gemm / total:4.0f}%  "
-            f"{flops * steps / max(gemm, 1e-9) / 1e9:6.1f} GFLOP/s\n"
-            f"  fused kernels             {kernels * per:8.1f} ms  {100 * kernels / total:4.0f}%\n"
-            f"  neither (Python, autograd, NumPy elementwise, allocation) {rest * per:6.1f} ms  "
-            f"{100 * rest / total:4.0f}%")
 
 
 if __name__ == "__main__":

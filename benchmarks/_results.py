@@ -1,0 +1,46 @@
+"""The generated blocks of docs/results.md.
+
+A benchmark run with ``--write-results`` owns one block of docs/results.md, between the markers
+``markers(script)`` names, and replaces only that block: the prose around it (earlier runs,
+what the figures mean) stays as written. The file is rewritten through a temporary file in the
+same folder and renamed over the old one, so an interrupted write leaves the old file whole.
+"""
+import os
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "..", "docs", "results.md")
+
+
+def markers(script):
+    """The (begin, end) comment lines around ``script``'s block (script: e.g. "bench_cnn")."""
+    return (f"<!-- {script}: begin (written by benchmarks/{script}.py --write-results) -->",
+            f"<!-- {script}: end -->")
+
+
+def commit():
+    """The short hash of the checkout's HEAD, or "?" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
+    except OSError:
+        return "?"
+    return out.stdout.strip() or "?"
+
+
+def write_block(script, text, path=RESULTS):
+    """Put ``text`` between ``script``'s markers in ``path``; False (and the file untouched)
+    when the file lacks them."""
+    begin, end = markers(script)
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    if begin not in doc or end not in doc.split(begin, 1)[1]:
+        print(f"{path} has no {begin!r} ... {end!r} section; not written")
+        return False
+    head, rest = doc.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(head + begin + "\n" + text + "\n" + end + tail)
+    os.replace(tmp, path)
+    print(f"written into {os.path.relpath(path)}")
+    return True
