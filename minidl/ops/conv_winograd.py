@@ -44,8 +44,11 @@ outputs). The tile transforms are the NumPy references below and Numba kernels i
 ``minidl.kernels.cpu.winograd``; backward rebuilds V from x for dW, block by block in a
 cache-resident buffer (V is 2.25x the size of x: writing it out in forward and reading it back
 cost more than the second transform, docs/performance.md; KEEP_V_BYTES above 0 keeps V up to
-that size). The GPU device keeps im2col + GEMM. The batch is processed in blocks of a few images
-(``winograd_blocks``): the transform of a block, its 36 GEMMs and the inverse transform, so
+that size). The GPU device keeps im2col + GEMM: the blocking below is written for a CPU's
+caches, and on a GPU, whose GEMMs run near its peak at these sizes, cutting the multiply-adds to a
+quarter is expected to save less than the extra passes over a transform domain 2.25x the input's
+size cost (an expectation: no port has been measured). The batch is processed in blocks of a few
+images (``winograd_blocks``): the transform of a block, its 36 GEMMs and the inverse transform, so
 that V, M, dM and dV stay in cache; only the outputs go to memory.
 
 Threads: as the column paths (``minidl.ops.conv``'s docstring), from WINOGRAD_BLOCK_WORKERS_FROM

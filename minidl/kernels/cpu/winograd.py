@@ -29,9 +29,9 @@ value and channel, does not vectorise (too many possible overlaps to check at ru
 slower, measured on F(2x2, 3x3)'s kernels in docs/performance.md). The copies into and out of
 the channels-last buffer go eight channels per pass (``_channels_last``). Work is split by
 image (prange), so the adjoint's overlapping tiles (they share two rows/columns) never race.
-The GPU device keeps im2col + GEMM (no cuda port of these transforms). The entry points check
-every shape against the tile geometry before a kernel runs (``_check_*``): the kernels index
-without bounds checks.
+The GPU device keeps im2col + GEMM (no cuda port of these transforms; the op's docstring says
+why). The entry points check every shape against the tile geometry before a kernel runs
+(``_check_*``): the kernels index without bounds checks.
 
 The ``*_serial`` entry points run the same serial cores on the calling thread, which they
 leave to other Python threads meanwhile (``nogil``): conv2d's block workers call them, one
