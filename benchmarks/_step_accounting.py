@@ -3,6 +3,9 @@
 One instrumented step splits the wall time into
 - GEMM: every ``numpy.matmul`` call (conv and linear layers use it through their array
   namespace), timed one by one, with its FLOPs (2 * m * n * k per product) from the shapes.
+  GEMMs that a Numba kernel calls itself (Winograd's shares, ``kernels/cpu/winograd_shares.py``)
+  are not seen: their time is that kernel's, counted as other op work, and their FLOPs are not
+  in the GEMM column;
   Where conv2d's block workers run shares of the images concurrently, each thread its own
   GEMMs, the time counted is the calling thread's (its share's GEMMs run while the workers run
   theirs) and the FLOPs are every thread's, so the rate is that of all threads together;

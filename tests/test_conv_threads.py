@@ -1,9 +1,10 @@
-"""conv2d's image blocks on the block workers (minidl.runtime.block_workers): the same output and
+"""conv2d's image blocks on the block workers (minidl.runtime.block_workers), and Winograd's shares
+as one parallel region of Numba's pool (minidl.kernels.cpu.winograd_shares): the same output and
 gradients as the loop on the calling thread, for Winograd convolutions and both column layouts
-(im2col's and unfold's), over block
-counts, odd batches, more shares than workers, and groups/stride/dilation; an exception in a
-worker reaches the caller; two user threads convolving at once; BLAS held at one thread only
-while the workers run."""
+(im2col's and unfold's), over block counts, odd batches, more shares than workers, every
+combination of needed gradients, and groups/stride/dilation; the region taken where it can be;
+an exception in a worker reaches the caller; two user threads convolving at once; BLAS held at
+one thread only while the shares run."""
 import threading
 
 import numba
@@ -16,6 +17,7 @@ from minidl.kernels.cpu import _threads
 from minidl.kernels.cpu import im2col as k_im2col
 from minidl.kernels.cpu import unfold as k_unfold
 from minidl.kernels.cpu import winograd as k_wino
+from minidl.kernels.cpu import winograd_shares
 from minidl.ops import conv as conv_ops
 from minidl.ops import conv_blocks
 from minidl.ops import conv_winograd as wino_ops
@@ -36,7 +38,10 @@ pytestmark = pytest.mark.skipif(not block_workers.available(), reason="needs an 
 @pytest.fixture
 def workers(monkeypatch):
     """Let every convolution here take the block workers (small problems included), with two
-    threads; returns the names of the threads that ran a share of images (or a serial kernel)."""
+    threads; returns the names of the threads that ran a share of images (or a serial kernel).
+    Winograd's shares too, which otherwise run as one parallel region where NumPy's BLAS can be
+    called from Numba (test_winograd_shares.py)."""
+    monkeypatch.setattr(wino_ops, "ONE_REGION", False)
     monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
     monkeypatch.setattr(conv_ops, "BLOCK_WORKERS_FROM", 1)
     monkeypatch.setattr(conv_ops, "UNFOLD_BLOCK_WORKERS_FROM", 1)
@@ -54,6 +59,24 @@ def workers(monkeypatch):
             return _fn(*args, **kw)
         monkeypatch.setattr(module, name, spy)
     return seen
+
+
+@pytest.fixture
+def region(monkeypatch, workers):
+    """As ``workers``, with Winograd's shares in one region; returns the calls of the region's
+    entry points, by name."""
+    if not winograd_shares.AVAILABLE:
+        pytest.skip("needs NumPy's OpenBLAS with a 64-bit CBLAS GEMM")
+    monkeypatch.setattr(wino_ops, "ONE_REGION", True)
+    calls = []
+    for name in ("winograd_forward_shares", "winograd_backward_shares"):
+        fn = getattr(winograd_shares, name)
+
+        def spy(*args, _fn=fn, _name=name, **kw):
+            calls.append(_name)
+            return _fn(*args, **kw)
+        monkeypatch.setattr(winograd_shares, name, spy)
+    return calls
 
 
 def _conv(x, w, b, g, needs=(True, True, True), **kw):
@@ -107,6 +130,46 @@ def test_winograd_blocks_on_workers_equal_the_serial_loop(monkeypatch, workers, 
         pooled, serial = _pooled_and_serial(monkeypatch, x, w, b, padding=padding)
         assert len(workers) == 2                  # the calling thread and a worker each ran a share
         _assert_same(pooled, serial, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("block_bytes", [1, 1 << 20])
+@pytest.mark.parametrize("xs,O,padding", WINOGRAD_CASES)
+def test_winograd_shares_in_one_region_equal_the_serial_loop(monkeypatch, region, xs, O, padding, block_bytes,
+                                                            dtype):
+    monkeypatch.setattr(wino_ops, "WINOGRAD_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((O, xs[1], 3, 3)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    pooled, serial = _pooled_and_serial(monkeypatch, x, w, b, padding=padding)
+    assert {"winograd_forward_shares", "winograd_backward_shares"} <= set(region)
+    _assert_same(pooled, serial, dtype)
+
+
+@pytest.mark.parametrize("needs", [(True, False, False), (False, True, True), (False, True, False),
+                                   (True, True, False)])
+def test_winograd_region_for_every_combination_of_needed_gradients(monkeypatch, region, needs):
+    rng = np.random.default_rng(1)
+    x, w, b = rng.standard_normal((5, 8, 6, 7)), rng.standard_normal((6, 8, 3, 3)), rng.standard_normal(6)
+    pooled, serial = _pooled_and_serial(monkeypatch, x, w, b, needs, padding=1)
+    assert "winograd_backward_shares" in region
+    _assert_same(pooled, serial, np.float64)
+
+
+def test_block_workers_run_winograd_where_v_is_kept_or_the_region_is_off(monkeypatch, region):
+    rng = np.random.default_rng(2)
+    x = md.tensor(rng.standard_normal((4, 8, 6, 6)), requires_grad=True)
+    w = md.tensor(rng.standard_normal((8, 8, 3, 3)), requires_grad=True)     # V is kept only for dW
+    monkeypatch.setattr(wino_ops, "KEEP_V_BYTES", 1 << 30)
+    F.conv2d(x, w, padding=1).sum().backward()
+    monkeypatch.setattr(wino_ops, "KEEP_V_BYTES", 0)
+    monkeypatch.setattr(wino_ops, "ONE_REGION", False)
+    F.conv2d(x, w, padding=1).sum().backward()
+    assert region == []
+    monkeypatch.setattr(wino_ops, "ONE_REGION", True)
+    F.conv2d(x, w, padding=1).sum().backward()
+    assert region == ["winograd_forward_shares", "winograd_backward_shares"]
 
 
 COLUMN_CASES = [  # (N, C, H, W), weight shape, conv2d keywords
@@ -191,14 +254,19 @@ def test_a_worker_exception_reaches_the_caller(monkeypatch, workers, kernel):
     assert F.conv2d(x, w, padding=1).shape == (4, 8, 6, 6)                     # the pool still works
 
 
-def test_blas_is_single_threaded_only_while_the_workers_run(monkeypatch, workers):
+@pytest.mark.parametrize("one_region", [False, True])
+def test_blas_is_single_threaded_only_while_the_workers_run(monkeypatch, workers, one_region):
     counts = []
-    fn = k_wino.winograd_output_serial
+    module, name = (winograd_shares, "winograd_forward_shares") if one_region else (k_wino, "winograd_output_serial")
+    if one_region and not winograd_shares.AVAILABLE:
+        pytest.skip("needs NumPy's OpenBLAS with a 64-bit CBLAS GEMM")
+    monkeypatch.setattr(wino_ops, "ONE_REGION", one_region)
+    fn = getattr(module, name)
 
     def spy(*args, **kw):
         counts.append([get() for _, get in blas_threads._count_functions()])
         return fn(*args, **kw)
-    monkeypatch.setattr(k_wino, "winograd_output_serial", spy)
+    monkeypatch.setattr(module, name, spy)
     before = [get() for _, get in blas_threads._count_functions()]
     rng = np.random.default_rng(5)
     F.conv2d(md.tensor(rng.standard_normal((4, 8, 6, 6))), md.tensor(rng.standard_normal((8, 8, 3, 3))), padding=1)
@@ -206,8 +274,12 @@ def test_blas_is_single_threaded_only_while_the_workers_run(monkeypatch, workers
     assert [get() for _, get in blas_threads._count_functions()] == before
 
 
-def test_two_user_threads_convolve_at_once(monkeypatch, workers):
+@pytest.mark.parametrize("one_region", [False, True])
+def test_two_user_threads_convolve_at_once(monkeypatch, workers, one_region):
     """Each thread's results equal the serial loop's, call after call."""
+    if one_region and not winograd_shares.AVAILABLE:
+        pytest.skip("needs NumPy's OpenBLAS with a 64-bit CBLAS GEMM")
+    monkeypatch.setattr(wino_ops, "ONE_REGION", one_region)
     rng = np.random.default_rng(6)
     cases = []
     for ws, kw in [((16, 8, 3, 3), dict(padding=1)), ((8, 8, 3, 3), dict(stride=2, padding=1))]:

@@ -105,7 +105,7 @@ def test_importing_minidl_shortens_openblas_spin_and_keeps_blas_threaded():
             "from minidl.runtime import blas_threads\n"
             "from threadpoolctl import threadpool_info\n"
             "a = np.ones((256, 256), np.float32); a @ a\n"
-            "timeouts = [ctypes.CDLL(p).openblas_thread_timeout() for p in blas_threads._loaded_openblas()]\n"
+            "timeouts = [ctypes.CDLL(p).openblas_thread_timeout() for p in blas_threads.loaded_openblas()]\n"
             "threads = [i['num_threads'] for i in threadpool_info() if i['internal_api'] == 'openblas']\n"
             "print(blas_threads.SHORT, timeouts, threads)")
     out = _run(code)

@@ -51,13 +51,19 @@ size cost (an expectation: no port has been measured). The batch is processed in
 images (``winograd_blocks``): the transform of a block, its 36 GEMMs and the inverse transform, so
 that V, M, dM and dV stay in cache; only the outputs go to memory.
 
-Threads: as the column paths (``minidl.ops.conv``'s docstring), from WINOGRAD_BLOCK_WORKERS_FROM
-transform-domain elements each block worker runs its share of images with the serial kernels.
+Threads: from WINOGRAD_BLOCK_WORKERS_FROM transform-domain elements the batch splits into one
+share of images per thread, each run end to end with the serial kernels and single-threaded
+BLAS. Where NumPy's OpenBLAS can be called from Numba (``ONE_REGION``), the shares run as one
+parallel region of Numba's pool (``minidl.kernels.cpu.winograd_shares``). Elsewhere, and where V
+is kept, they run on the block workers as the column paths do (``minidl.ops.conv``'s
+docstring). Python threads hand the GIL over at every kernel and GEMM, which costs most on a
+virtual machine (docs/performance.md, "One region for the shares").
 """
 import numpy as np
 
 from ..backends import namespace_of
 from ..kernels.switch import into
+from ..runtime import blas_threads
 from ._kernel_switch import LAYER
 from .conv_blocks import (images_per_block, run_shares, winograd_backward_blocks, winograd_forward_blocks,
                           worker_count)
@@ -165,6 +171,17 @@ WINOGRAD_MIN_CHANNELS = 8
 WINOGRAD_BLOCK_BYTES = 1 << 20   # per thread: images per block whose M (or dM, dV) take about this much
 WINOGRAD_BLOCK_WORKERS_FROM = 1 << 19   # transform-domain elements from which the block workers pay (performance.md)
 KEEP_V_BYTES = 0   # largest V (whole batch) kept from forward for dW: none, rebuilt (the docstring says why)
+# The shares as one parallel region of Numba's pool, the GEMMs called from the kernels
+# (kernels/cpu/winograd_shares.py), where NumPy's OpenBLAS allows it; else on the block workers
+ONE_REGION = True
+
+
+def _one_region(V):
+    """The kernels that run every share in one parallel region, or None (the block workers)."""
+    if not ONE_REGION or V is not None:
+        return None
+    from ..kernels.cpu import winograd_shares
+    return winograd_shares if winograd_shares.AVAILABLE else None
 
 
 def use_winograd(x, w, stride, dilation, groups):
@@ -204,8 +221,13 @@ def winograd_forward(ctx, x, w, b, padding):
     out = np.empty((N, O, OH, OW), dtype=x.dtype)
     per_image = WINOGRAD_PLANES * TT * max(C, O) * x.itemsize
     k = worker_count(N, WINOGRAD_PLANES * N * TT * max(C, O), impl, WINOGRAD_BLOCK_WORKERS_FROM)
+    region = _one_region(V) if k > 1 else None
     if k == 1:
         winograd_forward_blocks(impl, x, Ut, b, V, out, geom, winograd_blocks(N, per_image))
+    elif region is not None:
+        with blas_threads.single_threaded():
+            region.winograd_forward_shares(np.ascontiguousarray(x), np.ascontiguousarray(U), b, out, k,
+                                           images_per_block(WINOGRAD_BLOCK_BYTES, per_image), ph, pw, TH, TW)
     else:
         run_shares("winograd", N, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
                    lambda kern, n0, n1, blocks: winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks))
@@ -227,8 +249,15 @@ def winograd_backward(ctx, g):
     dx = np.empty((N, C, H, W), dtype=g.dtype) if nx else None
     per_image = WINOGRAD_PLANES * TT * max(C, O) * x.itemsize
     k = worker_count(N, WINOGRAD_PLANES * N * TT * max(C, O), ctx.impl, WINOGRAD_BLOCK_WORKERS_FROM)
+    region = _one_region(V) if k > 1 else None
     if k == 1:
         dU = winograd_backward_blocks(ctx.impl, x, g, U, V, dx, nw, geom, winograd_blocks(N, per_image))
+        db = g.sum(axis=(0, 2, 3)) if nb else None
+    elif region is not None:
+        with blas_threads.single_threaded():
+            dU = region.winograd_backward_shares(np.ascontiguousarray(x), g, np.ascontiguousarray(U), dx, nw, k,
+                                                 images_per_block(WINOGRAD_BLOCK_BYTES, per_image), *geom[:2],
+                                                 *geom[4:])
         db = g.sum(axis=(0, 2, 3)) if nb else None
     else:
         def share(kern, n0, n1, blocks):    # a share's dU and db, summed over the shares below

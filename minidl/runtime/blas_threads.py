@@ -31,7 +31,7 @@ _VAR = "OPENBLAS_THREAD_TIMEOUT"
 SHORT = False     # does BLAS now leave the cores to other threads at once? (set by shorten_blas_spin)
 
 
-def _loaded_openblas():
+def loaded_openblas():
     """Paths of the OpenBLAS libraries loaded in this process (Linux: /proc/self/maps)."""
     try:
         with open("/proc/self/maps") as f:
@@ -50,7 +50,7 @@ def shorten_blas_spin():
     if os.environ.get("MINIDL_BLAS_SPIN") == "default":
         return False
     done = False
-    for path in _loaded_openblas():
+    for path in loaded_openblas():
         try:
             lib = ctypes.CDLL(path)
             read_env, shutdown = lib.openblas_read_env, lib.blas_thread_shutdown_
@@ -81,7 +81,7 @@ def _count_functions():
     global _counts
     if _counts is None:
         found = []
-        for path in _loaded_openblas():
+        for path in loaded_openblas():
             try:
                 lib = ctypes.CDLL(path)
             except OSError:
