@@ -6,6 +6,7 @@ what the figures mean) stays as written. The file is rewritten through a tempora
 same folder and renamed over the old one, so an interrupted write leaves the old file whole.
 """
 import os
+import statistics
 import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,6 +26,21 @@ def commit():
     except OSError:
         return "?"
     return out.stdout.strip() or "?"
+
+
+def run_header(script, args, version):
+    """The block's first line: the command that wrote it (with the flags its figures depend on),
+    the commit, the peer's version and the clock."""
+    flags = f"--threads {args.threads} --rounds {args.rounds} --steps {args.steps}" + \
+        (" --cpu-time" if args.cpu_time else "")
+    return (f"`python benchmarks/{script}.py {flags} --write-results` (working tree on {commit()}; "
+            f"PyTorch {version or 'not run'}, own process; {'CPU time' if args.cpu_time else 'wall-clock'}, "
+            f"medians of {args.steps} steps per round):")
+
+
+def ratio_cell(ratios):
+    """A table cell of the rounds' ratios: the median in bold, the range, the count."""
+    return f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}-{max(ratios):.2f}), {len(ratios)}"
 
 
 def write_block(script, text, path=RESULTS):

@@ -207,8 +207,7 @@ def throughput_lines(cases, bs, t_md, t_pt):
         if name in t_pt:
             pt_s = statistics.median(t_pt[name])
             ratios = [p / m for p, m in zip(t_pt[name], t_md[name])]
-            row += (f"| {1e3 * pt_s:.1f} | {bs / md_s:,.0f} | {bs / pt_s:,.0f} | **{statistics.median(ratios):.2f}** "
-                    f"({min(ratios):.2f}-{max(ratios):.2f}), {len(ratios)} |")
+            row += f"| {1e3 * pt_s:.1f} | {bs / md_s:,.0f} | {bs / pt_s:,.0f} | {_results.ratio_cell(ratios)} |"
         else:
             row += f"| - | {bs / md_s:,.0f} | - | - |"
         lines.append(row)
@@ -276,11 +275,7 @@ def main():
         print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
 
     if ARGS.write_results:
-        flags = f"--threads {ARGS.threads} --rounds {ARGS.rounds} --steps {ARGS.steps}" + \
-            (" --cpu-time" if ARGS.cpu_time else "")
-        text = [f"`python benchmarks/bench_cnn.py {flags} --write-results` (working tree on {_results.commit()}; "
-                f"PyTorch {version or 'not run'}, own process; {'CPU time' if ARGS.cpu_time else 'wall-clock'}, "
-                f"medians of {ARGS.steps} steps per round):", "", *lines]
+        text = [_results.run_header("bench_cnn", ARGS, version), "", *lines]
         if acc_lines:
             text += ["", acc.machine_note(bandwidth, peak), "", *acc_lines]
         _results.write_block("bench_cnn", "\n".join(text))

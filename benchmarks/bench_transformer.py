@@ -234,19 +234,13 @@ def main():
 def write_results(model, tokens, rounds, acc_text):
     """This benchmark's block of docs/results.md: the run's command, the throughput row and the
     accounting table."""
-    flags = f"--threads {args.threads} --rounds {args.rounds} --steps {args.steps}" + \
-        (" --cpu-time" if args.cpu_time else "")
-    version = rounds.peer["version"] if rounds.peer else "not run"
     row = f"| {model} | {1e3 * rounds.md_s:.1f} "
     if rounds.ratios:
-        r = rounds.ratios
         row += (f"| {1e3 * rounds.torch_s:.1f} | {tokens / rounds.md_s:,.0f} | {tokens / rounds.torch_s:,.0f} "
-                f"| **{float(np.median(r)):.2f}** ({min(r):.2f}-{max(r):.2f}), {len(r)} |")
+                f"| {_results.ratio_cell(rounds.ratios)} |")
     else:
         row += f"| - | {tokens / rounds.md_s:,.0f} | - | - |"
-    text = [f"`python benchmarks/bench_transformer.py {flags} --write-results` (working tree on {_results.commit()}; "
-            f"PyTorch {version}, own process; {'CPU time' if args.cpu_time else 'wall-clock'}, "
-            f"medians of {args.steps} steps per round):", "",
+    text = [_results.run_header("bench_transformer", args, rounds.peer and rounds.peer["version"]), "",
             "| model | minidl ms/step | PyTorch ms/step | minidl tokens/s | PyTorch tokens/s "
             "| ratio: median (range) over rounds |", "|---|---|---|---|---|---|", row]
     if acc_text:

@@ -123,6 +123,17 @@ def test_write_block_leaves_a_file_without_its_block_alone(tmp_path, doc, capsys
     assert "not written" in capsys.readouterr().out
 
 
+def test_the_block_names_its_command_and_the_rounds_median_and_range():
+    results = load("_results")
+
+    class Args:
+        threads, rounds, steps, cpu_time = 2, 5, 15, False
+    header = results.run_header("bench_x", Args, None)
+    assert header.startswith("`python benchmarks/bench_x.py --threads 2 --rounds 5 --steps 15 --write-results`")
+    assert "PyTorch not run" in header and "wall-clock" in header
+    assert results.ratio_cell([1.10, 0.90, 1.00, 1.30]) == "**1.05** (0.90-1.30), 4"
+
+
 def test_the_results_file_has_a_block_for_each_benchmark_that_writes_one():
     results = load("_results")
     with open(results.RESULTS, encoding="utf-8") as f:

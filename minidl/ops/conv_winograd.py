@@ -226,8 +226,8 @@ def winograd_forward(ctx, x, w, b, padding):
         winograd_forward_blocks(impl, x, Ut, b, V, out, geom, winograd_blocks(N, per_image))
     elif region is not None:
         with blas_threads.single_threaded():
-            region.winograd_forward_shares(np.ascontiguousarray(x), np.ascontiguousarray(U), b, out, k,
-                                           images_per_block(WINOGRAD_BLOCK_BYTES, per_image), ph, pw, TH, TW)
+            region.winograd_forward_shares(x, U, b, out, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
+                                           ph, pw, TH, TW)
     else:
         run_shares("winograd", N, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
                    lambda kern, n0, n1, blocks: winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks))
@@ -250,14 +250,14 @@ def winograd_backward(ctx, g):
     per_image = WINOGRAD_PLANES * TT * max(C, O) * x.itemsize
     k = worker_count(N, WINOGRAD_PLANES * N * TT * max(C, O), ctx.impl, WINOGRAD_BLOCK_WORKERS_FROM)
     region = _one_region(V) if k > 1 else None
-    if k == 1:
-        dU = winograd_backward_blocks(ctx.impl, x, g, U, V, dx, nw, geom, winograd_blocks(N, per_image))
-        db = g.sum(axis=(0, 2, 3)) if nb else None
-    elif region is not None:
-        with blas_threads.single_threaded():
-            dU = region.winograd_backward_shares(np.ascontiguousarray(x), g, np.ascontiguousarray(U), dx, nw, k,
-                                                 images_per_block(WINOGRAD_BLOCK_BYTES, per_image), *geom[:2],
-                                                 *geom[4:])
+    if k == 1 or region is not None:
+        if k == 1:
+            dU = winograd_backward_blocks(ctx.impl, x, g, U, V, dx, nw, geom, winograd_blocks(N, per_image))
+        else:
+            with blas_threads.single_threaded():
+                dU = region.winograd_backward_shares(x, g, U, dx, nw, k,
+                                                     images_per_block(WINOGRAD_BLOCK_BYTES, per_image), *geom[:2],
+                                                     *geom[4:])
         db = g.sum(axis=(0, 2, 3)) if nb else None
     else:
         def share(kern, n0, n1, blocks):    # a share's dU and db, summed over the shares below
