@@ -31,12 +31,15 @@ def test_exp32_is_as_accurate_as_numpy_float32_exp_over_its_range():
     assert rel.max() <= (np.abs(np.exp(x) - exact) / exact).max()
 
 
-def test_exp32_edges_nan_and_saturation():
-    out = _exp([np.nan, 0.0, -1000.0, np.inf, 1000.0])
+def test_exp32_edges_nan_underflow_and_overflow():
+    out = _exp([np.nan, 0.0, -1000.0, -np.inf, -87.4, -87.3, np.inf, 1000.0, 88.4])
     assert np.isnan(out[0])
     assert out[1] == 1.0
-    assert 0 < out[2] < 2e-38                 # clamped: below any sigmoid's resolution
-    assert out[3] > 1e38 and out[4] > 1e38
+    assert (out[2:5] == 0).all()              # below the normal range: exactly 0, never a subnormal
+    assert abs(out[5] / np.exp(np.float64(np.float32(-87.3))) - 1) < 2e-7   # the range's edge: still exact
+    assert np.isposinf(out[6:]).all()
+    sub = _exp(np.linspace(-200, -80, 10_001, dtype=np.float32))
+    assert not ((sub != 0) & (sub < np.finfo(np.float32).tiny)).any()
 
 
 def _run(code, **env):

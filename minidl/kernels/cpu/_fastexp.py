@@ -16,9 +16,14 @@ instructions, 8 or 16 values at a time:
   (``as_float32`` reinterprets an int32 as float32; Numba has no such operation, so it is a
   one-instruction ``@intrinsic``.)
 
-y is clamped to [-87.3, 88.3], where 2^n stays a normal float32: beyond, e^y under/overflows
-(nearly) anyway (the result is 1.2e-38 or 2.2e38 instead of 0 or inf, which the callers, sigmoids,
-round to the same output). NaN propagates. Max relative error against float64 exp: 1.0e-7 (NumPy's own float32 exp: 2.0e-7).
+On [-87.3, 88.3] 2^n stays a normal float32. Below, the result is 0; above, inf. NumPy's exp
+returns subnormal numbers between -103.9 and -87.3, and 0 below. A clamped result (1.2e-38 however
+small y is) would be worse than either: a softmax or cross-entropy row never reaches exact
+probabilities of 0 and 1, its gradient never reaches 0, and once a model fits its batch every later
+gradient is made of subnormal numbers, on which the CPU's arithmetic runs 15-140 times slower in
+the convolutions measured (docs/performance.md, "Subnormal gradients"). Returning 0 makes such
+gradients exactly 0, as PyTorch's do. NaN propagates. Max relative error against float64 exp on
+[-87.3, 88.3]: 1.0e-7 (NumPy's own float32 exp: 2.0e-7).
 
 Callers must compile with ``error_model="numpy"``: under Numba's default ("python") every
 float division checks for zero to raise ZeroDivisionError, and that branch alone stops LLVM
@@ -56,6 +61,7 @@ _LN2_HI = np.float32(355.0 / 512.0)
 _LN2_LO = np.float32(math.log(2.0) - 355.0 / 512.0)
 _LO, _HI = np.float32(-87.3), np.float32(88.3)      # keep n in [-126, 127]
 _HALF = np.float32(0.5)
+_ZERO, _INF = np.float32(0.0), np.float32(np.inf)
 _C2, _C3, _C4, _C5, _C6, _C7 = (np.float32(1.0 / math.factorial(k)) for k in range(2, 8))
 _ONE = np.float32(1.0)
 
@@ -63,6 +69,7 @@ _ONE = np.float32(1.0)
 @njit(cache=True, inline="always", error_model="numpy", fastmath={"contract"})
 def exp32(y):
     """e^y for a float32 y (see the module docstring)."""
+    x = y
     y = _LO if y < _LO else y           # comparisons false for NaN: NaN passes through
     y = _HI if y > _HI else y
     n = np.floor(y * _LOG2E + _HALF)
@@ -75,7 +82,9 @@ def exp32(y):
     p = p * r + _C2
     p = p * r + _ONE
     p = p * r + _ONE
-    return p * as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+    e = p * as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+    e = _ZERO if x < _LO else e         # underflow: 0, never a clamped or subnormal value
+    return _INF if x > _HI else e
 
 
 def exp_any(y):

@@ -9,8 +9,8 @@ backward dx_j = p_j (a + b W) - b w_j - a [j = t], p_j = exp(logp_j). Rows are s
 chunk per thread above the parallel threshold (``_threads.SERIAL_BELOW`` elements), else run
 on the calling thread.
 
-exp of -inf is exactly 0, as in the reference (float32's vectorisable exp32 would return its
-clamped 1.2e-38). A class index outside [0, C) that is not ``ignore_index`` is
+exp of -inf is exactly 0, as in the reference; where both a logit and its row's max are -inf, the
+forward skips the logit instead of taking exp(NaN). A class index outside [0, C) that is not ``ignore_index`` is
 counted, not read: the entry points raise IndexError for it, as the op's own check does first.
 Without weights, w is 1 (W = C).
 
