@@ -21,6 +21,11 @@ from .tensor.dtype import DType as dtype
 from .tensor.dtype import bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8
 from .tensor.dtype_info import finfo, get_default_dtype, iinfo, is_floating_point, set_default_dtype
 from .tensor.generator import Generator, default_generator
+from .tensor.memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
+from .numerics_flags import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
+                             get_float32_matmul_precision, is_deterministic_algorithms_warn_only_enabled,
+                             set_deterministic_debug_mode, set_float32_matmul_precision,
+                             use_deterministic_algorithms)
 from .tensor.sampling import bernoulli, multinomial, normal
 from .tensor.size import Size
 from .threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads

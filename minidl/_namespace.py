@@ -17,8 +17,10 @@ from .ops import addmm as _addmm
 from .ops import cumulative as _cum
 from .ops import elementwise_math as _em
 from .ops import rearrange as _re
+from .ops import rounding_division as _rdiv
 from .ops import selection as _sel
 from .ops.einsum import einsum
+from .ops.shape_error import broadcast_shape as _broadcast_shape
 from .tensor import dtype as _dtypes
 from .tensor.tensor import Tensor
 
@@ -56,23 +58,22 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     return _ops().mean(input if dtype is None else input.to(dtype), dim, keepdim)
 
 
-def _correction(unbiased, correction):
-    if correction is not None:
-        return correction
-    return 1 if unbiased is None or unbiased else 0
-
-
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    c = _correction(unbiased, correction)
-    if c in (0, 1):
-        return _ops().var(input, dim, bool(c), keepdim)
-    axes = tuple(range(input.ndim)) if dim is None else dim
-    n = math.prod(input.shape[d] for d in ((axes,) if isinstance(axes, int) else axes))
-    return _ops().var(input, dim, False, keepdim) * (n / builtins.max(n - c, 0))
+    return _ops().var(input, dim, unbiased is None or unbiased, keepdim, correction=correction)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+    return _ops().std(input, dim, unbiased is None or unbiased, keepdim, correction=correction)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(var, mean) over the same dims, as torch.var_mean."""
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(std, mean) over the same dims, as torch.std_mean."""
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 def max(input, dim=None, keepdim=False, *, other=None):   # noqa: A001
@@ -105,20 +106,22 @@ def argmin(input, dim=None, keepdim=False):
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The p-norm (sum |x|**p)**(1/p) over ``dim`` (all elements by default); "fro" is p=2,
-    inf/-inf the largest/smallest |x|. Differentiable through abs, pow and sum."""
+    inf/-inf the largest/smallest |x|. Finite p > 0 has its own backward (ops/reduction.py,
+    VectorNorm: a zero gradient at an all-zero x, as PyTorch); the others go through abs, amax/amin
+    and pow."""
     x = input if dtype is None else input.to(dtype)
-    if p in ("fro", 2, 2.0):
-        return (x * x).sum(dim=dim, keepdim=keepdim).sqrt()
+    if p == "fro":
+        p = 2
+    if isinstance(p, str) and p != "inf":
+        raise RuntimeError(f"norm: unsupported norm type {p!r}; expected a number or 'fro'")
     if p in (math.inf, "inf"):
         return x.abs().amax(dim=dim, keepdim=keepdim)
     if p == -math.inf:
         return x.abs().amin(dim=dim, keepdim=keepdim)
     if p == 0:
         return (x != 0).to(x.dtype).sum(dim=dim, keepdim=keepdim)
-    if p == 1:
-        return x.abs().sum(dim=dim, keepdim=keepdim)
-    if isinstance(p, str):
-        raise RuntimeError(f"norm: unsupported norm type {p!r}; expected a number or 'fro'")
+    if p > 0:
+        return _ops().vector_norm(x, p, dim, keepdim)
     return (x.abs() ** p).sum(dim=dim, keepdim=keepdim) ** (1.0 / p)
 
 
@@ -277,10 +280,12 @@ def isfinite(input):
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _broadcast_shape("isclose", input.shape, np.shape(_values(other)))
     return _wrap_bool(np.isclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _broadcast_shape("allclose", input.shape, np.shape(_values(other)))
     return builtins.bool(np.allclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
@@ -317,6 +322,68 @@ def numel(input):
 
 def clip(input, min=None, max=None):   # noqa: A002
     return _ops().clamp(input, min, max)
+
+
+def clamp_min(input, min):   # noqa: A002
+    return _ops().clamp(input, min, None)
+
+
+def clamp_max(input, max):   # noqa: A002
+    return _ops().clamp(input, None, max)
+
+
+# compositions optimizers use (the in-place forms are in tensor/inplace.py) --------------------
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 * tensor2, multiplied in PyTorch's order (so float32 results match
+    its kernel's bit for bit); gradients through the ordinary ops."""
+    _check_integral_value("addcmul", (input, tensor1, tensor2), value)
+    return input + (tensor1 * tensor2 if value == 1 else value * tensor1 * tensor2)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 / tensor2 (Adam's ``p - lr * m / (sqrt(v) + eps)``)."""
+    if _is_integral(tensor1) and _is_integral(tensor2):
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+                           "will perform a true division of tensor1 and tensor2. Use addcmul(input, tensor1, "
+                           "1 / tensor2) or addcdiv with float tensors instead.")
+    _check_integral_value("addcdiv", (input, tensor1, tensor2), value)
+    return input + (tensor1 / tensor2 if value == 1 else value * tensor1 / tensor2)
+
+
+def _is_integral(t):
+    return t.dtype.kind in "iub"
+
+
+def _check_integral_value(op, tensors, value):
+    if builtins.all(_is_integral(t) for t in tensors) and isinstance(value, float):
+        raise RuntimeError(f"{op}: for integral input tensors, argument value must not be a floating point number.")
+
+
+def lerp(input, end, weight):
+    """input + weight * (end - input), computed as PyTorch does from the nearer end: for
+    |weight| >= 0.5 as end - (end - input) * (1 - weight), so weight 1 gives exactly ``end``.
+    Gradients (through the ordinary ops): 1 - weight to input, weight to end, end - input to a
+    weight tensor."""
+    diff = end - input
+    if isinstance(weight, Tensor):
+        return _ops().where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
+    return input + weight * diff if builtins.abs(weight) < 0.5 else end - diff * (1 - weight)
+
+
+def subtract(input, other, *, alpha=1):
+    return _ops().sub(input, other, alpha)
+
+
+def multiply(input, other):
+    return _ops().mul(input, other)
+
+
+def divide(input, other, *, rounding_mode=None):
+    return _rdiv.div(input, other, rounding_mode=rounding_mode)
+
+
+def true_divide(input, other):
+    return _ops().div(input, other)
 
 
 def square(input):
@@ -389,7 +456,7 @@ _PROPERTIES = {
 _METHODS_ONLY = {
     "new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0), "new_full": _new_full,
     "new_tensor": _new_tensor, "type": _type, "element_size": lambda self: self.dtype.itemsize,
-    "is_floating_point": lambda self: self.dtype.is_floating_point, "is_contiguous": lambda self, **_: True,
+    "is_floating_point": lambda self: self.dtype.is_floating_point,
     "nelement": lambda self: self.numel(),
 }
 
@@ -405,7 +472,7 @@ BOTH = {
     **{n: getattr(_cum, n) for n in ("prod", "cumsum", "cumprod", "logsumexp")},
     **{n: getattr(_re, n) for n in ("flip", "roll", "tril", "triu", "diag", "gather", "index_select",
                                     "masked_select", "repeat_interleave", "tile")},
-    "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min, "amax": amax, "amin": amin,
+    "sum": sum, "mean": mean, "var": var, "std": std, "var_mean": var_mean, "std_mean": std_mean, "max": max, "min": min, "amax": amax, "amin": amin,
     "argmax": argmax, "argmin": argmin, "norm": norm, "any": any, "all": all,
     "mm": mm, "bmm": bmm, "addmm": _addmm.addmm, "baddbmm": _addmm.baddbmm, "addbmm": _addmm.addbmm, "outer": outer, "einsum": einsum, "view_as": view_as, "reshape_as": reshape_as,
     "expand_as": expand_as, "unflatten": unflatten, "split": split, "chunk": chunk, "unbind": unbind,
@@ -413,6 +480,9 @@ BOTH = {
     "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor, "logical_not": logical_not,
     "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "isclose": isclose, "allclose": allclose, "equal": equal,
     "nonzero": nonzero, "unique": unique, "numel": numel, "clip": clip, "clamp": clip, "square": square,
+    "clamp_min": clamp_min, "clamp_max": clamp_max, "addcmul": addcmul, "addcdiv": addcdiv, "lerp": lerp,
+    "floor_divide": _rdiv.floor_divide, "remainder": _rdiv.remainder, "fmod": _rdiv.fmod,
+    "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": true_divide,
     "rsqrt": rsqrt, "softmax": softmax, "log_softmax": log_softmax,
 }
 

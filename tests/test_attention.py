@@ -128,6 +128,42 @@ def test_kernel_and_reference_agree_on_gradients_with_masks(dtype):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("perm", [(1, 0, 2, 3), (2, 1, 0, 3)])
+def test_any_memory_layout_gives_the_c_ordered_result(impl, causal, perm):
+    """q, k, v permuted views (so the scores' product comes out in another layout) give the same
+    output and gradients as C-ordered copies of the same values."""
+    rng = np.random.default_rng(2)
+    base = [rng.standard_normal((3, 4, 5, 6)).astype(np.float32) for _ in range(3)]
+    g = None
+    results = []
+    for arrays in ([a.transpose(perm) for a in base], [np.ascontiguousarray(a.transpose(perm)) for a in base]):
+        with A.implementation(impl):
+            ts = [md.tensor(a, requires_grad=True) for a in arrays]
+            out = F.scaled_dot_product_attention(*ts, is_causal=causal)
+            g = rng.standard_normal(out.shape).astype(np.float32) if g is None else g
+            out.backward(md.tensor(g))
+            results.append([out.numpy()] + [t.grad.numpy() for t in ts])
+    assert not base[0].transpose(perm).flags.c_contiguous
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_softmax_kernels_work_in_place_on_any_layout():
+    from minidl.kernels.cpu.softmax import softmax_backward_, softmax_rows_
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((5, 4, 3)).astype(np.float32).transpose(1, 0, 2)
+    expected = np.exp(s - s.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    assert softmax_rows_(s) is s
+    np.testing.assert_allclose(s, expected, rtol=1e-5, atol=1e-6)
+    dp = rng.standard_normal((5, 4, 3)).astype(np.float32).transpose(1, 0, 2)
+    want = s * (dp - (dp * s).sum(-1, keepdims=True))
+    assert softmax_backward_(dp, s) is dp
+    np.testing.assert_allclose(dp, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 def test_fully_masked_rows_give_zero_output_and_zero_grad(impl):
     rng = np.random.default_rng(2)
     q, k, v = [md.tensor(a, requires_grad=True) for a in _qkv(rng, batch=(2,), L=3, S=4)]

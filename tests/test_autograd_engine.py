@@ -369,6 +369,35 @@ def test_gradcheck_raise_exception_false_returns_false():
     assert gradcheck(Cube.apply, (_x64(4),), raise_exception=False) is True
 
 
+def test_gradcheck_fails_a_nan_gradient_even_beside_a_wrong_one():
+    class NanAndWrong(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            r = g * 2
+            r[0], r[1] = np.nan, 100.0
+            return r
+
+    with pytest.raises(GradcheckError, match=r"at index \(0,\): numerical [-\d.e+]+, analytic nan"):
+        gradcheck(NanAndWrong.apply, (_x64(3),))
+
+
+def test_gradcheck_fails_where_both_gradients_are_nan():
+    # sqrt at -1: NaN on both sides is no agreement (as torch.allclose)
+    x = md.tensor(np.array([-1.0, 1.0]), requires_grad=True)
+    with np.errstate(invalid="ignore"):
+        assert gradcheck(lambda t: t.sqrt(), (x,), raise_exception=False) is False
+
+
+@pytest.mark.parametrize("kwargs", [dict(eps=0.0), dict(eps=-1e-6), dict(eps=float("nan")), dict(atol=-1.0)])
+def test_gradcheck_rejects_a_step_or_tolerance_it_cannot_use(kwargs):
+    with pytest.raises(ValueError, match="gradcheck: (eps|atol)"):
+        gradcheck(Cube.apply, (_x64(2),), **kwargs)
+
+
 def test_gradcheck_warns_for_float32_inputs():
     x = md.tensor(np.array([0.5, 1.5], np.float32), requires_grad=True)
     with pytest.warns(UserWarning, match="float32"):

@@ -102,12 +102,26 @@ def test_out_of_range_indices_raise_at_the_next_read_then_reads_work_again():
     assert np.isfinite(float(ok))   # ignore_index is not out of range
 
 
-def test_gathers_clamp_out_of_range_indices_inside_the_array():
+def test_gathers_clamp_out_of_range_indices_inside_the_array_and_report_them():
     x = dev(np.arange(4.0))
-    y = x[dev(np.array([7, -9, 1]))]   # _take_axis; the range check is the caller's (deferred)
+    y = x[dev(np.array([7, -9, 1]))]   # one index array on one axis: take_axis
     from minidl.kernels.cuda import checks
-    checks.raise_pending()
-    np.testing.assert_array_equal(y.copy_to_host(), [3.0, 0.0, 1.0])
+    with pytest.raises(IndexError, match="index out of bounds for axis 0 with size 4"):
+        checks.raise_pending()
+    np.testing.assert_array_equal(y.copy_to_host(), [3.0, 0.0, 1.0])   # read nothing outside x
+
+
+@pytest.mark.parametrize("index", [lambda: md.tensor([5], device="cuda"), lambda: md.tensor([-7]), lambda: [5]],
+                         ids=["device", "host-tensor", "list"])
+def test_one_axis_index_out_of_range_raises_at_the_next_read(index):
+    x = md.arange(3).float().cuda()
+    with pytest.raises(IndexError, match="index out of bounds for axis 0 with size 3"):
+        x[index()].numpy()
+    with pytest.raises(IndexError, match="index out of bounds for axis 1 with size 3"):
+        y = md.zeros(2, 3, device="cuda")
+        y[:, index()] = 7.0
+        y.numpy()
+    np.testing.assert_array_equal(x[md.tensor([2, -3], device="cuda")].numpy(), [2.0, 0.0])   # the flag was cleared
 
 
 # dropout on the device -------------------------------------------------------------------------------

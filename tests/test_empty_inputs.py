@@ -546,3 +546,34 @@ def test_empty_inputs_match_pytorch():
             make(torch)
         with pytest.raises(RuntimeError):
             make(md)
+
+
+@pytest.mark.parametrize("op, call, error", [
+    ("argmax", lambda x: md.argmax(x), IndexError),
+    ("argmin", lambda x: md.argmin(x), IndexError),
+    ("max", lambda x: x.max(), RuntimeError),
+    ("min", lambda x: x.min(), RuntimeError),
+])
+def test_argmax_max_of_empty_name_the_op(op, call, error):
+    """PyTorch's error types, not NumPy's "attempt to get argmax of an empty sequence"."""
+    with pytest.raises(error, match=f"{op}: expected a non-empty tensor.*shape \\[0\\]"):
+        call(md.randn(0))
+    with pytest.raises(IndexError, match=f"{op}: expected reduction dim 1 to have non-zero size"):
+        (md.argmax if op == "argmax" else md.argmin if op == "argmin" else md.amax if op == "max" else md.amin)(
+            md.randn(2, 0), 1)
+    assert md.argmax(md.randn(2, 0), 0).shape == (0,)
+
+
+def test_adaptive_avg_pool_of_size_zero_is_empty_as_pytorch():
+    torch = pytest.importorskip("torch")
+    x = md.randn(1, 2, 4, 4, requires_grad=True)
+    for size in (0, (0, 2), (None, 0)):
+        out = F.adaptive_avg_pool2d(x, size)
+        assert tuple(out.shape) == tuple(torch.nn.functional.adaptive_avg_pool2d(torch.randn(1, 2, 4, 4), size).shape)
+        assert tuple(out.shape) == tuple(F.adaptive_max_pool2d(x, size).shape)
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((1, 2, 4, 4), np.float32))
+    assert F.adaptive_avg_pool1d(md.randn(1, 2, 4), 0).shape == (1, 2, 0)
+    with pytest.raises(RuntimeError, match="adaptive_avg_pool2d: elements of output_size must be greater than or "
+                                           "equal to 0"):
+        F.adaptive_avg_pool2d(x, -1)

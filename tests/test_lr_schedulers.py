@@ -182,9 +182,59 @@ def test_bad_arguments():
 
 
 def test_one_cycle_refuses_to_step_past_total_steps():
-    sched = lr_scheduler.OneCycleLR(optim.SGD([Parameter(np.zeros(2))], lr=0.1, momentum=0.9), max_lr=0.1,
-                                    total_steps=3)
+    opt = optim.SGD([Parameter(np.zeros(2))], lr=0.1, momentum=0.9)
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=3)
     for _ in range(3):
+        opt.step()
         sched.step()
+    opt.step()
     with pytest.raises(ValueError, match="Tried to step 4 times. The specified number of total steps is 3"):
         sched.step()
+
+
+def _sgd():
+    return optim.SGD([Parameter(np.zeros(2, np.float32))], lr=0.1)
+
+
+def _scheduler_warnings(order):
+    import warnings
+    opt = _sgd()
+    sched = lr_scheduler.StepLR(opt, step_size=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in order:
+            (opt.step if call == "opt" else sched.step)()
+    return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def test_scheduler_stepped_before_its_optimizer_warns_as_pytorch():
+    torch = pytest.importorskip("torch")
+    p = torch.nn.Parameter(torch.zeros(2))
+    topt = torch.optim.SGD([p], lr=0.1)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, step_size=1)
+    with pytest.warns(UserWarning, match=r"Detected call of `lr_scheduler.step\(\)` before `optimizer.step\(\)`"):
+        tsched.step()
+    ours = _scheduler_warnings(["sched", "sched", "opt", "sched"])
+    assert len(ours) == 1 and ours[0].startswith("Detected call of `lr_scheduler.step()` before `optimizer.step()`")
+
+
+def test_scheduler_warns_not_after_its_optimizer_stepped_or_when_built():
+    assert _scheduler_warnings([]) == []                     # the constructor's own step
+    assert _scheduler_warnings(["opt", "sched", "opt", "sched"]) == []
+    opt = _sgd()
+    copied = copy.deepcopy(opt)
+    sched = lr_scheduler.StepLR(opt, step_size=1)
+    twin = lr_scheduler.StepLR(copied, step_size=1)
+    other = copy.deepcopy(opt)   # the counted step of a copy steps (and counts) the copy
+    other.step()
+    assert getattr(opt, "_step_calls", 0) == 0 and other._step_calls == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step()
+        sched.step()
+        resumed = lr_scheduler.StepLR(copied, step_size=1)
+        resumed.load_state_dict(sched.state_dict())   # a resumed schedule has stepped before
+        resumed.step()
+    assert "_steps_at_init" not in sched.state_dict()
+    assert twin.optimizer is copied

@@ -2,6 +2,7 @@
 the same objects, so tied weights stay tied and an optimizer built before still trains
 the model."""
 import numpy as np
+import pytest
 
 import minidl as md
 from minidl import nn
@@ -36,6 +37,19 @@ def test_an_optimizer_built_before_conversion_trains_the_model():
     opt.step()
     assert w.dtype == md.float64 and not np.allclose(w.numpy(), before)
     assert model.head.weight is w      # the step moved the tied weight once, for both uses
+
+
+@pytest.mark.parametrize("dtype", [md.int64, md.bool, "int32"])
+def test_to_a_non_floating_dtype_raises_and_leaves_the_model_unchanged(dtype):
+    # as PyTorch: truncating the weights to integers would silently destroy the model
+    lin = nn.Linear(2, 2)
+    w, b = lin.weight.numpy().copy(), lin.bias.numpy().copy()
+    with pytest.raises(TypeError, match=r"nn.Module.to only accepts floating point or complex dtypes, but got "
+                                        r"desired dtype=minidl.(int64|bool|int32)"):
+        lin.to(dtype)
+    assert lin.weight.dtype == lin.bias.dtype == md.float32
+    np.testing.assert_array_equal(lin.weight.numpy(), w)
+    np.testing.assert_array_equal(lin.bias.numpy(), b)
 
 
 def test_buffers_and_gradients_are_converted_in_place():

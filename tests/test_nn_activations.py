@@ -152,6 +152,13 @@ def test_prelu_module_learns_its_slope():
     (lambda: F.hardtanh(md.randn(3), 2.0, 1.0), ValueError, "min_val=2.0, max_val=1.0"),
     (lambda: nn.Hardtanh(2.0, 1.0), ValueError, "min_val cannot be greater than max_val"),
     (lambda: F.elu(md.tensor([1, 2])), NotImplementedError, "dtype .*int64; expected a floating point input"),
+    # as PyTorch ("GeluKernelImpl" not implemented for 'Long'): not truncated ints, nor a float64 result
+    (lambda: F.gelu(md.tensor([1, 2])), NotImplementedError, "gelu: .*dtype minidl.int64; expected a floating"),
+    (lambda: F.gelu(md.tensor([1, 2]), approximate="tanh"), NotImplementedError, "gelu: .*dtype minidl.int64"),
+    (lambda: nn.GELU()(md.tensor([1, 2])), NotImplementedError, "gelu: .*dtype minidl.int64"),
+    (lambda: F.softmax(md.tensor([1, 2]), 0), NotImplementedError, "softmax: .*dtype minidl.int64"),
+    (lambda: F.log_softmax(md.tensor([1, 2]), 0), NotImplementedError, "log_softmax: .*dtype minidl.int64"),
+    (lambda: md.tensor([True]).softmax(0), NotImplementedError, "softmax: .*dtype minidl.bool"),
     (lambda: F.prelu(md.randn(3, 2), md.randn(2).double()), RuntimeError, "dtypes differ"),
 ])
 def test_bad_input_raises_torch_exception_type_naming_expected_and_got(call, exc, match):

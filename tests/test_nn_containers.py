@@ -96,10 +96,43 @@ def test_get_submodule_parameter_and_buffer():
     (lambda m: m.add_module("c", 3), TypeError, "int is not a Module subclass"),
     (lambda m: m.add_module("forward", nn.ReLU()), KeyError, "attribute 'forward' already exists"),
     (lambda m: m.register_parameter(1, None), TypeError, "name should be a string. Got int"),
+    (lambda m: m.register_buffer("a.b", md.zeros(1)), KeyError, 'buffer name can.*t contain ".", got: a.b'),
+    (lambda m: m.register_buffer("", md.zeros(1)), KeyError, 'buffer name can.*t be empty string'),
+    (lambda m: m.register_buffer(1, md.zeros(1)), TypeError, "buffer name should be a string. Got int"),
+    (lambda m: m.register_buffer("forward", md.zeros(1)), KeyError, "attribute 'forward' already exists"),
 ])
 def test_registration_rejects_what_torch_rejects(call, exc, match):
     with pytest.raises(exc, match=match):
         call(nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("name,value,match", [
+    ("weight", md.zeros(2, 2), r"cannot assign 'minidl.FloatTensor' as parameter 'weight' \(nn.Parameter or None "
+                               r"expected\)"),
+    ("weight", 3, "cannot assign 'int' as parameter 'weight'"),
+    ("fc", md.zeros(2), r"cannot assign 'minidl.FloatTensor' as child module 'fc' \(nn.Module or None expected\)"),
+    ("steps", 3, r"cannot assign 'int' as buffer 'steps' \(Tensor or None expected\)"),
+])
+def test_assigning_the_wrong_kind_over_a_registered_name_raises_and_keeps_it(name, value, match):
+    m = nn.Linear(2, 2)
+    m.fc = nn.Linear(2, 2)
+    m.register_buffer("steps", md.zeros(1))
+    keys = list(m.state_dict())
+    with pytest.raises(TypeError, match=match):
+        setattr(m, name, value)
+    assert list(m.state_dict()) == keys
+
+
+def test_assigning_none_or_the_registered_kind_over_a_name_keeps_it_registered():
+    m = nn.Linear(2, 2)
+    m.register_buffer("steps", md.zeros(1))
+    m.steps = md.ones(1)                       # a buffer takes any Tensor
+    m.bias = nn.Parameter(md.ones(2))
+    m.weight = None                            # declared, absent: out of parameters() and the state_dict
+    assert list(m._parameters) == ["weight", "bias"] and m.weight is None
+    assert [n for n, _ in m.named_parameters()] == ["bias"] and list(m.state_dict()) == ["bias", "steps"]
+    m.weight = nn.Parameter(md.zeros(2, 2))
+    assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
 
 
 def test_add_module_register_module_and_delattr():

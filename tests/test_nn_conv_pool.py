@@ -1,6 +1,8 @@
 """conv2d and pooling: forward against independent NumPy references, gradcheck in float64 on
 both implementations (Numba kernels and the NumPy reference), kernels against references,
 and PyTorch as an optional oracle."""
+import re
+
 import numpy as np
 import pytest
 
@@ -226,7 +228,7 @@ def test_conv2d_unbatched_input():
 
 def test_conv2d_bad_inputs_name_what_was_expected():
     x = md.randn(1, 3, 5, 5)
-    with pytest.raises(ValueError, match="3 channels.*expects 4"):
+    with pytest.raises(ValueError, match="to have 4 channels, but got 3 channels"):
         F.conv2d(x, md.randn(2, 4, 3, 3))
     with pytest.raises(ValueError, match="larger than the padded input"):
         F.conv2d(x, md.randn(2, 3, 7, 7))
@@ -505,3 +507,53 @@ def test_conv2d_and_pooling_accept_non_contiguous_input():
                                atol=1e-10)
     np.testing.assert_allclose(F.max_pool2d(x, 2).numpy(), pool_loops(xc, 2, 2, 0)[0])
     np.testing.assert_allclose(F.avg_pool2d(x, 2).numpy(), pool_loops(xc, 2, 2, 0, kind="avg"), atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["stride", "padding", "dilation"])
+def test_conv_float_options_are_type_errors_naming_them(name):
+    x, w = md.randn(1, 1, 5, 5), md.randn(1, 1, 3, 3)
+    with pytest.raises(TypeError, match=f"conv2d\\(\\): argument '{name}' must be an int or a tuple of ints, got "
+                                        f"float \\(1.5\\)"):
+        F.conv2d(x, w, **{name: 1.5})
+    with pytest.raises(TypeError, match=f"conv2d\\(\\): argument '{name}' must be a tuple of ints, but found element "
+                                        f"of type float"):
+        F.conv2d(x, w, **{name: (1, 1.5)})   # not truncated to (1, 1)
+    with pytest.raises(TypeError, match=f"conv1d\\(\\): argument '{name}'.*float"):
+        F.conv1d(md.randn(1, 1, 5), md.randn(1, 1, 3), **{name: 1.5})
+    with pytest.raises(TypeError, match="max_pool2d\\(\\): argument 'kernel_size'.*float"):
+        F.max_pool2d(x, 2.0)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x: F.conv1d(x, md.randn(3, 4, 3)), RuntimeError,
+     r"conv1d: Given groups=1, weight of size \[3, 4, 3\], expected input\[1, 2, 8\] to have 4 channels, but got 2"),
+    (lambda x: F.conv1d(x, md.randn(3, 2, 20)), RuntimeError,
+     r"conv1d: kernel size 20 \(dilation 1\) is larger than the padded input length 8"),
+    (lambda x: F.conv1d(x, md.randn(3, 2, 3), md.zeros(2)), RuntimeError, r"conv1d: bias must have shape \[3\]"),
+    (lambda x: F.conv1d(x, md.randn(3, 2, 3), stride=0), ValueError, "conv1d: stride and dilation must be >= 1"),
+    (lambda x: F.max_pool1d(x, 20), RuntimeError, r"max_pool1d: input of length 8 \(shape \[1, 2, 8\]\) is too small "
+                                                  r"for kernel_size=20"),
+    (lambda x: F.avg_pool1d(x, 20), RuntimeError, "avg_pool1d: input of length 8 .* kernel_size=20"),
+    (lambda x: F.max_pool1d(x, 2, padding=2), ValueError, "max_pool1d: padding should be at most half of the "
+                                                          "effective kernel size, got padding=2 for kernel_size=2"),
+    (lambda x: F.avg_pool1d(x, 2, padding=2), ValueError, "avg_pool1d: padding should be at most half"),
+    (lambda x: F.max_pool1d(x, 0), ValueError, "max_pool1d: kernel_size, stride and dilation must be >= 1"),
+])
+def test_1d_conv_and_pool_errors_name_the_1d_op_and_shapes(call, error, message):
+    """Not conv2d's or max_pool2d's message about a 1xk kernel over a height-1 image."""
+    with pytest.raises(error, match=message) as info:
+        call(md.randn(1, 2, 8))
+    assert "2d" not in str(info.value) and "1x" not in str(info.value)
+
+
+def test_interpolate_with_an_infinite_scale_factor_is_a_clear_error():
+    torch = pytest.importorskip("torch")
+    x = md.randn(1, 1, 4, 4)
+    for f in (float("inf"), float("nan"), 1e30):
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.interpolate(torch.randn(1, 1, 4, 4), scale_factor=f)
+        with pytest.raises(RuntimeError, match=re.escape(f"interpolate: scale_factor {f!r} for input of spatial size "
+                                                         "[4, 4] gives an output size that cannot be converted to int64")):
+            F.interpolate(x, scale_factor=f)
+    with pytest.raises(RuntimeError, match="interpolate: expected positive scale factors, got -1.0"):
+        F.interpolate(x, scale_factor=-1.0)

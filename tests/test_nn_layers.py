@@ -371,3 +371,54 @@ def test_gelu_parallel_variant(monkeypatch):
         np.testing.assert_allclose(k_gelu.gelu_backward(x, x), act_ops.gelu_backward_reference(x.astype(np.float64),
                                                                                                x.astype(np.float64)),
                                    atol=2e-6)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda m: m.LayerNorm(-1), RuntimeError, r"LayerNorm: normalized_shape must hold non-negative sizes, got \[-1\]"),
+    (lambda m: m.LayerNorm((2, -1)), RuntimeError, r"LayerNorm: normalized_shape .* got \[2, -1\]"),
+    (lambda m: m.RMSNorm(-1), RuntimeError, "RMSNorm: normalized_shape"),
+    (lambda m: m.LayerNorm(2.5), TypeError, "LayerNorm\\(\\): argument 'normalized_shape'"),
+    (lambda m: m.BatchNorm1d(-1), RuntimeError, "BatchNorm1d: num_features must be non-negative, got num_features=-1"),
+    (lambda m: m.GroupNorm(2, -2), RuntimeError, "GroupNorm: num_channels must be non-negative"),
+    (lambda m: m.Conv1d(-1, 2, 3), RuntimeError, "Conv1d: in_channels must be non-negative, got in_channels=-1"),
+    (lambda m: m.Bilinear(-1, 2, 3), RuntimeError, "Bilinear: in1_features must be non-negative"),
+    (lambda m: m.RNNCell(-1, 3), RuntimeError, "RNNCell: input_size must be non-negative"),
+    (lambda m: m.LSTMCell(3, -1), RuntimeError, "LSTMCell: hidden_size must be non-negative"),
+    (lambda m: m.RNN(-1, 3), ValueError, "input_size must be greater than zero, got input_size=-1"),
+    (lambda m: m.LSTM(0, 3), ValueError, "input_size must be greater than zero"),
+    (lambda m: m.GRU(2.5, 3), TypeError, "input_size should be of type int, got: float"),
+    (lambda m: m.MultiheadAttention(-4, 2), ValueError, "embed_dim and num_heads must be greater than 0"),
+])
+def test_layer_size_errors_name_the_argument(make, error, message):
+    """PyTorch's error type (checked against it) with the argument named, not NumPy's
+    "negative dimensions are not allowed"."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(error):
+        make(torch.nn)
+    with pytest.raises(error, match=message):
+        make(nn)
+
+
+@pytest.mark.parametrize("name", ["uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_",
+                                  "kaiming_uniform_", "kaiming_normal_"])
+def test_random_init_of_an_integer_tensor_raises(name):
+    t = md.zeros(3, 3, dtype=md.int64)
+    with pytest.raises(NotImplementedError, match=f"nn.init.{name}: not implemented for dtype minidl.int64; "
+                                                  "expected a floating point tensor"):
+        getattr(init, name)(t)
+    assert t.tolist() == [[0] * 3] * 3
+    init.constant_(t, 2)   # no draws: fine, as PyTorch
+    assert t.tolist() == [[2] * 3] * 3
+
+
+def test_dropout_of_an_integer_tensor_in_training_raises():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="Float can't be cast"):
+        torch.nn.functional.dropout(torch.ones(4, dtype=torch.long), 0.5, True)
+    x = md.ones(10, dtype=md.int64)
+    for call in (lambda: F.dropout(x, 0.5, True), lambda: F.dropout2d(md.ones(1, 2, 3, 3, dtype=md.int64), 0.5)):
+        with pytest.raises(RuntimeError, match="dropout(2d)?: expected a floating point input .* got dtype "
+                                               "minidl.int64"):
+            call()
+    assert F.dropout(x, 0.5, False) is x            # eval: the identity
+    assert F.dropout(x, 1.0, True).tolist() == [0] * 10   # zeroes, no scaling, as PyTorch

@@ -179,6 +179,8 @@ def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():
 
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: F.pad(md.zeros(1, 1, 3), (1,)), RuntimeError, "Padding length must be divisible by 2"),
+    (lambda: F.pad(md.zeros(2, 2), (1.5, 1)), TypeError,
+     r"pad\(\): argument 'pad' must be a tuple of ints, but found element of type float \(1.5\) at pos 0"),
     (lambda: F.pad(md.zeros(1, 3), (1, 1, 1, 1, 1, 1)), RuntimeError, "padding length 6 and input of dimension 2"),
     (lambda: F.pad(md.zeros(1, 1, 3), (3, 3), mode="reflect"), RuntimeError,
      r"should be less than the corresponding input dimension, but got: padding \(3, 3\) at dimension 2"),

@@ -1,6 +1,8 @@
 """Elementwise losses (binary cross entropy on probabilities and logits, l1, smooth l1,
 huber, kl_div) and cosine_similarity: NumPy references and gradcheck through OpSpec,
 PyTorch as the oracle for values and gradients of every option, modules, and bad input."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,15 @@ import minidl as md
 import minidl.nn as nn
 import minidl.nn.functional as F
 from minidl.testing import OpSpec, check_forward, check_gradcheck, forward_cases, spec_id
+
+
+def _broadcast_on_purpose(loss):
+    """A target that broadcasts on purpose: PyTorch's size warning (tested on its own) is expected."""
+    def run(*args):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Using a target size")
+            return loss(*args)
+    return run
 
 
 def _sp(z):
@@ -55,7 +66,7 @@ for red in ("mean", "sum", "none", "batchmean"):
                lambda rng: (np.log(_probs(rng, (3, 4))), np.log(_probs(rng, (3, 4))))),
     ]
 SPECS += [
-    OpSpec("l1_broadcast", lambda x, y: F.l1_loss(x, y, reduction="sum"), lambda x, y: np.abs(x - y).sum(),
+    OpSpec("l1_broadcast", _broadcast_on_purpose(lambda x, y: F.l1_loss(x, y, reduction="sum")), lambda x, y: np.abs(x - y).sum(),
            lambda rng: (rng.standard_normal((3, 4)), rng.standard_normal(4))),
     OpSpec("cosine_similarity_dim1", lambda a, b: F.cosine_similarity(a, b),
            lambda a, b: (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1),
@@ -249,3 +260,14 @@ def test_empty_input_gives_nan_mean_and_zero_sum_as_torch():
     assert np.isnan(F.l1_loss(e, e).item())
     assert F.binary_cross_entropy(e, e, reduction="sum").item() == 0.0
     assert F.kl_div(e, e, reduction="none").shape == (0, 3)
+
+
+@pytest.mark.parametrize("loss", [F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss])
+def test_regression_losses_warn_when_the_target_only_broadcasts(loss):
+    """(N, 1) against (N,) broadcasts to (N, N): PyTorch warns, and so does minidl."""
+    with pytest.warns(UserWarning, match=r"target size \(\[3\]\) that is different to the input size \(\[3, 1\]\)"):
+        loss(md.randn(3, 1), md.randn(3))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss(md.randn(3, 1), md.randn(3, 1))

@@ -119,3 +119,18 @@ def test_bad_input_is_refused_with_what_was_expected():
         m(md.randn(5, 2, 3), (md.randn(1, 3, 4), md.randn(1, 2, 4)))
     with pytest.raises(ValueError, match="norm must be one of layer, batch, got 'group'"):
         nn.NormLSTM(3, 4, norm="group")
+
+
+@pytest.mark.parametrize("cls", [nn.LayerNormLSTM, nn.BatchNormLSTM])
+def test_an_empty_sequence_passes_the_state_through(cls):
+    """As nn.LSTM: no steps, an empty output, and (h_n, c_n) the initial state, gradient included."""
+    m = cls(3, 4, num_layers=2, batch_first=True)
+    h0 = md.randn(2, 5, 4, requires_grad=True)
+    c0 = md.randn(2, 5, 4)
+    out, (h, c) = m(md.randn(5, 0, 3), (h0, c0))
+    assert out.shape == (5, 0, 4)
+    np.testing.assert_array_equal(h.numpy(), h0.numpy())
+    np.testing.assert_array_equal(c.numpy(), c0.numpy())
+    g = np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)
+    (h * md.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(h0.grad.numpy(), g)

@@ -307,3 +307,14 @@ def test_float16_forward_and_gradient_dtype(spec):
     out = spec.op(*leaves)
     out.backward(md.ones_like(out))
     assert all(leaf.grad.dtype == md.float16 for leaf in leaves), spec.name
+
+
+@pytest.mark.parametrize("dim", [1.0, (0, 1.0), True])
+def test_reduction_dim_of_wrong_type_names_dim_and_value(dim):
+    x = md.zeros(2, 3)
+    with pytest.raises(TypeError, match=r"sum\(\): argument 'dim' must be an int or a tuple of ints, got "
+                                        rf"{'bool' if dim is True else 'float'} \((1.0|True)\)"):
+        x.sum(dim)
+    assert x.sum(()).shape == ()   # an empty tuple is still every dim
+    with pytest.raises(TypeError, match=r"argmax\(\): argument 'dim'"):
+        x.argmax(1.0)

@@ -208,6 +208,46 @@ def test_state_dict_round_trip_continues_identically(make):
     assert first + rest == straight
 
 
+def test_state_reads_as_a_dict_per_parameter_and_iterates_over_parameters():
+    """PyTorch's ``defaultdict(dict)``: custom optimizers write ``st = self.state[p]`` and resume
+    code walks ``opt.state.items()``."""
+    p, q = Parameter(W0.copy()), Parameter(W0.copy())
+    opt = optim.Adam([p, q], lr=0.1)
+    assert opt.state[p] == {} and len(opt.state) == 1 and p in opt.state and q not in opt.state
+    opt.state[p]["seen"] = 1
+    assert opt.state[p] == {"seen": 1}
+    for t in (p, q):
+        t.grad = md.ones_like(t)
+    opt.state.pop(p)
+    opt.step()
+    assert [t for t in opt.state] == [p, q] or [t for t in opt.state] == [q, p]
+    for t, st in opt.state.items():
+        assert t is p or t is q
+        assert st["exp_avg"].shape == t.shape and st["step"] == 1
+
+
+def test_a_custom_optimizer_written_as_in_pytorch():
+    class Momentum(optim.Optimizer):
+        def __init__(self, params, lr=0.1, beta=0.5):
+            super().__init__(params, dict(lr=lr, beta=beta))
+
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    st = self.state[p]
+                    if "buf" not in st:
+                        st["buf"] = md.zeros_like(p)
+                    st["buf"].mul_(group["beta"]).add_(p.grad)
+                    p.data.add_(st["buf"], alpha=-group["lr"])
+
+    p = Parameter(np.array([1.0, -2.0], np.float32))
+    opt = Momentum([p])
+    for _ in range(2):
+        p.grad = md.tensor(np.array([1.0, 1.0], np.float32))
+        opt.step()
+    np.testing.assert_allclose(p.numpy(), [1.0 - 0.1 - 0.15, -2.0 - 0.1 - 0.15], rtol=1e-6)
+
+
 def test_load_state_dict_checks_layout():
     p, q = Parameter(W0.copy()), Parameter(W0.copy())
     sd = optim.SGD([p, q], lr=0.1).state_dict()
@@ -269,6 +309,7 @@ def test_scheduler_state_dict_resumes():
     opt = optim.SGD([Parameter(W0.copy())], lr=0.1)
     s = lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     for _ in range(3):
+        opt.step()
         s.step()
     sd = s.state_dict()
     assert sd["last_epoch"] == 3 and "optimizer" not in sd

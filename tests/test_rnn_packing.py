@@ -168,12 +168,29 @@ def test_bad_lengths_get_pytorchs_exceptions_and_messages():
             lambda: pad_packed_sequence(pack_padded_sequence(x, [3, 2, 1]), total_length=2))
 
 
+@pytest.mark.parametrize("batch_sizes, message", [
+    ([3, 3], "batch_sizes add up to 6 rows, but data has 5"),
+    ([2, 3], "must be positive and non-increasing"),
+    ([4, -1], "must be positive and non-increasing"),
+    ([3, 0], "must be positive and non-increasing"),
+    ([[3, 2]], "must be a 1-D integer sequence, got shape \\(1, 2\\)"),
+])
+def test_a_hand_built_packed_sequence_must_have_a_layout_the_loops_can_index(batch_sizes, message):
+    with pytest.raises(ValueError, match=message):
+        PackedSequence(md.randn(5, 4), md.tensor(batch_sizes))
+    with pytest.raises(ValueError, match="sorted_indices must be a permutation of 0..2"):
+        PackedSequence(md.randn(5, 4), md.tensor([3, 2]), sorted_indices=md.tensor([0, 0, 1]))
+    packed = PackedSequence(md.randn(5, 4), md.tensor([3, 2]), sorted_indices=md.tensor([2, 0, 1]))
+    out, _ = nn.LSTM(4, 2)(packed)
+    assert out.data.shape == (5, 2)
+
+
 def test_packing_messages_equal_pytorchs_own():
     torch = pytest.importorskip("torch")
     from torch.nn.utils import rnn as trnn
-    for lengths in ([2, 3, 1], [3, 2, 0], [2, 2]):
+    for shape, lengths in (((4, 3, 2), [2, 3, 1]), ((4, 3, 2), [3, 2, 0]), ((4, 3, 2), [2, 2]), ((4, 0, 2), [])):
         with pytest.raises(Exception) as theirs:
-            trnn.pack_padded_sequence(torch.randn(4, 3, 2), lengths)
+            trnn.pack_padded_sequence(torch.randn(*shape), lengths)
         with pytest.raises(Exception) as ours:
-            pack_padded_sequence(md.randn(4, 3, 2), lengths)
+            pack_padded_sequence(md.randn(*shape), lengths)
         assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)

@@ -130,6 +130,8 @@ def test_buffers_are_loaded_and_checked():
     ("bn.num_batches_tracked", 7),
     ("bn.num_batches_tracked", np.array(True)),
     ("bn.num_batches_tracked", md.tensor(np.array(7, np.int32))),
+    ("fc.bias", np.arange(4, dtype=">f4")),               # big-endian: stored in the machine's byte order
+    ("bn.num_batches_tracked", np.array(7, dtype=">i8")),
 ])
 def test_values_that_convert_exactly_are_loaded(key, value):
     m = Model()
@@ -138,6 +140,7 @@ def test_values_that_convert_exactly_are_loaded(key, value):
     got = m.state_dict()[key].numpy()
     np.testing.assert_array_equal(got, np.asarray(value.numpy() if isinstance(value, md.Tensor) else value,
                                                   dtype=got.dtype))
+    assert got.dtype.isnative
 
 
 @pytest.mark.parametrize("key, value, match", [
@@ -319,6 +322,7 @@ def step_lr(**kw):
     opt = optim.SGD([Parameter(np.ones(3, np.float32))], lr=0.1)
     sched = lr_scheduler.StepLR(opt, step_size=2, gamma=0.5, **kw)
     for _ in range(3):
+        opt.step()
         sched.step()
     return opt, sched
 
@@ -359,6 +363,7 @@ def test_a_lambda_schedulers_functions_are_kept():
     opt = optim.SGD([Parameter(np.ones(3, np.float32))], lr=1.0)
     sched = lr_scheduler.LambdaLR(opt, lambda t: 0.5 ** t)
     for _ in range(2):
+        opt.step()
         sched.step()
     other = lr_scheduler.LambdaLR(optim.SGD([Parameter(np.ones(3, np.float32))], lr=1.0), lambda t: 0.5 ** t)
     other.load_state_dict(dict(sched.state_dict(), lr_lambdas=[None]))

@@ -65,6 +65,36 @@ def test_unsupported_requested_dtype_raises(dtype):
         md.tensor([1.0], dtype=dtype)
 
 
+@pytest.mark.parametrize("make", [
+    lambda dt: md.tensor([1.0], dtype=dt), lambda dt: md.zeros(2, dtype=dt), lambda dt: md.ones(2, dtype=dt),
+    lambda dt: md.empty(2, dtype=dt), lambda dt: md.full((2,), 1.0, dtype=dt), lambda dt: md.randn(2, dtype=dt),
+    lambda dt: md.rand(2, dtype=dt), lambda dt: md.arange(3, dtype=dt),
+])
+@pytest.mark.parametrize("dtype", ["foo", 5])
+def test_a_dtype_that_is_not_one_raises_in_every_factory(make, dtype):
+    # not float64: NumPy cannot read "foo" or 5 as a dtype, and np.dtype("float64") == None
+    with pytest.raises(TypeError, match=f"unsupported dtype {dtype!r}; minidl supports float16, .*int64"):
+        make(dtype)
+
+
+@pytest.mark.parametrize("layout", [">f4", ">f8", ">i4", ">i8"])
+def test_big_endian_arrays_become_native_tensors_of_the_same_dtype(layout):
+    a = np.arange(6, dtype=layout).reshape(2, 3)
+    for t in (md.tensor(a), md.from_numpy(a), md.as_tensor(a), md.tensor(a, dtype=layout)):
+        assert t.numpy().dtype.isnative
+        assert t.dtype is md.tensor(a.astype(a.dtype.newbyteorder("="))).dtype
+        np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_a_big_endian_batch_and_weight_run_through_a_layer():
+    # kept big-endian, they would fail as "dtypes differ: input is float32 but weight is float32"
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    layer = md.nn.Linear(3, 2)
+    expected = layer(md.tensor(a)).numpy()
+    layer.weight = md.nn.Parameter(layer.weight.numpy().astype(">f4"))
+    np.testing.assert_allclose(layer(md.tensor(a.astype(">f4"))).numpy(), expected)
+
+
 def test_ragged_data_raises():
     with pytest.raises(ValueError, match="rectangular"):
         md.tensor([[1.0], [1.0, 2.0]])
@@ -133,6 +163,41 @@ def test_arange():
     np.testing.assert_allclose(md.arange(0, 1, 0.25).numpy(), [0, 0.25, 0.5, 0.75])
     assert md.arange(0, 1, 0.25).dtype == md.float32
     assert md.arange(2, 8, 2, dtype=md.float64).dtype == md.float64
+
+
+@pytest.mark.parametrize("make", [
+    lambda: md.zeros(2.5), lambda: md.ones(2.0), lambda: md.zeros((2.0, 3)), lambda: md.randn(2, 1.5),
+    lambda: md.rand(True), lambda: md.full((2.5,), 1.0), lambda: md.normal(0.0, 1.0, (2.0,)),
+])
+def test_a_size_that_is_not_ints_raises_instead_of_truncating(make):
+    with pytest.raises(TypeError, match=r"argument 'size' must be a tuple of ints, but found element of type "
+                                        r"(float|bool) .* at pos \d"):
+        make()
+
+
+def test_a_size_may_be_numpy_ints_or_an_integer_0d_tensor():
+    assert md.zeros(np.int64(2), 3).shape == (2, 3)
+    assert md.ones((md.tensor(2), np.int32(1))).shape == (2, 1)
+
+
+@pytest.mark.parametrize("make,op", [
+    (lambda: md.randn(5, dtype=md.int64), "randn"), (lambda: md.rand(5, dtype=md.bool), "rand"),
+    (lambda: md.normal(0.0, 1.0, (3,), dtype=md.int32), "normal"),
+    (lambda: md.randn_like(md.arange(3)), "randn"), (lambda: md.rand_like(md.arange(3)), "rand"),
+])
+def test_continuous_random_factories_refuse_non_floating_dtypes(make, op):
+    # as PyTorch ("normal_kernel_cpu" not implemented for 'Long'): not draws truncated to zeros
+    with pytest.raises(NotImplementedError, match=f"{op}: not implemented for dtype minidl.(int|bool).*expected a "
+                                                  "floating point dtype"):
+        make()
+
+
+@pytest.mark.parametrize("fill", [lambda t: t.normal_(), lambda t: t.uniform_()])
+def test_in_place_continuous_draws_refuse_integer_tensors(fill):
+    t = md.zeros(3, dtype=md.int64)
+    with pytest.raises(NotImplementedError, match="not implemented for dtype minidl.int64"):
+        fill(t)
+    assert (t.numpy() == 0).all()
 
 
 def test_random_factories_and_manual_seed():
@@ -262,6 +327,17 @@ def test_reductions_of_0d_tensors_accept_dim_0():
     assert t.grad.item() == 1.0
 
 
+@pytest.mark.parametrize("dim", [(), []])
+def test_an_empty_dim_list_reduces_over_every_dim_as_torch(dim):
+    torch = pytest.importorskip("torch")
+    a = np.arange(6.0).reshape(2, 3)
+    x, tx = md.tensor(a), torch.tensor(a)
+    for name in ("sum", "mean", "var", "std", "amax", "amin"):
+        np.testing.assert_allclose(getattr(x, name)(dim).numpy(), getattr(tx, name)(dim).numpy(), err_msg=name)
+    assert x.sum(dim, keepdim=True).shape == tuple(tx.sum(dim, keepdim=True).shape) == (1, 1)
+    assert md.flip(x, dim).tolist() == a.tolist()   # flip is no reduction: no dims, nothing flips
+
+
 def test_reductions_accept_numpy_int_dims():
     assert md.ones(2, 3).sum(np.int64(1)).shape == (2,)
 
@@ -271,6 +347,12 @@ def test_non_float_reductions_that_need_floats_raise():
         md.arange(3).mean()
     with pytest.raises(RuntimeError, match="var: expected a floating point tensor, got dtype minidl.int64"):
         md.arange(3).var()
+
+
+def test_iterating_gives_rows_and_a_0d_tensor_refuses():
+    assert [r.tolist() for r in md.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(md.tensor(1.0))
 
 
 def test_float_index_raises():

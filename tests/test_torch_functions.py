@@ -175,3 +175,72 @@ NEW_OPS = {
 def test_new_ops_pass_gradcheck_in_float64(name):
     x = md.tensor(X, dtype=md.float64, requires_grad=True)
     assert gradcheck(NEW_OPS[name], (x,))
+
+
+def test_factory_argument_errors_name_what_was_expected():
+    """PyTorch's error types and wording, not NumPy's "low >= high" or "Maximum allowed size exceeded"."""
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to', but got from=5 >= to=2"):
+        md.randint(5, 2, (3,))
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range, but found from=1 > to=0"):
+        md.zeros(3).uniform_(1, 0)
+    with pytest.raises(RuntimeError, match="normal_ expects std >= 0.0, but found std -1"):
+        md.zeros(3).normal_(0, -1)
+    for end in (float("inf"), float("nan")):
+        with pytest.raises(RuntimeError, match=f"arange: unsupported range: 0 -> {end}"):
+            md.arange(0, end)
+    with pytest.raises(RuntimeError, match="arange: step must be nonzero"):
+        md.arange(0, 5, 0)
+    for fill in ("a", None, [1, 2]):
+        with pytest.raises(TypeError, match=f"full\\(\\): argument 'fill_value' must be a number, got "
+                                            f"{type(fill).__name__}"):
+            md.full((2,), fill)
+    assert md.full((2,), md.tensor(2.0)).tolist() == [2.0, 2.0]
+
+
+def test_tensor_of_an_int_beyond_int64_says_so():
+    for data in ([2 ** 70], 2 ** 70, [[1], [-2 ** 70]], [2 ** 63]):
+        with pytest.raises(ValueError, match="does not fit in int64.*Overflow when unpacking long long"):
+            md.tensor(data)
+    assert md.tensor([-2 ** 63, 2 ** 63 - 1]).tolist() == [-2 ** 63, 2 ** 63 - 1]
+    assert md.tensor([1.5, 2 ** 70]).dtype == md.float32   # float data, as in PyTorch
+    assert md.tensor([2 ** 70], dtype=md.float64).item() == 2.0 ** 70
+    with pytest.raises(TypeError, match="holding non-numbers"):
+        md.tensor([1, None])
+
+
+def test_broadcast_errors_name_the_op_and_both_shapes():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as theirs:
+        torch.allclose(torch.zeros(3), torch.zeros(2))
+    with pytest.raises(RuntimeError, match=r"allclose: The size of tensor a \(3\) must match the size of tensor b "
+                                           r"\(2\) at non-singleton dimension 0; got input of shape \[3\] and other "
+                                           r"of shape \[2\]"):
+        md.allclose(md.zeros(3), md.zeros(2))
+    assert "must match the size of tensor b (2)" in str(theirs.value)
+    with pytest.raises(RuntimeError, match=r"isclose: .*input of shape \[2, 3\] and other of shape \[4\]"):
+        md.isclose(md.zeros(2, 3), md.zeros(4))
+    with pytest.raises(RuntimeError, match=r"masked_select: The size of tensor a \(2\) must match the size of tensor "
+                                           r"b \(3\) .*mask of shape \[2\] and input of shape \[3\]"):
+        md.masked_select(md.zeros(3), md.zeros(2, dtype=md.bool))
+
+
+@pytest.mark.parametrize("equation, shapes, message", [
+    ("ij,jk->ik", [(2, 3), (4, 5)], r"subscript j has size 4 for operand 1 which does not broadcast with previously "
+                                    r"seen size 3 \(equation 'ij,jk->ik', operand shapes \[\[2, 3\], \[4, 5\]\]\)"),
+    ("ij->ijk", [(2, 3)], "output subscript k does not appear in the equation for any input operand"),
+    ("ij->ii", [(2, 2)], "output subscript i appears more than once in the output"),
+    ("i1->i", [(2, 1)], "invalid subscript '1', subscripts must be in"),
+    ("ii->i", [(2, 3)], "subscript i is repeated for operand 0 but the sizes don't match, 3 != 2"),
+    ("ijk->", [(2, 3)], r"the number of subscripts in the equation \(3\) does not match the number of dimensions \(2\) "
+                        r"for operand 0 \(equation 'ijk->'"),
+])
+def test_einsum_subscript_errors_name_equation_and_shapes(equation, shapes, message):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        torch.einsum(equation, *[torch.zeros(s) for s in shapes])
+    with pytest.raises(RuntimeError, match=f"einsum\\(\\): {message}"):
+        md.einsum(equation, *[md.zeros(*s) for s in shapes])
+
+
+def test_einsum_broadcasts_a_size_one_subscript_as_pytorch():
+    assert md.einsum("ij,jk->ik", md.ones(2, 1), md.ones(3, 4)).shape == (2, 4)

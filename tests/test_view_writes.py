@@ -174,3 +174,34 @@ def test_a_view_made_under_no_grad_does_not_take_its_base_s_history():
     assert not v.requires_grad and v.grad_fn is None
     np.testing.assert_allclose((v * 1).detach().numpy(), [2, 2])
     assert v._version == p._version == 1   # the memory is still shared and counted
+
+
+# contiguous(): a copy exactly when the layout is not C order ----------------------------------
+
+@pytest.mark.parametrize("make", [lambda x: x.t(), lambda x: x[:, 1:], lambda x: x[::2]],
+                         ids=["transpose", "column-slice", "strided-rows"])
+def test_contiguous_of_a_strided_view_is_a_copy_that_does_not_write_through(make):
+    x = md.zeros(4, 3)
+    view = make(x)
+    assert not view.is_contiguous()
+    y = view.contiguous()
+    assert y.is_contiguous() and y.shape == view.shape
+    y.fill_(1.0)
+    np.testing.assert_array_equal(x.numpy(), 0)
+
+
+def test_contiguous_of_a_c_ordered_tensor_is_the_tensor_itself():
+    x = md.zeros(4, 3)
+    assert x.is_contiguous() and x.contiguous() is x
+    assert x[1:].is_contiguous() and x[1:].contiguous()._data.base is not None   # a row slice stays a view
+
+
+def test_contiguous_of_an_expanded_tensor_is_writable():
+    y = md.zeros(1, 2).expand(3, 2).contiguous()
+    y.add_(1)
+    np.testing.assert_array_equal(y.numpy(), np.ones((3, 2)))
+
+
+def test_contiguous_copy_is_differentiable():
+    a = md.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    assert gradcheck(lambda t: t.t().contiguous() * md.tensor(np.arange(6.0).reshape(3, 2)), (a,))

@@ -211,6 +211,9 @@ class GradScaler:
         retval = None
         if not any(state["found_inf_per_device"].values()):
             retval = optimizer.step(*args, **kwargs)
+        else:   # skipped, but in the right order for an lr scheduler stepped next
+            from ..optim.scheduler_base import note_step
+            note_step(optimizer)
         state["stage"] = OptState.STEPPED
         return retval
 

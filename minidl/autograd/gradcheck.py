@@ -39,6 +39,10 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     worst element and both values (or returns False when ``raise_exception=False``).
     """
     Tensor = function.Tensor
+    if not (np.isfinite(eps) and eps > 0):
+        raise ValueError(f"gradcheck: eps must be a finite number > 0, got {eps!r}")
+    if not (atol >= 0 and rtol >= 0):
+        raise ValueError(f"gradcheck: atol and rtol must be >= 0, got atol={atol!r}, rtol={rtol!r}")
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
@@ -91,12 +95,17 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
                 if upload is not None:
                     x._data = upload(data)
             numerical[j] = (plus - minus) / (2 * eps)
-        err = np.abs(analytic - numerical) - (atol + rtol * np.abs(numerical))
-        if err.size and err.max() > 0:
+        # |analytic - numerical| <= atol + rtol |numerical|, as torch.allclose: a NaN on either side
+        # is a mismatch (equal infinities are not)
+        bad = ~np.isclose(analytic, numerical, rtol=rtol, atol=atol)
+        if bad.any():
+            with np.errstate(invalid="ignore"):
+                err = np.abs(analytic - numerical) - (atol + rtol * np.abs(numerical))
+            err = np.where(bad, np.nan_to_num(err, nan=np.inf), -np.inf)   # the worst, NaNs first
             worst = np.unravel_index(int(np.argmax(err)), x.shape)
             msg = (f"gradcheck: Jacobian mismatch for input {i} (shape {tuple(x.shape)}) at index {tuple(int(w) for w in worst)}: "
                    f"numerical {numerical[worst]:.8g}, analytic {analytic[worst]:.8g} "
-                   f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {err.size} elements differ)")
+                   f"(atol={atol}, rtol={rtol}; {int(bad.sum())} of {bad.size} elements differ)")
             if raise_exception:
                 raise GradcheckError(msg)
             return False

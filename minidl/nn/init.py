@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import random
 from ..autograd import grad_mode
+from ..tensor.dtype import check_floating
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -70,21 +71,30 @@ def _fill(tensor, values):
     return tensor
 
 
+def _floating(tensor, op):
+    """Random draws only fit a floating tensor: NumPy would truncate them into an integer one
+    (PyTorch: "normal_kernel_cpu" not implemented for 'Long')."""
+    check_floating(f"nn.init.{op}", tensor.dtype, "tensor")
+
+
 def _gen(generator):
     return random.generator() if generator is None else generator
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    _floating(tensor, "uniform_")
     return _fill(tensor, _gen(generator).uniform(a, b, tensor.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    _floating(tensor, "normal_")
     return _fill(tensor, _gen(generator).normal(mean, std, tensor.shape))
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """N(mean, std) conditioned on [a, b] (bounds in absolute terms, as PyTorch), by inverse-CDF
     sampling: u ~ U(Phi(alpha), Phi(beta)), x = mean + std * Phi^{-1}(u)."""
+    _floating(tensor, "trunc_normal_")
     gen = _gen(generator)
 
     def cdf(v):
@@ -131,6 +141,7 @@ def zeros_(tensor):
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
+    _floating(tensor, "xavier_uniform_")
     if _no_elements(tensor):
         return tensor
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -140,6 +151,7 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
+    _floating(tensor, "xavier_normal_")
     if _no_elements(tensor):
         return tensor
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -148,6 +160,7 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    _floating(tensor, "kaiming_uniform_")
     if _no_elements(tensor):
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
@@ -157,6 +170,7 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    _floating(tensor, "kaiming_normal_")
     if _no_elements(tensor):
         return tensor
     fan = _calculate_correct_fan(tensor, mode)

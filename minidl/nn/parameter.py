@@ -1,6 +1,7 @@
 """Parameter: a leaf tensor that a Module registers as learnable."""
 import numpy as np
 
+from ..tensor import dtype as dtypes
 from ..tensor.tensor import Tensor
 
 
@@ -13,7 +14,7 @@ class Parameter(Tensor):
         elif isinstance(data, Tensor):
             array = data._data
         else:
-            array = np.asarray(data)
+            array = dtypes.native(np.asarray(data))
         p = cls._wrap(array, None, 0)
         if requires_grad:
             p.requires_grad_(True)

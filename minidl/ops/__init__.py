@@ -4,7 +4,7 @@ from .arithmetic import add, div, mul, neg, pow, sub
 from .indexing import compare, getitem, logical_not, masked_fill, where
 from .join import cat, stack
 from .linalg import matmul
-from .reduction import argmax, argmin, max, mean, min, sum, var
+from .reduction import argmax, argmin, max, mean, min, std, sum, var, vector_norm
 from .shape import cast, expand, flatten, permute, reshape, squeeze, to_device, transpose, unsqueeze
 from .softmax import log_softmax, softmax
 from .unary import abs, clamp, clone, exp, log, relu, sigmoid, sqrt, tanh

@@ -20,15 +20,17 @@ def unbroadcast(grad, shape):
 
 
 def normalize_dims(dim, ndim, op):
-    """``dim`` as a sorted tuple of non-negative axes (None means all of them)."""
-    if dim is None:
+    """``dim`` as a sorted tuple of non-negative axes. None, and as in PyTorch's reductions an
+    empty tuple or list, means all of them (``x.sum(())`` is the total; NumPy's axis=() would
+    reduce nothing)."""
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(ndim))
     if type(dim) is int and 0 <= dim < ndim:  # the common case, without the general checks
         return (dim,)
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     out = []
     for d in dims:
-        d = operator.index(d)  # ints and NumPy integers; a float dim is a TypeError
+        d = _dim_index(d, dim, op)
         if not -max(ndim, 1) <= d < max(ndim, 1):
             raise IndexError(f"{op}: dimension {d} is out of range for a tensor with {ndim} dims")
         out.append(d % ndim if ndim else None)
@@ -38,10 +40,22 @@ def normalize_dims(dim, ndim, op):
     return tuple(sorted(d for d in out if d is not None))
 
 
+def _dim_index(d, dim, op):
+    """``d`` (an element of ``dim``) as an int: ints and NumPy integers pass; a float or a bool is
+    a TypeError naming the op and the value, as PyTorch (int() would truncate 1.5)."""
+    try:
+        if isinstance(d, bool):
+            raise TypeError
+        return operator.index(d)
+    except TypeError:
+        raise TypeError(f"{op}(): argument 'dim' must be an int or a tuple of ints, got {type(d).__name__} "
+                        f"({d!r})" + ("" if d is dim else f" in {dim!r}")) from None
+
+
 def normalize_dim(dim, ndim, op):
     """One dim in [-ndim, ndim) as a non-negative axis, or an IndexError naming the op.
     (For an op that inserts an axis, such as stack or unsqueeze, pass ndim + 1.)"""
-    d = operator.index(dim)
+    d = _dim_index(dim, dim, op)
     if not -ndim <= d < ndim:
         raise IndexError(f"{op}: dimension {dim} is out of range (expected one in [{-ndim}, {ndim - 1}])")
     return d % ndim
@@ -50,8 +64,18 @@ def normalize_dim(dim, ndim, op):
 def int_pair(v, name, op):
     """An int or a pair of ints (kernel size, stride, padding...) as a pair of Python ints that
     fit the kernels' int64, or a ValueError naming the op (PyTorch: "Overflow when unpacking
-    long long"), never an overflow inside a kernel."""
-    t = (v, v) if isinstance(v, numbers.Integral) else tuple(int(a) for a in v)
+    long long"), never an overflow inside a kernel. A float is a TypeError naming the argument,
+    as in PyTorch: int() would truncate a stride of 1.5 silently."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        t = (v, v)
+    elif hasattr(v, "__index__") and not isinstance(v, bool):   # an integer 0-d tensor
+        t = (operator.index(v),) * 2
+    elif isinstance(v, (tuple, list)):
+        from ..tensor.size import as_ints   # (minidl.tensor imports the ops: not at module level)
+        t = as_ints(v, op, name)
+    else:
+        raise TypeError(f"{op}(): argument '{name}' must be an int or a tuple of ints, got {type(v).__name__} "
+                        f"({v!r})")
     if len(t) != 2:
         raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
     if not all(-2 ** 63 <= a < 2 ** 63 for a in t):

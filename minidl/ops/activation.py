@@ -5,6 +5,8 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.dtype import check_floating, is_floating
+from ..tensor.inplace import maybe_inplace
 from ._kernel_switch import LAYER
 from .low_precision import float32_compute
 
@@ -81,6 +83,7 @@ class GeluTanh(_KernelActivation):
 
 def gelu(input, approximate="none"):
     """GELU as ``torch.nn.functional.gelu``: exact (erf) or approximate="tanh"."""
+    check_floating("gelu", input.dtype)
     if approximate == "none":
         return Gelu.apply(input)
     if approximate == "tanh":
@@ -112,16 +115,27 @@ def dropout_mask(shape, p, dtype):
     return ((u >= p) * (1.0 / (1.0 - p))).astype(dtype)
 
 
+def check_dropout_dtype(op, input, p):
+    """The kept elements are scaled by 1/(1-p), a float: an integer or bool input cannot hold
+    them (NumPy would truncate), so PyTorch raises "result type Float can't be cast to the
+    desired output type Long". (p = 1 zeroes everything and needs no scaling.)"""
+    if p < 1.0 and not is_floating(input.dtype):
+        raise RuntimeError(f"{op}: expected a floating point input in training with 0 < p < 1, got dtype "
+                           f"{input.dtype} (result type Float can't be cast to the desired output type)")
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """As ``torch.nn.functional.dropout``: in training, zero each element with probability p
-    and scale the rest by 1/(1-p); the identity otherwise. (``inplace`` is accepted and ignored.)"""
+    and scale the rest by 1/(1-p); the identity otherwise. With ``inplace=True`` the result is
+    written into ``input``, which is returned (in training; otherwise input is returned as it is)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    check_dropout_dtype("dropout", input, p)
     from .. import backends
     if input.device != "cpu":   # drawn where the data lives: no host -> device copy of a mask
         mask = backends.get(input.device).dropout_mask(input.shape, p, input.dtype)
     else:
         mask = dropout_mask(input.shape, p, input.dtype)
-    return Dropout.apply(input, mask)
+    return maybe_inplace(input, inplace, "dropout_", lambda x: Dropout.apply(x, mask))

@@ -4,12 +4,16 @@ tanhshrink; and the two with more than one operand, prelu (a learned slope) and 
 (one half of the input gates the other).
 
 Each elementwise one is y = f(x; constants) with dL/dx = g f'(x), f' stated in the class
-docstring and written from x (and y, where that is what f' is made of).
+docstring and written from x (and y, where that is what f' is made of). ``inplace=True``
+overwrites the input with y and returns it, as PyTorch does (tensor/inplace.py's rules: not on
+a leaf that requires grad, and not on a tensor whose values a recorded op still needs).
 """
 import numpy as np
 
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.dtype import check_floating
+from ..tensor.inplace import maybe_inplace
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
 
@@ -213,41 +217,43 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def _floating(op, input):
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected input to be a Tensor, got {type(input).__name__}")
-    if input.dtype.kind != "f":
-        raise NotImplementedError(f"{op}: not implemented for dtype {input.dtype}; expected a floating point input")
+    check_floating(op, input.dtype)
     return input
 
 
 def silu(input, inplace=False):
     """As ``torch.nn.functional.silu`` (also called swish): x * sigmoid(x)."""
-    return SiLU.apply(_floating("silu", input))
+    return maybe_inplace(_floating("silu", input), inplace, "silu_", SiLU.apply)
 
 
 def elu(input, alpha=1.0, inplace=False):
     """As ``torch.nn.functional.elu``: x for x > 0, alpha (e**x - 1) otherwise."""
-    return ELU.apply(_floating("elu", input), float(alpha), 1.0)
+    return maybe_inplace(_floating("elu", input), inplace, "elu_", lambda x: ELU.apply(x, float(alpha), 1.0))
 
 
 def selu(input, inplace=False):
     """As ``torch.nn.functional.selu``: scale * elu(x, alpha) with the self-normalising constants."""
-    return ELU.apply(_floating("selu", input), _SELU_ALPHA, _SELU_SCALE)
+    return maybe_inplace(_floating("selu", input), inplace, "selu_",
+                         lambda x: ELU.apply(x, _SELU_ALPHA, _SELU_SCALE))
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """As ``torch.nn.functional.leaky_relu``: x for x > 0, negative_slope * x otherwise."""
-    return LeakyReLU.apply(_floating("leaky_relu", input), float(negative_slope))
+    return maybe_inplace(_floating("leaky_relu", input), inplace, "leaky_relu_",
+                         lambda x: LeakyReLU.apply(x, float(negative_slope)))
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """As ``torch.nn.functional.hardtanh``: x clamped to [min_val, max_val]."""
     if min_val > max_val:
         raise ValueError(f"min_val cannot be greater than max_val; got min_val={min_val}, max_val={max_val}")
-    return Hardtanh.apply(_floating("hardtanh", input), float(min_val), float(max_val))
+    return maybe_inplace(_floating("hardtanh", input), inplace, "hardtanh_",
+                         lambda x: Hardtanh.apply(x, float(min_val), float(max_val)))
 
 
 def relu6(input, inplace=False):
     """As ``torch.nn.functional.relu6``: hardtanh(x, 0, 6)."""
-    return Hardtanh.apply(_floating("relu6", input), 0.0, 6.0)
+    return maybe_inplace(_floating("relu6", input), inplace, "relu6_", lambda x: Hardtanh.apply(x, 0.0, 6.0))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -262,7 +268,7 @@ def softsign(input):
 
 def mish(input, inplace=False):
     """As ``torch.nn.functional.mish``: x * tanh(softplus(x))."""
-    return Mish.apply(_floating("mish", input))
+    return maybe_inplace(_floating("mish", input), inplace, "mish_", Mish.apply)
 
 
 def logsigmoid(input):

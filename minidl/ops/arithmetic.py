@@ -9,6 +9,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
+from .shape_error import ShapeError
 
 
 class Add(Function):
@@ -91,7 +92,8 @@ class Div(Function):
 
 
 class Pow(Function):
-    """out = a ** b;  dL/da = g * b * a**(b-1),  dL/db = g * out * log(a).
+    """out = a ** b;  dL/da = g * b * a**(b-1),  dL/db = g * out * log(a), with PyTorch's values
+    where those are NaN: dL/da = 0 where b = 0, dL/db = 0 where a = 0 and b >= 0.
 
     Saved: a and b; the output only when b is a tensor (dL/db reads it), as PyTorch:
     ``y = x ** 2`` may be modified in place afterwards, ``y = x ** e`` (e a tensor) may not."""
@@ -110,9 +112,22 @@ class Pow(Function):
         sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
         xp = namespace_of(g)
-        ga = unbroadcast(g * b * xp.power(a, b - 1), sa) if na else None
-        gb = unbroadcast(g * out * xp.log(a), sb) if nb else None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ga = gb = None
+            if na:   # b = 0: a**0 = 1 is constant, so 0 even at a = 0 (where 0 * a**-1 is NaN)
+                ga = g * b * xp.power(a, b - 1)
+                ga = unbroadcast(xp.where(b == 0, 0, ga) if _any_zero(xp, b) else ga, sa)
+            if nb:   # a = 0, b >= 0: 0**b is 0 (or 1) on that side, so 0 rather than 0 * log 0
+                gb = g * out * xp.log(a)
+                gb = unbroadcast(xp.where((a == 0) & (b >= 0), 0, gb) if _any_zero(xp, a) else gb, sb)
         return ga, gb
+
+
+def _any_zero(xp, v):
+    """Whether v holds a 0 (a device array: assumed, rather than synchronising to find out)."""
+    if not hasattr(v, "shape"):
+        return v == 0
+    return type(v) is not np.ndarray or bool((v == 0).any())
 
 
 class Neg(Function):
@@ -127,15 +142,16 @@ class Neg(Function):
         return -g
 
 
-def _binary(fn, a, b):
+def _binary(fn, a, b, *constants):
+    """``fn.apply(a, b, *constants)`` after PyTorch's type promotion of the two operands."""
     if _needs_promotion(a, b):
         a, b = _promote(fn, a, b)
     try:
-        return fn.apply(a, b)
+        return fn.apply(a, b, *constants)
     except ValueError as exc:
         if "broadcast" not in str(exc):
             raise
-        raise ValueError(f"{fn.__name__.lower()}: shapes {list(shape_of(_raw(a)))} and {list(shape_of(_raw(b)))} "
+        raise ShapeError(f"{fn.__name__.lower()}: shapes {list(shape_of(_raw(a)))} and {list(shape_of(_raw(b)))} "
                          "cannot be broadcast together") from None
 
 
@@ -209,12 +225,28 @@ def _raw(x):
     return getattr(x, "_data", x)
 
 
-def add(a, b):
-    return _binary(Add, a, b)
+def add(a, b, alpha=1):
+    """a + alpha * b (PyTorch's ``alpha=``: the scaled operand of an axpy, as optimizers write)."""
+    return _binary(Add, a, b if alpha.__class__ is int and alpha == 1 else _scaled(a, b, alpha))
 
 
-def sub(a, b):
-    return _binary(Sub, a, b)
+def sub(a, b, alpha=1):
+    """a - alpha * b."""
+    return _binary(Sub, a, b if alpha.__class__ is int and alpha == 1 else _scaled(a, b, alpha))
+
+
+def _scaled(a, b, alpha):
+    """alpha * b, with PyTorch's checks: a float alpha cannot scale an integer result (it would
+    be truncated silently), and a bool alpha only a bool one."""
+    integral = _kind(a) in "iub" and _kind(b) in "iub"
+    if isinstance(alpha, (bool, np.bool_)):
+        if not (_kind(a) == "b" and _kind(b) == "b"):
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif integral and _kind(alpha) == "f":
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    elif alpha == 1:
+        return b
+    return mul(b, alpha) if hasattr(b, "_data") else b * alpha
 
 
 def mul(a, b):

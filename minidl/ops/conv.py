@@ -74,6 +74,7 @@ from .conv_winograd import use_winograd, winograd_backward, winograd_forward
 from ._kernel_switch import LAYER
 from .fold import UNFOLD, conv_output_size, sliding_views
 from .low_precision import float32_compute, keep_low
+from .shape_error import ShapeError
 
 
 def im2col_reference(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, groups=1, out=None):
@@ -250,6 +251,25 @@ class Conv2d(Function):
         return dx, dw_, db, None, None, None, None
 
 
+def check_weight_and_groups(op, input_shape, weight_shape, bias, groups):
+    """The checks a convolution's operands share in every rank: input (N, C, ...) or unbatched
+    (C, ...), weight (O, C / groups, kernel...), bias (O,), groups a positive int dividing O and C."""
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    O, Cg, kernel = weight_shape[0], weight_shape[1], weight_shape[2:]
+    if O == 0 or 0 in kernel:   # PyTorch's rule (an input of no channel, Cg = 0, is fine: out = bias)
+        raise RuntimeError(f"{op}: expected a weight with at least one output channel and a kernel of positive "
+                           f"size, got weight of shape {list(weight_shape)}")
+    C = input_shape[len(input_shape) - len(weight_shape) + 1]
+    if Cg * groups != C:
+        raise ShapeError(f"{op}: Given groups={groups}, weight of size {list(weight_shape)}, expected input"
+                         f"{list(input_shape)} to have {Cg * groups} channels, but got {C} channels instead")
+    if O % groups:
+        raise ValueError(f"{op}: out_channels {O} is not divisible by groups={groups}")
+    if bias is not None and tuple(bias.shape) != (O,):
+        raise ShapeError(f"{op}: bias must have shape [{O}], got {list(bias.shape)}")
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution over (N, C, H, W) (or unbatched (C, H, W)) input, as ``torch.nn.functional.conv2d``.
 
@@ -265,21 +285,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if weight.ndim != 4:
         raise ValueError(f"conv2d: expected a 4-D weight (out_channels, in_channels/groups, kH, kW), "
                          f"got shape {list(weight.shape)}")
-    if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
-    O, Cg, kh, kw = weight.shape
-    if O == 0 or kh == 0 or kw == 0:   # PyTorch's rule (an input of no channel, Cg = 0, is fine: out = bias)
-        raise RuntimeError(f"conv2d: expected a weight with at least one output channel and a kernel of positive "
-                           f"size, got weight of shape {list(weight.shape)}")
-    C = input.shape[1]
-    if Cg * groups != C:
-        raise ValueError(f"conv2d: input has {C} channels but weight of shape {list(weight.shape)} "
-                         f"with groups={groups} "
-                         f"expects {Cg * groups}")
-    if O % groups:
-        raise ValueError(f"conv2d: out_channels {O} is not divisible by groups={groups}")
-    if bias is not None and tuple(bias.shape) != (O,):
-        raise ValueError(f"conv2d: bias must have shape [{O}], got {list(bias.shape)}")
+    check_weight_and_groups("conv2d", input.shape, weight.shape, bias, groups)
+    O, C, kh, kw = weight.shape[0], input.shape[1], weight.shape[2], weight.shape[3]
     check_same_dtype("conv2d", [("input", input), ("weight", weight), ("bias", bias)])
     stride, dilation = int_pair(stride, "stride", "conv2d"), int_pair(dilation, "dilation", "conv2d")
     if min(stride) < 1 or min(dilation) < 1:

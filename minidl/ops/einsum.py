@@ -17,6 +17,8 @@ def _parse(equation, n):
     if "..." in eq:
         raise NotImplementedError("einsum: '...' (ellipsis) subscripts are not implemented in minidl; "
                                   "write every index out")
+    if eq.count("->") > 1:
+        raise RuntimeError(f"einsum(): equation {equation!r} has more than one '->'")
     if "->" in eq:
         lhs, out = eq.split("->")
     else:
@@ -63,8 +65,42 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     ins, out = _parse(equation, len(operands))
-    for sub, t in zip(ins, operands):
+    for k, (sub, t) in enumerate(zip(ins, operands)):
         if len(sub) != t.ndim:
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(sub)}) does not match "
-                               f"the number of dimensions ({t.ndim}) for operand {ins.index(sub)}")
+                               f"the number of dimensions ({t.ndim}) for operand {k}{_context(equation, operands)}")
+    _check_subscripts(equation, ins, out, operands)
     return Einsum.apply(ins, out, *operands)
+
+
+def _context(equation, operands):
+    return f" (equation {equation!r}, operand shapes {[list(t.shape) for t in operands]})"
+
+
+def _check_subscripts(equation, ins, out, operands):
+    """PyTorch's checks, before np.einsum's messages, which name neither the op nor the shapes:
+    letters only, an output index that some input has, once, and one size per index (a size 1
+    broadcasts, as in both)."""
+    for c in "".join(ins) + out:
+        if not (c.isascii() and c.isalpha()) and c != ",":
+            raise RuntimeError(f"einsum(): invalid subscript {c!r}, subscripts must be in [a-zA-Z]"
+                               f"{_context(equation, operands)}")
+    for c in out:
+        if out.count(c) > 1:
+            raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output"
+                               f"{_context(equation, operands)}")
+        if not any(c in sub for sub in ins):
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input "
+                               f"operand{_context(equation, operands)}")
+    sizes = {}
+    for k, (sub, t) in enumerate(zip(ins, operands)):
+        for i, (c, n) in enumerate(zip(sub, t.shape)):
+            first = t.shape[sub.index(c)]
+            if i != sub.index(c) and n != first:   # a diagonal ("ii") needs equal sizes
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but the sizes don't "
+                                   f"match, {n} != {first}{_context(equation, operands)}")
+            seen = sizes.get(c, 1)
+            if n != seen and n != 1 and seen != 1:
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which does not broadcast "
+                                   f"with previously seen size {seen}{_context(equation, operands)}")
+            sizes[c] = n if seen == 1 else seen

@@ -11,6 +11,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
 from ._saved import keep_for_backward
+from .shape_error import ShapeError
 
 
 def _normalize_index(index):
@@ -124,7 +125,7 @@ def where(cond, a, b):
     except ValueError as exc:
         if "broadcast" not in str(exc):
             raise
-        raise ValueError(f"where: shapes of condition {list(cond.shape)}, input {list(shape_of(_raw(a)))} and "
+        raise ShapeError(f"where: shapes of condition {list(cond.shape)}, input {list(shape_of(_raw(a)))} and "
                          f"other {list(shape_of(_raw(b)))} cannot be broadcast together") from None
 
 

@@ -80,9 +80,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scales = [n / m if m else 0.0 for n, m in zip(spatial, out)]
     else:
         factors = _tuple(scale_factor, k, "scale_factor")
-        for f in factors:
-            if not isinstance(f, numbers.Real) or not f > 0:
-                raise ValueError(f"interpolate: expected positive scale factors, got {scale_factor!r}")
+        for f, n in zip(factors, spatial):
+            if isinstance(f, bool) or not isinstance(f, numbers.Real):
+                raise TypeError(f"interpolate: expected scale_factor to be a float or a tuple of floats, got "
+                                f"{scale_factor!r}")
+            # PyTorch's error type (RuntimeError) for all three; int(floor(n * inf)) is an OverflowError
+            if not math.isfinite(f) or not abs(n * float(f)) < 2 ** 63:
+                raise RuntimeError(f"interpolate: scale_factor {scale_factor!r} for input of spatial size "
+                                   f"{list(spatial)} gives an output size that cannot be converted to int64")
+            if not f > 0:
+                raise RuntimeError(f"interpolate: expected positive scale factors, got {scale_factor!r}")
         out = tuple(int(math.floor(n * float(f))) for n, f in zip(spatial, factors))
         scales = [1.0 / float(f) if not recompute_scale_factor else (n / m if m else 0.0)
                   for f, n, m in zip(factors, spatial, out)]

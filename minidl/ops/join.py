@@ -4,6 +4,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim
+from .shape_error import ShapeError
 
 
 class Cat(Function):
@@ -48,7 +49,7 @@ def _check(ts, op, same_shape):
     for i, t in enumerate(ts[1:], 1):
         bad = t.shape != ref if same_shape else (t.ndim != len(ref))
         if bad:
-            raise ValueError(f"{op}: tensor 0 has shape {list(ref)} but tensor {i} has shape {list(t.shape)}")
+            raise ShapeError(f"{op}: tensor 0 has shape {list(ref)} but tensor {i} has shape {list(t.shape)}")
     return ts
 
 
@@ -64,7 +65,7 @@ def cat(tensors, dim=0):
     d = normalize_dim(dim, ts[0].ndim, "cat")
     for i, t in enumerate(ts[1:], 1):
         if t.shape[:d] + t.shape[d + 1:] != ts[0].shape[:d] + ts[0].shape[d + 1:]:
-            raise ValueError(f"cat: sizes must match except in dim {dim}: tensor 0 has shape {list(ts[0].shape)}, "
+            raise ShapeError(f"cat: sizes must match except in dim {dim}: tensor 0 has shape {list(ts[0].shape)}, "
                              f"tensor {i} has shape {list(t.shape)}")
     return Cat.apply(d, *ts)
 

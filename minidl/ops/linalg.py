@@ -3,6 +3,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
 from .low_precision import float32_compute
+from .shape_error import ShapeError
 
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
@@ -48,12 +49,12 @@ class MatMul(Function):
 def matmul(a, b):
     sa, sb = getattr(a, "shape", ()), getattr(b, "shape", ())
     if len(sa) == 0 or len(sb) == 0:
-        raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {list(sa)} and {list(sb)}")
+        raise ShapeError(f"matmul: both operands need at least 1 dim, got shapes {list(sa)} and {list(sb)}")
     k_a = sa[-1]
     k_b = sb[0] if len(sb) == 1 else sb[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: shapes {list(sa)} and {list(sb)} cannot be multiplied ({k_a} != {k_b})")
+        raise ShapeError(f"matmul: shapes {list(sa)} and {list(sb)} cannot be multiplied ({k_a} != {k_b})")
     try:
         return MatMul.apply(a, b)
     except ValueError:
-        raise ValueError(f"matmul: batch dims of shapes {list(sa)} and {list(sb)} do not broadcast") from None
+        raise ShapeError(f"matmul: batch dims of shapes {list(sa)} and {list(sb)} do not broadcast") from None

@@ -21,6 +21,7 @@ from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._kernel_switch import LAYER
 from .low_precision import float32_compute
+from .shape_error import ShapeError
 
 
 def _rows(a):
@@ -83,8 +84,8 @@ def check_linear_arguments(input, weight, bias):
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {list(weight.shape)}")
     if input.ndim < 1 or input.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {list(input.shape)} does not match weight of shape "
+        raise ShapeError(f"linear: input of shape {list(input.shape)} does not match weight of shape "
                          f"{list(weight.shape)} (expected last dim {weight.shape[1]})")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
+        raise ShapeError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
     check_same_dtype("linear", [("input", input), ("weight", weight), ("bias", bias)])

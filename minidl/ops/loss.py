@@ -24,7 +24,9 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
 from ._kernel_switch import LAYER
+from .loss_pointwise import warn_if_broadcast
 from .low_precision import float32_compute
+from .shape_error import ShapeError
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -255,7 +257,7 @@ def _index_target(input, target, op, ignore_index):
                         f"input's shape {list(input.shape)}), got dtype {t.dtype} and shape {list(t.shape)}")
     expected = (input.shape[0],) + tuple(input.shape[2:])
     if tuple(t.shape) != expected:
-        raise ValueError(f"{op}: expected target of shape {list(expected)} for input of shape {list(input.shape)}, "
+        raise ShapeError(f"{op}: expected target of shape {list(expected)} for input of shape {list(input.shape)}, "
                          f"got {list(t.shape)}")
     C = input.shape[1]
     bad = (t != ignore_index) & ((t < 0) | (t >= C))
@@ -334,6 +336,7 @@ def mse_loss(input, target, reduction="mean"):
     try:
         np.broadcast_shapes(np.shape(_raw(input)), np.shape(_raw(target)))
     except ValueError:
-        raise ValueError(f"mse_loss: input shape {list(np.shape(_raw(input)))} and target shape "
+        raise ShapeError(f"mse_loss: input shape {list(np.shape(_raw(input)))} and target shape "
                          f"{list(np.shape(_raw(target)))} do not broadcast") from None
+    warn_if_broadcast(input, target)
     return MSELoss.apply(input, target, reduction)

@@ -12,6 +12,8 @@ elements) or, for kl_div, "batchmean" (sum / x.shape[0]). With r the reduction's
 summed back over broadcast dims. Each class below states f and its two partials.
 Weights (``weight``, ``pos_weight``) are constants here: they get no gradient.
 """
+import warnings
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -216,6 +218,16 @@ def _operands(op, input, target, same_shape=None):
     return input, target
 
 
+def warn_if_broadcast(input, target):
+    """PyTorch's warning for the regression losses: a (N, 1) input against an (N,) target
+    broadcasts to (N, N) and trains on the wrong loss without failing."""
+    si, st = tuple(np.shape(getattr(input, "_data", input))), tuple(np.shape(getattr(target, "_data", target)))
+    if si != st:
+        warnings.warn(f"Using a target size ({list(st)}) that is different to the input size ({list(si)}). This "
+                      "will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+                      "same size.", UserWarning, stacklevel=3)
+
+
 def _broadcastable(op, name, shape, to):
     try:
         np.broadcast_shapes(tuple(shape), tuple(to))
@@ -278,6 +290,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction)
     x, y = _operands("l1_loss", input, target)
+    warn_if_broadcast(x, y)
     return L1.apply(x, y, None, reduction)
 
 
@@ -289,6 +302,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         raise RuntimeError(f"smooth_l1_loss does not support negative values for beta; expected beta >= 0, "
                            f"got {beta}")
     x, y = _operands("smooth_l1_loss", input, target)
+    warn_if_broadcast(x, y)
     return SmoothL1.apply(x, y, None, reduction, float(beta))
 
 
@@ -300,6 +314,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
         raise RuntimeError(f"huber_loss does not support non-positive values for delta; expected delta > 0, "
                            f"got {delta}")
     x, y = _operands("huber_loss", input, target)
+    warn_if_broadcast(x, y)
     w = _weight_array("huber_loss", "weight", weight, x)
     return Huber.apply(x, y, w, reduction, float(delta))
 

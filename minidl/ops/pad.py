@@ -10,6 +10,7 @@ constant amount crops.
 import numpy as np
 
 from ..tensor.allocation import check_allocation
+from ..tensor.size import as_ints
 from ..tensor.tensor import Tensor
 from .resample import GatherAxis
 
@@ -53,7 +54,7 @@ def _check(input, pad, mode, value):
 
 def pad(input, pad, mode="constant", value=None):
     """As ``torch.nn.functional.pad``; see the module docstring."""
-    pad = tuple(int(p) for p in pad)
+    pad = as_ints(pad, "pad", "pad")
     _check(input, pad, mode, value)
     shape = list(input.shape)
     for k in range(len(pad) // 2):

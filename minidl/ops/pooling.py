@@ -308,8 +308,9 @@ def adaptive_avg_pool2d(input, output_size):
         output_size = (output_size, output_size)
     oh, ow = output_size
     oh, ow = int(H if oh is None else oh), int(W if ow is None else ow)
-    if oh < 1 or ow < 1:
-        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
+    if oh < 0 or ow < 0:   # a size 0 is an empty output, as PyTorch (and adaptive_max_pool2d)
+        raise RuntimeError(f"adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0, "
+                           f"got {output_size}")
     if 0 in (H, W) and (oh, ow) != (1, 1):   # PyTorch's rule: a 1x1 output of no positions is their mean, NaN
         raise RuntimeError(f"adaptive_avg_pool2d: expected an input with non-zero height and width for an output "
                            f"of size {(oh, ow)}, got shape {list(x.shape)}")

@@ -6,9 +6,11 @@ import numbers
 import numpy as np
 
 from ..autograd.function import Function
+from ..tensor.size import as_ints
 from ._broadcast import normalize_dim, normalize_dims
 from ._saved import keep_for_backward
 from .scatter import IndexOutOfRange
+from .shape_error import broadcast_shape
 
 
 class Flip(Function):
@@ -171,12 +173,9 @@ class RepeatInterleave(Function):
         return np.moveaxis(dx, 0, axis), None, None
 
 
-def _ints(values, op):
+def _ints(values, op, name="dims"):
     values = tuple(values[0]) if len(values) == 1 and isinstance(values[0], (tuple, list)) else tuple(values)
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"{op}: expected ints, got {values}")
-    return tuple(int(v) for v in values)
+    return as_ints(values, op, name)
 
 
 def _index_array(index, op, ndim=None):
@@ -199,18 +198,19 @@ def _check_range(index, n, op):
 
 
 def flip(x, dims):
-    return Flip.apply(x, normalize_dims(_ints((dims,) if isinstance(dims, int) else dims, "flip"), x.ndim, "flip"))
+    dims = _ints((dims,) if isinstance(dims, int) else dims, "flip")
+    return Flip.apply(x, normalize_dims(dims, x.ndim, "flip") if dims else ())   # no dims: nothing flips
 
 
 def roll(x, shifts, dims=None):
     if dims is None:
         if not isinstance(shifts, numbers.Integral):
-            shifts = _ints(shifts, "roll")
+            shifts = _ints(shifts, "roll", "shifts")
             if len(shifts) != 1:
                 raise RuntimeError("roll: without dims, shifts must be one int (the flattened tensor rolls)")
             shifts = shifts[0]
         return Roll.apply(x.reshape(-1), int(shifts), None).reshape(x.shape)
-    shifts = _ints((shifts,) if isinstance(shifts, numbers.Integral) else shifts, "roll")
+    shifts = _ints((shifts,) if isinstance(shifts, numbers.Integral) else shifts, "roll", "shifts")
     dims = _ints((dims,) if isinstance(dims, numbers.Integral) else dims, "roll")
     if len(shifts) != len(dims):
         raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
@@ -265,11 +265,12 @@ def masked_select(x, mask):
     m = np.asarray(mask.numpy() if hasattr(mask, "numpy") else mask)
     if m.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {m.dtype}")
+    broadcast_shape("masked_select", m.shape, x.shape, "mask", "input")
     return MaskedSelect.apply(x, m)
 
 
 def repeat(x, *sizes):
-    reps = _ints(sizes, "repeat")
+    reps = _ints(sizes, "repeat", "repeats")
     if len(reps) < x.ndim:
         raise RuntimeError(f"Number of dimensions of repeat dims ({len(reps)}) can not be smaller than number of "
                            f"dimensions of tensor ({x.ndim})")

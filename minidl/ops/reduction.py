@@ -1,4 +1,5 @@
-"""Reductions over one or more dims: sum, mean, var, max/min, and argmax (not differentiable).
+"""Reductions over one or more dims: sum, mean, var, std, p-norms, max/min, and argmax (not
+differentiable).
 
 The backward of a reduction spreads dL/dout back over the reduced axes: it reshapes g
 to the ``keepdim`` shape so that it broadcasts against the input.
@@ -75,7 +76,7 @@ class Mean(Function):
 
 
 class Var(Function):
-    """out = sum_i (x_i - m)**2 / (N - c), m the mean, c = 1 if unbiased else 0.
+    """out = sum_i (x_i - m)**2 / (N - c), m the mean, c the correction (1: unbiased, the default).
 
     dL/dx_i = g * 2 (x_i - m) / (N - c): the term through m vanishes because
     sum_i (x_i - m) = 0.
@@ -83,22 +84,100 @@ class Var(Function):
 
     @staticmethod
     def forward(ctx, x, axes, correction, keepdim):
-        ctx.dtype = x.dtype
-        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":   # float16/bfloat16: computed in float32
-            x = x.astype(np.float32)
-        d = x - _mean(x, axes, True)  # two passes: stable for large means
-        denom = builtins.max(_count(x.shape, axes) - correction, 0)
+        d, v = _deviation(ctx, x, axes, correction)
         ctx.save_for_backward(d)
-        ctx.axes, ctx.denom = axes, denom
-        out = (d * d).sum(axis=axes, keepdims=keepdim) / denom
-        return out if out.dtype == ctx.dtype else out.astype(ctx.dtype)
+        return _reduced(ctx, v, keepdim)
 
     @staticmethod
     def backward(ctx, g):
         (d,) = ctx.saved_tensors
         g = g.reshape(_keepdim_shape(d.shape, ctx.axes))
-        dx = g * (2 / ctx.denom) * d
+        with np.errstate(divide="ignore", invalid="ignore"):   # N <= c: NaN, as the forward's 0 / 0
+            dx = g * (_ratio(2, ctx.denom) * d)
         return (dx if dx.dtype == ctx.dtype else dx.astype(ctx.dtype)), None, None, None
+
+
+class Std(Function):
+    """out = sqrt(var(x)), var as above with N - c degrees of freedom.
+
+    dL/dx_i = g * (x_i - m) / ((N - c) * out), and 0 where out = 0 (every x_i equal), the
+    subgradient PyTorch picks: there 1 / out is infinite but every (x_i - m) is 0.
+    """
+
+    @staticmethod
+    def forward(ctx, x, axes, correction, keepdim):
+        d, v = _deviation(ctx, x, axes, correction)
+        out = namespace_of(v).sqrt(v)
+        ctx.save_for_backward(d, out)
+        return _reduced(ctx, out, keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        d, out = ctx.saved_tensors
+        xp = namespace_of(g)
+        g = g.reshape(out.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = xp.where(out == 0, 0, g / (out * ctx.denom))
+            dx = scale * d
+        return (dx if dx.dtype == ctx.dtype else dx.astype(ctx.dtype)), None, None, None
+
+
+class VectorNorm(Function):
+    """out = (sum_i |x_i|**p)**(1/p) over ``axes``, for a finite p > 0.
+
+    dL/dx_i = g * sign(x_i) |x_i|**(p-1) / out**(p-1)   (p = 2: g * x_i / out),
+    and 0 where out = 0 or x_i = 0: the subgradient PyTorch picks where |x|**(p-1) / out**(p-1)
+    has no limit (an all-zero x, or p < 1 at x_i = 0).
+    """
+
+    @staticmethod
+    def forward(ctx, x, axes, p, keepdim):
+        xp = namespace_of(x)
+        a = xp.abs(x)
+        out = xp.sqrt((x * x).sum(axis=axes, keepdims=True)) if p == 2 else \
+            ((a ** p).sum(axis=axes, keepdims=True)) ** (1.0 / p)
+        ctx.p = p
+        ctx.save_for_backward(x, out)
+        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        xp = namespace_of(g)
+        g = g.reshape(out.shape)
+        p = ctx.p
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if p == 2:
+                dx = xp.where(out == 0, 0, g / out) * x
+            elif p == 1:
+                dx = g * xp.sign(x)
+            else:
+                dx = xp.where(out == 0, 0, g / out ** (p - 1)) * xp.sign(x) * xp.abs(x) ** (p - 1)
+                dx = xp.where(x == 0, 0, dx)
+        return (dx if dx.dtype == x.dtype else dx.astype(x.dtype)), None, None, None
+
+
+def _deviation(ctx, x, axes, correction):
+    """(d, v): d = x - mean over ``axes`` and v = sum d**2 / (N - c) in the keepdim shape, both in
+    float32 for float16/bfloat16 inputs; ctx keeps the dtype, axes and N - c for backward."""
+    ctx.dtype, ctx.axes = x.dtype, axes
+    if x.dtype.itemsize == 2 and x.dtype.kind in "fV":   # float16/bfloat16: computed in float32
+        x = x.astype(np.float32)
+    d = x - _mean(x, axes, True)  # two passes: stable for large means
+    ctx.denom = builtins.max(_count(x.shape, axes) - correction, 0)
+    return d, (d * d).sum(axis=axes, keepdims=True) / ctx.denom
+
+
+def _reduced(ctx, out, keepdim):
+    """A keepdim-shaped result in the input's dtype and, without keepdim, the reduced shape."""
+    if not keepdim:
+        out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in ctx.axes))
+    return out if out.dtype == ctx.dtype else out.astype(ctx.dtype)
+
+
+def _ratio(a, b):
+    """a / b for numbers, b = 0 giving inf (a > 0) as float division would, not an exception."""
+    return a / b if b else float("inf")
 
 
 class Max(Function):
@@ -129,38 +208,69 @@ def mean(x, dim=None, keepdim=False):
     return Mean.apply(x, normalize_dims(dim, x.ndim, "mean"), keepdim)
 
 
-def var(x, dim=None, unbiased=True, keepdim=False):
+def var(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Variance with N - correction degrees of freedom; ``correction`` (PyTorch's newer keyword)
+    takes precedence over ``unbiased`` (correction 1 if True, 0 if False)."""
+    return Var.apply(x, *_var_args("var", x, dim, unbiased, correction), keepdim)
+
+
+def std(x, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """sqrt(var(x, ...)), with its own backward (0 where the deviation is 0, see Std)."""
+    return Std.apply(x, *_var_args("std", x, dim, unbiased, correction), keepdim)
+
+
+def _var_args(op, x, dim, unbiased, correction):
     if x.dtype.kind != "f":
-        raise RuntimeError(f"var: expected a floating point tensor, got dtype {x.dtype}")
-    return Var.apply(x, normalize_dims(dim, x.ndim, "var"), int(unbiased), keepdim)
+        raise RuntimeError(f"{op}: expected a floating point tensor, got dtype {x.dtype}")
+    if correction is None:
+        correction = int(bool(unbiased))
+    elif isinstance(correction, bool) or not isinstance(correction, (int, float, np.integer, np.floating)) \
+            or not correction >= 0:
+        raise TypeError(f"{op}: correction must be a number >= 0, got {correction!r}")
+    return normalize_dims(dim, x.ndim, op), correction
 
 
-def max(x, dim=None, keepdim=False):
-    axes = normalize_dims(dim, x.ndim, "max")
-    if x.numel() == 0:   # an empty tensor has a max along a dim of non-zero length (an empty result), as PyTorch
-        if dim is None:
-            raise RuntimeError(f"max: expected a non-empty tensor, or a dim to reduce, got shape {list(x.shape)}")
-        for a in axes:
-            if x.shape[a] == 0:
-                raise IndexError(f"max: expected reduction dim {a} to have non-zero size, got shape {list(x.shape)}")
+def vector_norm(x, p, dim=None, keepdim=False):
+    """(sum |x|**p)**(1/p) over ``dim`` (all elements if None), finite p > 0 (see VectorNorm)."""
+    return VectorNorm.apply(x, normalize_dims(dim, x.ndim, "norm"), float(p), keepdim)
+
+
+def _check_nonempty(op, x, dim, axes, all_error=RuntimeError):
+    """An empty tensor has a max (argmax...) along a dim of non-zero length, an empty result, as
+    PyTorch; over all elements, or along a dim of length 0, there is none: PyTorch raises
+    RuntimeError (max/min) or IndexError (argmax/argmin) for the first, IndexError for the second."""
+    if x.numel() != 0:
+        return
+    if dim is None:
+        raise all_error(f"{op}: expected a non-empty tensor, or a dim to reduce, got shape {list(x.shape)}")
+    for a in axes:
+        if x.shape[a] == 0:
+            raise IndexError(f"{op}: expected reduction dim {a} to have non-zero size, got shape {list(x.shape)}")
+
+
+def max(x, dim=None, keepdim=False, _op="max"):
+    axes = normalize_dims(dim, x.ndim, _op)
+    _check_nonempty(_op, x, dim, axes)
     return Max.apply(x, axes, keepdim)
 
 
 def min(x, dim=None, keepdim=False):
-    return -max(-x, dim, keepdim)
+    return -max(-x, dim, keepdim, _op="min")
 
 
-def argmax(x, dim=None, keepdim=False):
+def argmax(x, dim=None, keepdim=False, _op="argmax"):
     Tensor = _function.Tensor
     data = x._data
     if dim is None:
+        _check_nonempty(_op, x, dim, (), all_error=IndexError)
         out = data.argmax()
         return Tensor._wrap(out.reshape((1,) * data.ndim) if keepdim else out, None, 0)
-    dim = normalize_dim(dim, builtins.max(data.ndim, 1), "argmax")   # a 0-d tensor takes dim 0 or -1, as PyTorch
+    dim = normalize_dim(dim, builtins.max(data.ndim, 1), _op)   # a 0-d tensor takes dim 0 or -1, as PyTorch
+    _check_nonempty(_op, x, dim, (dim,) if data.ndim else ())
     if data.ndim == 0:
         return Tensor._wrap(data.reshape(1).argmax(axis=0), None, 0)
     return Tensor._wrap(data.argmax(axis=dim, keepdims=keepdim), None, 0)
 
 
 def argmin(x, dim=None, keepdim=False):
-    return argmax(-x.detach(), dim, keepdim)
+    return argmax(-x.detach(), dim, keepdim, _op="argmin")

@@ -8,6 +8,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, unbroadcast
 from .low_precision import cast_array
+from .shape_error import ShapeError
 
 
 class Reshape(Function):
@@ -92,12 +93,12 @@ def reshape(x, *shape):
     shape = _shape_arg(shape)
     dims = [operator.index(n) for n in shape]
     if dims.count(-1) > 1 or any(n < -1 for n in dims):   # NumPy would take any negative size for -1
-        raise ValueError(f"reshape: shape {list(shape)} is invalid for input of shape {list(x.shape)}: only one "
+        raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of shape {list(x.shape)}: only one "
                          f"dimension can be inferred (-1), and no other may be negative")
     try:
         return Reshape.apply(x, shape)
     except ValueError:
-        raise ValueError(f"reshape: shape {list(shape)} is invalid for input of shape {list(x.shape)} "
+        raise ShapeError(f"reshape: shape {list(shape)} is invalid for input of shape {list(x.shape)} "
                          f"({x.numel()} elements)") from None
 
 
@@ -154,7 +155,7 @@ def expand(x, *sizes):
     try:
         return Expand.apply(x, shape)
     except ValueError:
-        raise ValueError(f"expand: cannot expand shape {list(x.shape)} to {list(sizes)}") from None
+        raise ShapeError(f"expand: cannot expand shape {list(x.shape)} to {list(sizes)}") from None
 
 
 def cast(x, dtype):

@@ -2,6 +2,7 @@
 1e3 do not overflow exp."""
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.dtype import check_floating
 from .low_precision import float32_compute
 
 
@@ -62,8 +63,10 @@ def _dim(x, dim, op):
 
 
 def softmax(x, dim):
+    check_floating("softmax", x.dtype)
     return Softmax.apply(x, _dim(x, dim, "softmax"))
 
 
 def log_softmax(x, dim):
+    check_floating("log_softmax", x.dtype)
     return LogSoftmax.apply(x, _dim(x, dim, "log_softmax"))

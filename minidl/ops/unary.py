@@ -4,6 +4,7 @@ import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ._broadcast import shape_of, unbroadcast
 from ._kernel_switch import LAYER
 
 
@@ -189,18 +190,36 @@ class Abs(Function):
 
 
 class Clamp(Function):
-    """y = min(max(x, lo), hi);  dy/dx = 1 where lo <= x <= hi, else 0."""
+    """y = min(max(x, lo), hi), lo and hi numbers, None or tensors (broadcast against x);
+    lo > hi gives hi, as PyTorch.
+
+    dy/dx = 1 where lo <= x <= hi; dy/dlo = 1 where x < lo (and lo < hi), dy/dhi = 1 where
+    x > hi or hi < lo (hi is then the result); 0 elsewhere, each summed back to its shape.
+    """
 
     @staticmethod
     def forward(ctx, x, lo, hi):
         xp = namespace_of(x)
-        ctx.save_for_backward(((x >= lo) if lo is not None else True) & ((x <= hi) if hi is not None else True))
+        ctx.shapes = tuple(shape_of(v) for v in (x, lo, hi))
+        _, need_lo, need_hi = ctx.needs_input_grad
+        ctx.save_for_backward(x if need_lo or need_hi else None, lo if need_lo or need_hi else None,
+                              hi if need_lo or need_hi else None,
+                              ((x >= lo) if lo is not None else True) & ((x <= hi) if hi is not None else True))
         return xp.clip(x, lo, hi).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
-        (inside,) = ctx.saved_tensors
-        return g * inside, None, None
+        x, lo, hi, inside = ctx.saved_tensors
+        sx, slo, shi = ctx.shapes
+        _, need_lo, need_hi = ctx.needs_input_grad
+        glo = ghi = None
+        if need_lo:
+            below = (x < lo) & ((lo < hi) if hi is not None else True)
+            glo = unbroadcast(g * below, slo)
+        if need_hi:
+            above = (x > hi) | ((hi < lo) if lo is not None else False)
+            ghi = unbroadcast(g * above, shi)
+        return unbroadcast(g * inside, sx), glo, ghi
 
 
 class Clone(Function):

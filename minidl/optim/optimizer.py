@@ -24,26 +24,56 @@ from . import hyper, state_checks
 
 
 class _ParamState(dict):
-    """A dict keyed by parameter *identity*: Tensor.__eq__ is elementwise, so Tensors
-    cannot be ordinary dict keys safely."""
+    """A parameter's state, keyed by the parameter's *identity* (Tensor.__eq__ is elementwise,
+    so Tensors cannot be ordinary dict keys safely). As PyTorch's ``defaultdict(dict)``, a
+    parameter without state reads as a new empty dict, and iterating gives the parameters
+    (``for p, s in opt.state.items()``); the entries are stored under ``id(p)``, with the
+    parameter kept beside them so that an id is never reused while it is a key."""
+
+    def __init__(self):
+        super().__init__()
+        self._params = {}
 
     def __getitem__(self, p):
-        return dict.__getitem__(self, id(p))
+        try:
+            return dict.__getitem__(self, id(p))
+        except KeyError:
+            return self.setdefault(p, {})
 
     def __setitem__(self, p, value):
+        self._params[id(p)] = p
         dict.__setitem__(self, id(p), value)
+
+    def __delitem__(self, p):
+        dict.__delitem__(self, id(p))
+        del self._params[id(p)]
 
     def __contains__(self, p):
         return dict.__contains__(self, id(p))
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def keys(self):
+        return [self._params[k] for k in dict.keys(self)]
+
+    def items(self):
+        return [(self._params[k], v) for k, v in dict.items(self)]
 
     def get(self, p, default=None):
         return dict.get(self, id(p), default)
 
     def setdefault(self, p, default=None):
-        return dict.setdefault(self, id(p), default)
+        if id(p) not in self._params:
+            self[p] = default
+        return dict.__getitem__(self, id(p))
 
     def pop(self, p, *default):
+        self._params.pop(id(p), None)
         return dict.pop(self, id(p), *default)
+
+    def __repr__(self):
+        return "{" + ", ".join(f"<parameter of shape {tuple(p.shape)}>: {v!r}" for p, v in self.items()) + "}"
 
 
 class Optimizer:

@@ -11,15 +11,49 @@ chainable form: a factor applied to the group's current lr, so that schedules st
 optimizer (``ChainedScheduler``) or manual lr changes compose; ``_is_initial`` is true during
 the step the constructor makes. ``_get_closed_form_lr()`` is the same schedule as a function
 of the epoch alone, used by ``step(epoch)`` (deprecated in PyTorch) and ``SequentialLR``.
+
+As PyTorch, the first ``step()`` after the constructor's warns when the optimizer has not
+stepped since the scheduler was built (the schedule would skip its first lr): the scheduler
+replaces the optimizer's ``step`` with a ``_CountedStep`` that counts the calls.
 """
+import warnings
 from collections.abc import Mapping
 
 from . import state_checks
 from .optimizer import Optimizer
 
 
+class _CountedStep:
+    """``optimizer.step``, counting its calls in ``optimizer._step_calls``. An object, not a
+    closure, so that a deep copy of the optimizer counts (and steps) the copy."""
+    _wrapped_by_lr_sched = True   # PyTorch's marker of a tracked step
+
+    def __init__(self, optimizer, step):
+        self.optimizer, self.step = optimizer, step
+
+    def __call__(self, *args, **kwargs):
+        note_step(self.optimizer)
+        step = self.step
+        if getattr(step, "__self__", None) is not None and getattr(step, "__func__", None) is not None:
+            return step.__func__(self.optimizer, *args, **kwargs)   # the method, of this (maybe copied) optimizer
+        return step(*args, **kwargs)
+
+
+def note_step(optimizer):
+    """Count an optimizer step (or one a GradScaler skipped: the order of the calls was right)."""
+    optimizer._step_calls = getattr(optimizer, "_step_calls", 0) + 1
+
+
+def _track_steps(optimizer):
+    if not isinstance(getattr(optimizer, "step", None), _CountedStep):
+        optimizer.step = _CountedStep(optimizer, optimizer.step)
+    return getattr(optimizer, "_step_calls", 0)
+
+
 class LRScheduler:
     _is_initial = False
+    _steps_at_init = None   # the optimizer's step count when built; None once checked or loaded
+    _UNSAVED = ("optimizer", "_steps_at_init")
 
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
@@ -36,7 +70,9 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._last_lr = None
+        steps = _track_steps(optimizer)
         self._initial_step()
+        self._steps_at_init = steps
 
     def _initial_step(self):
         """The constructor's step: sets the lr of epoch 0 (or of last_epoch + 1 when resuming)."""
@@ -54,7 +90,19 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self, epoch=None):
+        self._check_order()
         self._update_lr(epoch)
+
+    def _check_order(self):
+        """PyTorch's warning, once: the first step() came before any optimizer.step()."""
+        if self._steps_at_init is None or self._is_initial:
+            return
+        if getattr(self.optimizer, "_step_calls", 0) == self._steps_at_init:
+            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+                          "later, you should call them in the opposite order: `optimizer.step()` before "
+                          "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+                          "value of the learning rate schedule.", UserWarning, stacklevel=3)
+        self._steps_at_init = None
 
     def _update_lr(self, epoch=None):
         """Move to the next epoch, or to ``epoch`` (by the closed form where there is one), and
@@ -72,7 +120,7 @@ class LRScheduler:
 
     def state_dict(self):
         """Everything but the optimizer (and functions, which cannot be saved)."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
+        return {k: v for k, v in self.__dict__.items() if k not in self._UNSAVED and not callable(v)
                 and k != "lr_lambdas"}
 
     def load_state_dict(self, state_dict):
@@ -102,6 +150,7 @@ class LRScheduler:
 
     def _apply_state(self, new):
         self.__dict__.update(new)
+        self._steps_at_init = None   # a resumed schedule has stepped before (PyTorch loads its _step_count)
 
     def _check_state(self, state):
         """Raise ValueError if ``state`` (a complete state dict) is out of range."""

@@ -73,6 +73,15 @@ class device:   # noqa: N801  (PyTorch's name)
         return (device, (self.type, self.index))
 
 
+def cuda_device(index_or_device=None):
+    """The device ``.cuda(device)`` moves to: the GPU for None, ``cuda:i`` for an index i."""
+    if index_or_device is None:
+        return "cuda"
+    if isinstance(index_or_device, int) and not isinstance(index_or_device, bool):
+        return device("cuda", index_or_device)
+    return index_or_device
+
+
 _CPU = device("cpu")
 _CUDA = device("cuda", 0)
 

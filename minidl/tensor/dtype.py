@@ -156,14 +156,22 @@ def to_dtype(dtype):
         return dtype.dtype
     if isinstance(dtype, str) and dtype == "bfloat16" and bfloat16 is not None:
         return bfloat16.dtype
-    try:
-        dt = np.dtype(dtype)
+    try:   # a big-endian ">f4" is float32 too: arrays are kept in the machine's byte order
+        dt = np.dtype(dtype).newbyteorder("=")
     except TypeError:
         dt = None
-    if dt not in SUPPORTED:
+    # (tested with "is None" first: None in SUPPORTED is True, as np.dtype("float64") == None)
+    if dt is None or dt not in SUPPORTED:
         names = ", ".join(d.name for d in ALL)
         raise TypeError(f"unsupported dtype {dtype!r}; minidl supports {names}")
     return dt
+
+
+def native(array):
+    """``array`` in the machine's byte order: itself, or a copy of a big-endian (say) array.
+    The compiled kernels and minidl's dtypes know only native storage; a ">f4" array kept as
+    it is would report float32 yet match neither md.float32 nor a kernel's signature."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def is_floating(dtype):
@@ -181,14 +189,23 @@ def default_dtype_for(array, from_ndarray):
     """The dtype md.tensor picks when none is given, as torch.tensor does: Python floats
     become float32, while an ndarray keeps its own floating dtype (a float64 array stays
     float64); integers become int64 unless an ndarray says otherwise."""
-    kind = array.dtype.kind
+    kind, native_dtype = array.dtype.kind, array.dtype.newbyteorder("=")   # ">f4" is float32 too
     if kind == "f":
-        return array.dtype if from_ndarray else DEFAULT_FLOAT
+        return native_dtype if from_ndarray else DEFAULT_FLOAT
     if kind in "iu":
-        return array.dtype if (from_ndarray and array.dtype in SUPPORTED) else int64
+        return native_dtype if (from_ndarray and native_dtype in SUPPORTED) else int64
     if kind == "b":
         return bool_
     return to_dtype(array.dtype)  # raises for complex, object, strings
+
+
+def check_floating(op, dtype, what="input"):
+    """Raise NotImplementedError unless ``dtype`` is a floating one: the op exists for
+    floating types only, as PyTorch's kernels do ("GeluKernelImpl" not implemented for 'Long'),
+    where NumPy would silently truncate the result to integers or promote it to float64."""
+    if not is_floating(dtype):
+        raise NotImplementedError(f"{op}: not implemented for dtype {wrap(np.dtype(dtype))}; expected a floating "
+                                  f"point {what}")
 
 
 class DtypeMismatchError(RuntimeError, TypeError):

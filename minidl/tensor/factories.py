@@ -8,6 +8,7 @@ from .. import backends
 from . import dtype as dtypes
 from .allocation import check_allocation
 from .generator import numpy_generator
+from .size import as_ints
 from .tensor import Tensor
 
 
@@ -31,10 +32,40 @@ def tensor(data, dtype=None, requires_grad=False, device="cpu"):
         array = np.array(data)
     except ValueError as exc:
         raise ValueError(f"tensor: data is not a rectangular array of numbers ({exc})") from None
+    dt = dtypes.to_dtype(dtype) if dtype is not None else None
+    if not from_ndarray and (array.dtype == object or array.dtype == np.uint64):
+        # NumPy holds an int beyond int64 as an object (or, below 2**64, a uint64 that the
+        # int64 default would wrap to a negative number)
+        values = list(_flat(data if array.dtype == object else array.tolist()))
+        if dt is None and any(isinstance(v, float) for v in values):
+            dt = dtypes.DEFAULT_FLOAT   # [1.5, 2**70] is float data, as in PyTorch
+        if dt is None or dt.kind in "iu":
+            _check_int64(values)
     if array.dtype == object:
-        raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding non-numbers")
-    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_dtype_for(array, from_ndarray)
+        try:
+            array = array.astype(dt) if dt is not None and dt.kind == "f" else None
+        except (TypeError, ValueError):
+            array = None
+        if array is None:
+            raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding non-numbers")
+    dt = dt if dt is not None else dtypes.default_dtype_for(array, from_ndarray)
     return _leaf(array.astype(dt, copy=False), requires_grad, device)
+
+
+def _check_int64(values):
+    """ValueError for a Python int outside int64, as PyTorch ("Overflow when unpacking long long")."""
+    for v in values:
+        if isinstance(v, int) and not isinstance(v, bool) and not -2 ** 63 <= v < 2 ** 63:
+            raise ValueError(f"tensor: integer {v} does not fit in int64 (Overflow when unpacking long long)")
+
+
+def _flat(data):
+    """The scalars of nested lists and tuples (or ``data`` itself, a scalar)."""
+    if not isinstance(data, (list, tuple)):
+        yield data
+        return
+    for item in data:
+        yield from _flat(item)
 
 
 def as_tensor(data, dtype=None):
@@ -45,14 +76,16 @@ def as_tensor(data, dtype=None):
 
 
 def from_numpy(array):
-    """A tensor sharing memory with an ndarray."""
-    return Tensor._wrap(np.asarray(array), None, 0)
+    """A tensor sharing memory with an ndarray (with a copy of one not in the machine's byte
+    order: see dtypes.native)."""
+    return Tensor._wrap(dtypes.native(np.asarray(array)), None, 0)
 
 
-def _shape(size):
+def _shape(size, op):
+    """``zeros(2, 3)`` and ``zeros((2, 3))`` alike as the shape (2, 3)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    shape = tuple(int(n) for n in size)
+    shape = as_ints(size, op, "size")
     _check_size(shape)
     return shape
 
@@ -65,13 +98,21 @@ def _check_size(shape):
 def _sized(size, dtype, op):
     """The shape ``size`` asks for, refused before allocating if no machine's memory holds it
     (``dtype``: what NumPy allocates, e.g. float64 for a draw cast afterwards)."""
-    shape = _shape(size)
+    shape = _shape(size, op)
     check_allocation(op, shape, dtype)
     return shape
 
 
 def _float(dtype):
     return dtypes.DEFAULT_FLOAT if dtype is None else dtypes.to_dtype(dtype)
+
+
+def _sampled(dtype, op):
+    """The dtype of a draw from a continuous distribution, which only a floating dtype holds
+    (an integer one would truncate randn's values to mostly zeros)."""
+    dt = _float(dtype)
+    dtypes.check_floating(op, dt, "dtype")
+    return dt
 
 
 def zeros(*size, dtype=None, requires_grad=False, device="cpu"):
@@ -83,6 +124,11 @@ def ones(*size, dtype=None, requires_grad=False, device="cpu"):
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device="cpu"):
+    if not isinstance(fill_value, (numbers.Number, np.generic)) and \
+            not (isinstance(fill_value, Tensor) and fill_value.ndim == 0):
+        # np.full would try to convert a string, or broadcast a list, into the tensor
+        raise TypeError(f"full(): argument 'fill_value' must be a number, got {type(fill_value).__name__} "
+                        f"({fill_value!r})")
     return _leaf(np.full(_sized((size,), _float(dtype), "full"), fill_value, _float(dtype)), requires_grad, device)
 
 
@@ -91,12 +137,14 @@ def empty(*size, dtype=None, requires_grad=False, device="cpu"):
 
 
 def randn(*size, generator=None, dtype=None, requires_grad=False, device="cpu"):
-    data = numpy_generator(generator).standard_normal(_sized(size, np.float64, "randn")).astype(_float(dtype))
+    dt = _sampled(dtype, "randn")
+    data = numpy_generator(generator).standard_normal(_sized(size, np.float64, "randn")).astype(dt)
     return _leaf(data, requires_grad, device)
 
 
 def rand(*size, generator=None, dtype=None, requires_grad=False, device="cpu"):
-    data = numpy_generator(generator).random(_sized(size, np.float64, "rand")).astype(_float(dtype))
+    dt = _sampled(dtype, "rand")
+    data = numpy_generator(generator).random(_sized(size, np.float64, "rand")).astype(dt)
     return _leaf(data, requires_grad, device)
 
 
@@ -108,6 +156,8 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, requires_gra
         low, high, size = 0, low, high
     if requires_grad:
         raise RuntimeError("randint: only floating point tensors can require gradients")
+    if not low < high:
+        raise RuntimeError(f"randint: random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     data = numpy_generator(generator).integers(low, high, _sized((size,), np.int64, "randint"))
     return _leaf(data.astype(dtypes.to_dtype(dtype or dtypes.int64)), False, device)
 
@@ -122,6 +172,8 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device="cpu"
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu"):
     if end is None:
         start, end = 0, start
+    if not all(isinstance(v, numbers.Integral) or math.isfinite(v) for v in (start, end)):   # NumPy: "Maximum allowed size exceeded"
+        raise RuntimeError(f"arange: unsupported range: {start} -> {end}")
     if step == 0:
         raise RuntimeError(f"arange: step must be nonzero, got start={start}, end={end}, step={step}")
     if (end - start) * step < 0:

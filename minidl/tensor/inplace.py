@@ -22,6 +22,7 @@ backward, and the write is about to overwrite the memory they live in.
 import numpy as np
 
 from ..autograd import function, grad_mode, versions, views
+from .dtype import check_floating
 
 
 def _tensor_args(args):
@@ -64,6 +65,12 @@ def apply_inplace(t, name, compute, *args):
     return t
 
 
+def maybe_inplace(t, inplace, name, compute):
+    """``compute(t)``; with ``inplace`` (the ``inplace=True`` of PyTorch's activations and dropout)
+    the result is written into t, which is returned, under the rules of every in-place write."""
+    return apply_inplace(t, name, compute) if inplace else compute(t)
+
+
 def check_leaf(t, name):
     """The check every in-place write makes, also those that compute nothing (``zero_``)."""
     if grad_mode._state.enabled and t._requires_grad and t._node is None:
@@ -79,10 +86,6 @@ def _check_recordable(t, name):
                            f"operation. ({name})")
 
 
-def _alpha(other, alpha):
-    return other if alpha == 1 else other * alpha
-
-
 class InplaceMethods:
     """The in-place methods of Tensor (a mixin, so that tensor.py stays about routing)."""
 
@@ -90,16 +93,34 @@ class InplaceMethods:
 
     # arithmetic ----------------------------------------------------------------------------
     def add_(self, other, alpha=1):
-        return apply_inplace(self, "add_", lambda s: s + _alpha(other, alpha), other)
+        return apply_inplace(self, "add_", lambda s: s.add(other, alpha=alpha), other)
 
     def sub_(self, other, alpha=1):
-        return apply_inplace(self, "sub_", lambda s: s - _alpha(other, alpha), other)
+        return apply_inplace(self, "sub_", lambda s: s.sub(other, alpha=alpha), other)
 
     def mul_(self, other):
         return apply_inplace(self, "mul_", lambda s: s * other, other)
 
-    def div_(self, other):
-        return apply_inplace(self, "div_", lambda s: s / other, other)
+    def div_(self, other, *, rounding_mode=None):
+        return apply_inplace(self, "div_", lambda s: s.div(other, rounding_mode=rounding_mode), other)
+
+    def floor_divide_(self, other):
+        return apply_inplace(self, "floor_divide_", lambda s: s // other, other)
+
+    def remainder_(self, other):
+        return apply_inplace(self, "remainder_", lambda s: s % other, other)
+
+    def fmod_(self, other):
+        return apply_inplace(self, "fmod_", lambda s: s.fmod(other), other)
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        return apply_inplace(self, "addcmul_", lambda s: s.addcmul(tensor1, tensor2, value=value), tensor1, tensor2)
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        return apply_inplace(self, "addcdiv_", lambda s: s.addcdiv(tensor1, tensor2, value=value), tensor1, tensor2)
+
+    def lerp_(self, end, weight):
+        return apply_inplace(self, "lerp_", lambda s: s.lerp(end, weight), end, weight)
 
     def pow_(self, exponent):
         return apply_inplace(self, "pow_", lambda s: s ** exponent, exponent)
@@ -123,6 +144,8 @@ class InplaceMethods:
     __isub__ = sub_
     __imul__ = mul_
     __itruediv__ = div_
+    __ifloordiv__ = floor_divide_
+    __imod__ = remainder_
     __ipow__ = pow_
 
     # writing at indexed positions (ops/scatter.py) -----------------------------------------
@@ -195,11 +218,17 @@ class InplaceMethods:
     def uniform_(self, a=0.0, b=1.0):
         from .. import random
         check_leaf(self, "uniform_")
+        check_floating("uniform_", self.dtype, "tensor")   # not a truncation of the draws to integers
+        if not a <= b:   # NumPy: "high - low < 0"
+            raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
         return self._overwrite_host("uniform_", random.generator().uniform(a, b, self.shape))
 
     def normal_(self, mean=0.0, std=1.0):
         from .. import random
         check_leaf(self, "normal_")
+        check_floating("normal_", self.dtype, "tensor")
+        if not std >= 0:   # NumPy: "scale < 0"
+            raise RuntimeError(f"normal_ expects std >= 0.0, but found std {std}")
         return self._overwrite_host("normal_", random.generator().normal(mean, std, self.shape))
 
     def bernoulli_(self, p=0.5):

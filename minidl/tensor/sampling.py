@@ -21,7 +21,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="
     """Samples of N(mean, std**2): ``normal(mean_tensor, std_tensor)`` (broadcast against each
     other), ``normal(mean, std_tensor)``, ``normal(mean_tensor, std=1.0)``, or
     ``normal(mean, std, size)`` for numbers."""
-    from .factories import _float, _leaf, _shape
+    from .factories import _leaf, _sampled, _shape
     rng = numpy_generator(generator)
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if tensors:
@@ -42,9 +42,10 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="
         raise TypeError("normal() with a number mean and std needs a size, e.g. md.normal(0.0, 1.0, size=(2, 3))")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,))
+    dt = _sampled(dtype, "normal")
+    shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "normal")
     check_allocation("normal", shape, np.float64)
-    data = (mean + std * rng.standard_normal(shape)).astype(_float(dtype))
+    data = (mean + std * rng.standard_normal(shape)).astype(dt)
     return _leaf(data, requires_grad, device)
 
 

@@ -2,7 +2,35 @@
 
 A tuple of ints (it compares, hashes and unpacks as one, and NumPy takes it as a shape)
 that prints as ``minidl.Size([2, 3])``; slicing it or adding a tuple gives a Size again.
+``as_ints`` reads the size (or dims, pads...) arguments that ops take as a tuple of ints.
 """
+import operator
+
+
+def as_ints(values, op, name):
+    """The sequence ``values`` as a tuple of Python ints, or a TypeError naming ``op``'s
+    argument ``name`` and the element that is not an int. Anything with ``__index__`` counts
+    (a NumPy integer, an integer 0-d tensor), as in PyTorch; a float or a bool does not, since
+    int() would silently truncate ``zeros(2.5)`` to two elements."""
+    out = []
+    for i, v in enumerate(values):
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            out.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"{op}(): argument '{name}' must be a tuple of ints, but found element of type "
+                            f"{type(v).__name__} ({v!r}) at pos {i}") from None
+    return tuple(out)
+
+
+def check_sizes(op, **sizes):
+    """RuntimeError naming the first negative size argument of ``op`` (a layer's constructor),
+    PyTorch's error type; NumPy's "negative dimensions are not allowed" names no argument."""
+    for name, n in sizes.items():
+        if n < 0:
+            raise RuntimeError(f"{op}: {name} must be non-negative, got {name}={n} (Trying to create tensor with "
+                               f"negative dimension {n})")
 
 
 class Size(tuple):

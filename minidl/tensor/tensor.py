@@ -27,10 +27,12 @@ from .. import ops as _ops
 from ..autograd import api, backward_callbacks, hooks, views
 from ..autograd.function import register_tensor_type
 from ..autograd.versions import VersionCounter
+from ..ops import rounding_division as _rdiv
 from ..ops import scatter as _scatter
 from ..ops import selection as _selection
 from . import dtype as dtypes
-from .device import device as device_type, of_name
+from . import memory_format as _formats
+from .device import cuda_device, device as device_type, of_name
 from .inplace import InplaceMethods, apply_inplace
 from .size import Size
 
@@ -160,6 +162,13 @@ class Tensor(InplaceMethods):
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        """The sub-tensors along dim 0. (Without this, Python would iterate by indexing until
+        an IndexError, and a 0-d tensor would pass for an empty sequence.)"""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
     # conversion ------------------------------------------------------------------
     def numpy(self):
         """A host (NumPy) array of the values; on the CPU it shares memory, as in PyTorch."""
@@ -208,24 +217,46 @@ class Tensor(InplaceMethods):
     def clone(self):
         return _ops.clone(self)
 
-    def contiguous(self):
-        return self
+    def contiguous(self, memory_format=_formats.contiguous_format):
+        """This tensor when its elements are laid out in C order; else a C-ordered copy
+        (differentiable, as clone), so writing to the result never changes a view's base.
+        A channels-last format is ``to(memory_format=...)`` (see tensor/memory_format.py)."""
+        if _formats.check(memory_format) in (_formats.channels_last, _formats.channels_last_3d):
+            return self.to(memory_format=memory_format)
+        return self if self.is_contiguous() else self.clone()
+
+    def is_contiguous(self, memory_format=_formats.contiguous_format):
+        """Whether the storage holds the elements in C order (NumPy's relaxed rule: the stride
+        of a size-1 dim does not count). A channels-last format is accepted for any layout, as
+        ``to(memory_format=...)`` accepts it (tensor/memory_format.py)."""
+        if _formats.check(memory_format) in (_formats.channels_last, _formats.channels_last_3d):
+            return True
+        data = self._data
+        return bool(data.flags.c_contiguous) if type(data) is np.ndarray else bool(data.is_contiguous())
 
     def to(self, *args, **kwargs):
-        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``; differentiable."""
-        device, dtype = _parse_to_args(args, kwargs)
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``, then
+        PyTorch's ``non_blocking=False, copy=False, *, memory_format=md.preserve_format``;
+        differentiable. This tensor itself when nothing changes, unless ``copy=True``.
+        ``non_blocking`` is accepted: every copy between host and device has finished when
+        ``to`` returns, so the result can be used at once either way. ``memory_format`` changes
+        no value (see tensor/memory_format.py)."""
+        device, dtype, copy, memory_format = _parse_to_args(args, kwargs)
         out = self
         if dtype is not None and dtype != self.dtype:
             out = _ops.cast(out, dtype)
         if device is not None and backends.get(device).name != self.device:
             out = _ops.to_device(out, device)
+        if out is self and (copy or _formats.copies(self, memory_format)):
+            out = _ops.clone(self)
         return out
 
-    def cpu(self):
-        return self.to("cpu")
+    def cpu(self, memory_format=_formats.preserve_format):
+        return self.to("cpu", memory_format=memory_format)
 
-    def cuda(self):
-        return self.to("cuda")
+    def cuda(self, device=None, non_blocking=False, memory_format=_formats.preserve_format):
+        """On the GPU (``device``: None, an index or a cuda device); ``non_blocking`` as in ``to``."""
+        return self.to(cuda_device(device), non_blocking=non_blocking, memory_format=memory_format)
 
     def float(self):
         return self.to(dtypes.float32)
@@ -330,6 +361,10 @@ class Tensor(InplaceMethods):
     def __rmul__(self, o): return _ops.mul(o, self)
     def __truediv__(self, o): return _ops.div(self, o)
     def __rtruediv__(self, o): return _ops.div(o, self)
+    def __floordiv__(self, o): return _rdiv.floor_divide(self, o)
+    def __rfloordiv__(self, o): return _rdiv.floor_divide(o, self)
+    def __mod__(self, o): return _rdiv.remainder(self, o)
+    def __rmod__(self, o): return _rdiv.remainder(o, self)
     def __pow__(self, o): return _ops.pow(self, o)
     def __rpow__(self, o): return _ops.pow(o, self)
     def __matmul__(self, o): return _ops.matmul(self, o)
@@ -355,10 +390,10 @@ class Tensor(InplaceMethods):
     def __or__(self, o): return _ops.compare("logical_or", self, o)
 
     # methods ---------------------------------------------------------------------
-    def add(self, o): return _ops.add(self, o)
-    def sub(self, o): return _ops.sub(self, o)
+    def add(self, o, *, alpha=1): return _ops.add(self, o, alpha)
+    def sub(self, o, *, alpha=1): return _ops.sub(self, o, alpha)
     def mul(self, o): return _ops.mul(self, o)
-    def div(self, o): return _ops.div(self, o)
+    def div(self, o, *, rounding_mode=None): return _rdiv.div(self, o, rounding_mode=rounding_mode)
     def pow(self, o): return _ops.pow(self, o)
     def matmul(self, o): return _ops.matmul(self, o)
     def exp(self): return _ops.exp(self)
@@ -374,8 +409,11 @@ class Tensor(InplaceMethods):
     def clamp(self, min=None, max=None): return _ops.clamp(self, min, max)
     def sum(self, dim=None, keepdim=False): return _ops.sum(self, dim, keepdim)
     def mean(self, dim=None, keepdim=False): return _ops.mean(self, dim, keepdim)
-    def var(self, dim=None, unbiased=True, keepdim=False): return _ops.var(self, dim, unbiased, keepdim)
-    def std(self, dim=None, unbiased=True, keepdim=False): return _ops.var(self, dim, unbiased, keepdim).sqrt()
+    def var(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
+        return _ops.var(self, dim, unbiased, keepdim, correction=correction)
+
+    def std(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
+        return _ops.std(self, dim, unbiased, keepdim, correction=correction)
 
     def max(self, dim=None, keepdim=False):
         """max() of all elements is a Tensor; max(dim) is the named tuple (values, indices)."""
@@ -433,18 +471,31 @@ _DTYPE_PREFIXES = ("float", "int", "bool", "uint", "bfloat")
 
 
 def _parse_to_args(args, kwargs):
+    """PyTorch's ``to`` arguments, ``(device=None, dtype=None, non_blocking=False, copy=False, *,
+    memory_format)``, ``(dtype, non_blocking, copy)`` or ``(tensor, non_blocking, copy)``, as
+    (device, dtype, copy, memory_format). An int is a GPU index, as in PyTorch."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
+    flags = [kwargs.pop("non_blocking", False), kwargs.pop("copy", False)]
+    memory_format = _formats.check(kwargs.pop("memory_format", None))
     if kwargs:
         raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+    n_flags = 0
     for a in args:
-        if isinstance(a, device_type) or isinstance(a, str) and not a.startswith(_DTYPE_PREFIXES):
-            device = a
+        if isinstance(a, bool):      # non_blocking, then copy, after the device and dtype
+            if n_flags == 2:
+                raise TypeError("to() takes at most two flags (non_blocking, copy) after the device and dtype")
+            flags[n_flags] = a
+            n_flags += 1
+        elif n_flags:
+            raise TypeError(f"to(): {a!r} given after the non_blocking/copy flags; the device and dtype come first")
+        elif isinstance(a, (device_type, int)) or isinstance(a, str) and not a.startswith(_DTYPE_PREFIXES):
+            device = device_type(a) if isinstance(a, int) else a
         elif isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
         else:
             dtype = a
-    return device, (None if dtype is None else dtypes.to_dtype(dtype))
+    return device, (None if dtype is None else dtypes.to_dtype(dtype)), bool(flags[1]), memory_format
 
 
 def _device_array_types():

@@ -129,7 +129,16 @@ def _axis_geometry(x, axis):
     return (pre or (1,), x._st[:axis] or (0,), x.shape[axis], x._st[axis], post or (1,), x._st[axis + 1:] or (0,))
 
 
+def _check_axis_range(x, axis, idx):
+    """The take/put kernels clamp an index into the array (they never leave it); a wrong one is
+    reported at the next read, as the other device index checks (kernels/cuda/checks.py)."""
+    n = x.shape[axis]
+    _checks.assert_all((idx >= -n) & (idx < n), IndexError,
+                       f"index out of bounds for axis {axis} with size {n} (an integer index array on device 'cuda')")
+
+
 def _gather_axis(x, axis, idx):
+    _check_axis_range(x, axis, idx)
     out = CudaArray.empty(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)
     pre_s, pre_st, n, st, post_s, post_st = _axis_geometry(x, axis)
     _gather.take_axis(out._buf, x._buf, x._off, pre_s, pre_st, _flat_buffer(idx), n, st, post_s, post_st)
@@ -152,6 +161,7 @@ def _value_for(x, value, shape):
 
 
 def _scatter_axis(x, axis, idx, value, add):
+    _check_axis_range(x, axis, idx)
     shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
     value = _value_for(x, value, shape)
     pre_s, pre_st, n, st, post_s, post_st = _axis_geometry(x, axis)
@@ -219,8 +229,7 @@ def _device_offsets(x, index):
         pos = pos + _expand_to(_arange(n, dtype=np.int64) * x._st[d], d, nd)
     for d, a in zip(range(first, last), arrays):
         n = x.shape[d]
-        _checks.assert_all((a >= -n) & (a < n), IndexError,
-                           f"index out of bounds for axis {d} with size {n} (an integer index array on device 'cuda')")
+        _check_axis_range(x, d, a)
         wrapped = a + (a < 0).astype(np.int64) * n
         pos = pos + wrapped.reshape((1,) * len(pre) + (1,) * (len(bshape) - a.ndim) + a.shape + (1,) * len(post)) \
             * x._st[d]

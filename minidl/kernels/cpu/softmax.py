@@ -75,12 +75,16 @@ def _backward(dp, p, scale, nchunks):
 
 
 def softmax_rows_(s, causal=False, scale=1.0, serial=False):
-    """s (..., L, S), C-contiguous float32/float64: softmax of each row of scale * s, in place
-    (see above); scale > 0. Nothing to do without elements (a row of no entries has no max).
+    """s (..., L, S), float32/float64: softmax of each row of scale * s, in place (see above);
+    scale > 0. Nothing to do without elements (a row of no entries has no max). The kernel walks
+    C-ordered rows: any other layout is worked on in a C-ordered copy, written back.
     ``serial``: on the calling thread only, which it leaves to other Python threads meanwhile
     (attention's shares of heads run it concurrently)."""
     scale = _positive(scale)
     if s.size == 0:
+        return s
+    if not s.flags.c_contiguous:
+        s[...] = softmax_rows_(np.ascontiguousarray(s), causal, scale, serial)
         return s
     L, S = s.shape[-2:]
     rows = s.reshape(-1, S)
@@ -94,10 +98,17 @@ def softmax_rows_(s, causal=False, scale=1.0, serial=False):
 
 def softmax_backward_(dp, p, scale=1.0, serial=False):
     """dp <- scale * p * (dp - rowsum(dp * p)) in place, the gradient with respect to s of
-    p = softmax(scale * s); both (..., S), C-contiguous, same dtype (``serial`` as above)."""
+    p = softmax(scale * s); both (..., S), same shape and dtype (other layouts than C order as
+    above; ``serial`` as above)."""
     scale = _positive(scale)
     if p.size == 0:
         return dp
+    if dp.shape != p.shape:
+        raise ValueError(f"softmax_backward_: dp and p must have the same shape, got {dp.shape} and {p.shape}")
+    if not dp.flags.c_contiguous:
+        dp[...] = softmax_backward_(np.ascontiguousarray(dp), p, scale, serial)
+        return dp
+    p = np.ascontiguousarray(p)
     S = p.shape[-1]
     rows, prow = dp.reshape(-1, S), p.reshape(-1, S)
     if serial:

@@ -3,9 +3,10 @@
 Each family lives in its own file; the ops they call (with hand-written backwards) are
 in ``minidl.ops``.
 """
-from ...ops import log_softmax, relu, sigmoid, softmax, tanh  # noqa: F401
+from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from ...ops.unary import add_relu  # noqa: F401
-from .activation import dropout, gelu  # noqa: F401
+from .activation import dropout, gelu, relu  # noqa: F401
+from .activation import elu_, hardtanh_, leaky_relu_, relu_, selu_  # noqa: F401
 from .activation import (elu, glu, hardtanh, leaky_relu, logsigmoid, mish, prelu, relu6, selu, silu,  # noqa: F401
                          softplus, softsign, tanhshrink)
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401

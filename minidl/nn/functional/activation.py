@@ -1,6 +1,38 @@
 """Activations: gelu and dropout (``minidl.ops.activation``), and the elementwise and softmax
-ops that are also Tensor methods (``minidl.ops``)."""
-from ...ops import log_softmax, relu, sigmoid, softmax, tanh  # noqa: F401
+ops that are also Tensor methods (``minidl.ops``).
+
+``inplace=True`` is PyTorch's: the input is overwritten with the result and returned (with
+the rules of every in-place write, tensor/inplace.py); the ``*_`` forms are the same calls
+with ``inplace=True``.
+"""
+from ... import ops as _ops
+from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from ...ops.activation import dropout, gelu  # noqa: F401
 from ...ops.activation_elementwise import (elu, glu, hardtanh, leaky_relu, logsigmoid, mish, prelu,  # noqa: F401
                                            relu6, selu, silu, softplus, softsign, tanhshrink)
+from ...tensor.inplace import maybe_inplace
+
+
+def relu(input, inplace=False):
+    """max(x, 0), as ``torch.nn.functional.relu``."""
+    return maybe_inplace(input, inplace, "relu_", _ops.relu)
+
+
+def relu_(input):
+    return relu(input, inplace=True)
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)

@@ -6,10 +6,10 @@ from .module import Module
 class ReLU(Module):
     def __init__(self, inplace=False):
         super().__init__()
-        self.inplace = inplace  # accepted for PyTorch compatibility; minidl never mutates inputs
+        self.inplace = inplace  # as PyTorch: True overwrites the input (see F.relu)
 
     def forward(self, input):
-        return F.relu(input)
+        return F.relu(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""

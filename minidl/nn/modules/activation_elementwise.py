@@ -1,6 +1,6 @@
 """Activation layers over ``minidl.ops.activation_elementwise``: SiLU, ELU, SELU, LeakyReLU,
 PReLU (a learned slope), ReLU6, Hardtanh, Softplus, Softsign, Mish, GLU, LogSigmoid,
-Tanhshrink. ``inplace`` is accepted for PyTorch compatibility; minidl never mutates inputs."""
+Tanhshrink. ``inplace=True`` overwrites the input with the result, as PyTorch's layers do."""
 import numpy as np
 
 from ...ops import activation_elementwise as A
@@ -19,7 +19,7 @@ class SiLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return A.silu(input)
+        return A.silu(input, self.inplace)
 
     def extra_repr(self):
         return _inplace(self.inplace)
@@ -27,12 +27,12 @@ class SiLU(Module):
 
 class Mish(SiLU):
     def forward(self, input):
-        return A.mish(input)
+        return A.mish(input, self.inplace)
 
 
 class SELU(SiLU):
     def forward(self, input):
-        return A.selu(input)
+        return A.selu(input, self.inplace)
 
 
 class ELU(Module):
@@ -41,7 +41,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
-        return A.elu(input, self.alpha)
+        return A.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -53,7 +53,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return A.leaky_relu(input, self.negative_slope)
+        return A.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -67,7 +67,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input):
-        return A.hardtanh(input, self.min_val, self.max_val)
+        return A.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")

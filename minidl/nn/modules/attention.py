@@ -36,6 +36,9 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=True):
         super().__init__()
         from .linear import Linear
+        if embed_dim <= 0 or num_heads <= 0:   # PyTorch's check and message
+            raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater than 0, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
                              f"num_heads ({num_heads})")

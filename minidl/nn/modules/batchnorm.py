@@ -9,6 +9,8 @@ the batch statistics are used in both modes. The math is in minidl.ops.normaliza
 """
 import numpy as np
 
+from ...ops.shape_error import ShapeError
+from ...tensor.size import as_ints, check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..functional.channel_normalization import _as_mask, _verify_batch_size, check_real_tokens
@@ -25,7 +27,9 @@ class _NormBase(Module):
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True):
         super().__init__()
-        if int(num_features) <= 0:
+        check_sizes(type(self).__name__, num_features=as_ints((num_features,), type(self).__name__,
+                                                             "num_features")[0])
+        if int(num_features) == 0:
             raise ValueError(f"{type(self).__name__}: num_features must be positive, got {num_features}")
         self.num_features = int(num_features)
         self.eps = eps
@@ -61,7 +65,7 @@ class _NormBase(Module):
 
     def _check_channels(self, x):
         if x.shape[1] != self.num_features:
-            raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels (dim 1), "
+            raise ShapeError(f"{type(self).__name__}: expected input with {self.num_features} channels (dim 1), "
                              f"got input of shape {tuple(x.shape)}")
 
     def extra_repr(self):

@@ -2,6 +2,7 @@
 import math
 
 from ...ops.bilinear import bilinear
+from ...tensor.size import check_sizes
 from .. import init
 from .linear import _add_weight_and_bias
 from .module import Module
@@ -12,6 +13,8 @@ class Bilinear(Module):
         super().__init__()
         self.in1_features, self.in2_features = int(in1_features), int(in2_features)
         self.out_features = int(out_features)
+        check_sizes("Bilinear", in1_features=self.in1_features, in2_features=self.in2_features,
+                    out_features=self.out_features)
         _add_weight_and_bias(self, (self.out_features, self.in1_features, self.in2_features), bias,
                              self.out_features, dtype, device)
 

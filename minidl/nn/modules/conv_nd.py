@@ -3,6 +3,7 @@
 fan_in from the weight's dims 1..) and repr. Conv2d is in conv.py."""
 from ...ops.conv1d import conv1d
 from ...ops.conv_transpose import conv_transpose1d, conv_transpose2d
+from ...tensor.size import check_sizes
 from .. import init
 from .linear import _add_weight_and_bias
 from .module import Module
@@ -21,6 +22,7 @@ class _ConvNd(Module):
         name, n = type(self).__name__, self.dims
         if not isinstance(groups, int) or groups < 1:
             raise ValueError(f"{name}: groups must be a positive integer, got groups={groups!r}")
+        check_sizes(name, in_channels=in_channels, out_channels=out_channels)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
                              f"divisible by groups ({groups})")

@@ -13,7 +13,7 @@ class Dropout(Module):
         self.p, self.inplace = float(p), inplace
 
     def forward(self, input):
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
@@ -21,14 +21,14 @@ class Dropout(Module):
 
 class Dropout1d(Dropout):
     def forward(self, input):
-        return channel_dropout.dropout1d(input, self.p, self.training)
+        return channel_dropout.dropout1d(input, self.p, self.training, self.inplace)
 
 
 class Dropout2d(Dropout):
     def forward(self, input):
-        return channel_dropout.dropout2d(input, self.p, self.training)
+        return channel_dropout.dropout2d(input, self.p, self.training, self.inplace)
 
 
 class Dropout3d(Dropout):
     def forward(self, input):
-        return channel_dropout.dropout3d(input, self.p, self.training)
+        return channel_dropout.dropout3d(input, self.p, self.training, self.inplace)

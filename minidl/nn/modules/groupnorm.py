@@ -7,6 +7,7 @@ compute the same thing. The math is in minidl.ops.normalization.group_norm.
 """
 import numpy as np
 
+from ...tensor.size import check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..parameter import Parameter
@@ -18,6 +19,7 @@ class GroupNorm(Module):
         super().__init__()
         if int(num_groups) <= 0:
             raise ValueError(f"GroupNorm: num_groups must be positive, got {num_groups}")
+        check_sizes("GroupNorm", num_channels=num_channels)
         if num_channels % num_groups != 0:
             raise ValueError(f"GroupNorm: num_channels must be divisible by num_groups, got num_channels="
                              f"{num_channels} and num_groups={num_groups}")

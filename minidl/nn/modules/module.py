@@ -71,6 +71,25 @@ def _cast_problem(src, dtype):
     return None
 
 
+def _check_assignment(module, name, value):
+    """PyTorch's rule for assigning over a registered name: a parameter takes only a Parameter
+    (a plain tensor would silently leave parameters() and the state_dict), a child module
+    only a Module, a buffer only a Tensor; None is always allowed. Another registry's kind
+    replaces the name (a Parameter over a buffer, say)."""
+    if isinstance(value, (Parameter, Module)):
+        return
+    if name in module._parameters:
+        kind, expected = "parameter", "nn.Parameter or None"
+    elif name in module._modules:
+        kind, expected = "child module", "nn.Module or None"
+    elif name in module._buffers and not isinstance(value, Tensor):
+        kind, expected = "buffer", "Tensor or None"
+    else:
+        return
+    what = value.type() if isinstance(value, Tensor) else type(value).__name__
+    raise TypeError(f"cannot assign '{what}' as {kind} '{name}' ({expected} expected)")
+
+
 class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -84,6 +103,8 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before assigning attributes in a Module subclass")
         registries = (self._parameters, self._buffers, self._modules)
+        if value is not None:
+            _check_assignment(self, name, value)
         if isinstance(value, Parameter):
             target = self._parameters
         elif isinstance(value, Module):
@@ -122,6 +143,7 @@ class Module:
 
     def register_buffer(self, name, tensor, persistent=True):
         """Register state that is saved in state_dict and moved by ``to`` but not trained."""
+        self._check_name(name, "buffer", self._buffers)   # a "." would make state_dict's keys ambiguous
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer: buffer {name!r} must be a Tensor or None, got {type(tensor).__name__}")
         if not persistent:
@@ -269,10 +291,15 @@ class Module:
                 if b is not None and n not in m._non_persistent:
                     yield pre + n, b
 
-    def state_dict(self, prefix=""):
-        """An ordered dict name -> Tensor of every parameter and persistent buffer (shared
-        memory, detached), named as PyTorch names them (``layer.0.weight``)."""
-        return OrderedDict((name, t.detach()) for name, t in self._named_state(prefix))
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """An ordered dict name -> Tensor of every parameter and persistent buffer, named as
+        PyTorch names them (``layer.0.weight``): detached tensors sharing their memory, or with
+        ``keep_vars=True`` the Parameters and buffers themselves (requires_grad kept, as
+        PyTorch). Entries are added to ``destination`` (and it is returned) when one is given."""
+        out = OrderedDict() if destination is None else destination
+        for name, t in self._named_state(prefix):
+            out[name] = t if keep_vars else t.detach()
+        return out
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy values into this module's parameters and buffers, as PyTorch: with ``strict``,
@@ -321,10 +348,16 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        """``to(device)`` or ``to(dtype)``: floating parameters and buffers take the dtype;
-        everything moves to the device."""
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(tensor)``, with PyTorch's
+        ``non_blocking`` and ``memory_format`` (accepted; neither changes a value, see Tensor.to):
+        floating parameters and buffers take the dtype; everything moves to the device."""
         from ...tensor.tensor import _parse_to_args
-        device, dtype = _parse_to_args(args, kwargs)
+        device, dtype, copy, _ = _parse_to_args(args, kwargs)
+        if copy:
+            raise RuntimeError(".to() does not accept copy argument")
+        if dtype is not None and not dtypes.is_floating(dtype):   # checked before anything is converted
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                            f"dtype={dtypes.wrap(dtype)}")
 
         def move(t):
             if dtype is not None and t.dtype.kind == "f":
@@ -346,8 +379,9 @@ class Module:
     def bfloat16(self):
         return self.to(dtypes.bfloat16)
 
-    def cuda(self):
-        return self.to("cuda")
+    def cuda(self, device=None):
+        from ...tensor.device import cuda_device
+        return self.to(cuda_device(device))
 
     def cpu(self):
         return self.to("cpu")

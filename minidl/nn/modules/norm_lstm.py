@@ -97,6 +97,8 @@ class NormLSTM(Module):
         time step ``start`` of the sequence."""
         T, B = x.shape[0], x.shape[1]
         H = self.hidden_size
+        if T == 0:   # an empty sequence: no steps, the state passes through (as nn.LSTM)
+            return Tensor._wrap(zeros_like_device(x, (0, B, H)), None, 0), h, c
         w_ih, w_hh, bias = getattr(self, f"weight_ih_l{k}"), getattr(self, f"weight_hh_l{k}"), getattr(self,
                                                                                                       f"bias_l{k}")
         gx = F.linear(x.reshape(T * B, x.shape[-1]), w_ih)              # every step's input projection: one GEMM

@@ -10,15 +10,22 @@ import numbers
 
 import numpy as np
 
+from ...tensor.size import as_ints
 from .. import functional as F
 from ..parameter import Parameter
 from .module import Module
 
 
-def _as_shape(normalized_shape):
-    if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    return tuple(int(s) for s in normalized_shape)
+def _as_shape(normalized_shape, op):
+    values = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else normalized_shape
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"{op}(): argument 'normalized_shape' must be an int or a tuple of ints, got "
+                        f"{type(normalized_shape).__name__} ({normalized_shape!r})")
+    shape = as_ints(values, op, "normalized_shape")
+    if any(n < 0 for n in shape):   # NumPy: "negative dimensions are not allowed"; PyTorch's type
+        raise RuntimeError(f"{op}: normalized_shape must hold non-negative sizes, got {list(shape)} (Trying to "
+                           f"create tensor with negative dimension {min(shape)})")
+    return shape
 
 
 class LayerNorm(Module):
@@ -30,7 +37,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
-        self.normalized_shape = _as_shape(normalized_shape)
+        self.normalized_shape = _as_shape(normalized_shape, "LayerNorm")
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
@@ -63,7 +70,7 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
         super().__init__()
-        self.normalized_shape = _as_shape(normalized_shape)
+        self.normalized_shape = _as_shape(normalized_shape, "RMSNorm")
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:

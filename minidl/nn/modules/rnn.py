@@ -27,6 +27,7 @@ from ...backends import namespace_of
 from ...ops.join import cat, stack
 from ...ops.rnn import GRULayer, LSTMLayer, RNNLayer
 from ...tensor import dtype as dtypes
+from ...tensor.size import check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -91,9 +92,12 @@ class RNNBase(Module):
         if dropout > 0 and num_layers == 1:
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
                           f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}")
-        for what, v in (("hidden_size", hidden_size), ("num_layers", num_layers), ("proj_size", proj_size)):
+        for what, v in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers),
+                        ("proj_size", proj_size)):
             if not isinstance(v, numbers.Integral) or isinstance(v, bool):
                 raise TypeError(f"{what} should be of type int, got: {type(v).__name__}")
+        if input_size <= 0:
+            raise ValueError(f"input_size must be greater than zero, got input_size={input_size}")
         if hidden_size <= 0:
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
@@ -310,6 +314,7 @@ class RNNCellBase(Module):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = int(input_size), int(hidden_size), bool(bias)
+        check_sizes(type(self).__name__, input_size=self.input_size, hidden_size=self.hidden_size)
         G, H = _GATES[self._mode], self.hidden_size
         self.weight_ih = _param((G * H, self.input_size), dtype)
         self.weight_hh = _param((G * H, H), dtype)

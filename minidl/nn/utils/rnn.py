@@ -44,6 +44,7 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
             unsorted_indices = _int64(_invert(sorted_indices.numpy()))
         elif unsorted_indices is not None and not isinstance(unsorted_indices, Tensor):
             unsorted_indices = _int64(unsorted_indices)
+        _check_layout(data, batch_sizes, sorted_indices)
         return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
     def to(self, *args, **kwargs):
@@ -54,6 +55,27 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
     @property
     def is_cuda(self):
         return self.data.device == "cuda"
+
+
+def _check_layout(data, batch_sizes, sorted_indices):
+    """The layout the RNN loops index by: each step runs the first batch_sizes[t] sequences, so the
+    sizes are positive and non-increasing, and they add up to data's rows."""
+    bs = batch_sizes.numpy()
+    if bs.ndim != 1 or bs.dtype.kind not in "iu":
+        raise ValueError(f"PackedSequence: batch_sizes must be a 1-D integer sequence, got shape {bs.shape} "
+                         f"and dtype {bs.dtype}")
+    if bs.size and (bs.min() < 1 or np.any(bs[1:] > bs[:-1])):
+        raise ValueError(f"PackedSequence: batch_sizes must be positive and non-increasing (step t runs the first "
+                         f"batch_sizes[t] sequences), got {bs.tolist()[:20]}")
+    rows = getattr(data, "shape", (None,))[:1]
+    if rows and rows[0] is not None and int(bs.sum()) != rows[0]:
+        raise ValueError(f"PackedSequence: batch_sizes add up to {int(bs.sum())} rows, but data has {rows[0]}")
+    if sorted_indices is not None:
+        perm = sorted_indices.numpy()
+        if perm.ndim != 1 or perm.size != (bs[0] if bs.size else 0) or not np.array_equal(np.sort(perm),
+                                                                                      np.arange(perm.size)):
+            raise ValueError(f"PackedSequence: sorted_indices must be a permutation of 0..{int(bs[0]) - 1 if bs.size else -1} "
+                             f"(one per sequence), got {perm.tolist()[:20]}")
 
 
 def _invert(perm):
@@ -82,6 +104,8 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         raise ValueError(f"pack_padded_sequence: input must have at least 2 dims (T, B, *), got shape "
                          f"{list(input.shape)}")
     lengths = _array(lengths)
+    if lengths.size == 0:   # before the dtype: np.asarray([]) is float64
+        raise RuntimeError("Cannot pack empty tensors.")
     if lengths.dtype.kind not in "iu":
         raise TypeError(f"pack_padded_sequence: lengths must be integers, got dtype {lengths.dtype}")
     lengths = lengths.astype(np.int64)
