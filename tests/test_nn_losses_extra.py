@@ -10,15 +10,7 @@ import minidl as md
 import minidl.nn as nn
 import minidl.nn.functional as F
 from minidl.testing import OpSpec, check_forward, check_gradcheck, forward_cases, spec_id
-
-
-def _broadcast_on_purpose(loss):
-    """A target that broadcasts on purpose: PyTorch's size warning (tested on its own) is expected."""
-    def run(*args):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Using a target size")
-            return loss(*args)
-    return run
+from test_nn_losses import _broadcast_on_purpose
 
 
 def _sp(z):
@@ -267,7 +259,6 @@ def test_regression_losses_warn_when_the_target_only_broadcasts(loss):
     """(N, 1) against (N,) broadcasts to (N, N): PyTorch warns, and so does minidl."""
     with pytest.warns(UserWarning, match=r"target size \(\[3\]\) that is different to the input size \(\[3, 1\]\)"):
         loss(md.randn(3, 1), md.randn(3))
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loss(md.randn(3, 1), md.randn(3, 1))
