@@ -11,7 +11,7 @@ from . import accelerator, autograd, backends, cuda, ops, random, runtime
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                        set_grad_enabled)
 from .kernels.switch import get_implementation, implementation, set_implementation
-from .ops import cat, stack, where
+from .ops import cat, stack
 from .ops.scatter import index_add, index_fill, scatter, scatter_add
 from .random import get_rng_state, set_rng_state
 from .tensor import Tensor
@@ -28,10 +28,13 @@ from .numerics_flags import (are_deterministic_algorithms_enabled, get_determini
                              use_deterministic_algorithms)
 from .tensor.sampling import bernoulli, multinomial, normal
 from .tensor.size import Size
+from .tensor.legacy import legacy_types as _legacy_types
 from .threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from .tensor.factories import (arange, as_tensor, empty, eye, from_numpy, full, full_like, linspace, ones,
                                ones_like, rand, rand_like, randint, randn, randn_like, randperm, tensor, zeros,
                                zeros_like)
+
+globals().update(_legacy_types())   # md.FloatTensor, md.LongTensor... (tensor/legacy.py)
 
 half, float, double, long = float16, float32, float64, int64  # noqa: A001
 short, int = int16, int32  # noqa: A001

@@ -13,6 +13,8 @@ import operator
 
 import numpy as np
 
+from . import _namespace_extra as _extra
+from . import linalg as _linalg
 from .ops import addmm as _addmm
 from .ops import cumulative as _cum
 from .ops import elementwise_math as _em
@@ -106,23 +108,12 @@ def argmin(input, dim=None, keepdim=False):
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The p-norm (sum |x|**p)**(1/p) over ``dim`` (all elements by default); "fro" is p=2,
-    inf/-inf the largest/smallest |x|. Finite p > 0 has its own backward (ops/reduction.py,
-    VectorNorm: a zero gradient at an all-zero x, as PyTorch); the others go through abs, amax/amin
-    and pow."""
-    x = input if dtype is None else input.to(dtype)
+    inf/-inf the largest/smallest |x|: minidl.linalg.vector_norm, which dispatches every p."""
     if p == "fro":
         p = 2
     if isinstance(p, str) and p != "inf":
         raise RuntimeError(f"norm: unsupported norm type {p!r}; expected a number or 'fro'")
-    if p in (math.inf, "inf"):
-        return x.abs().amax(dim=dim, keepdim=keepdim)
-    if p == -math.inf:
-        return x.abs().amin(dim=dim, keepdim=keepdim)
-    if p == 0:
-        return (x != 0).to(x.dtype).sum(dim=dim, keepdim=keepdim)
-    if p > 0:
-        return _ops().vector_norm(x, p, dim, keepdim)
-    return (x.abs() ** p).sum(dim=dim, keepdim=keepdim) ** (1.0 / p)
+    return _linalg.vector_norm(input, math.inf if p == "inf" else p, dim, keepdim, dtype=dtype)
 
 
 def any(input, dim=None, keepdim=False):   # noqa: A001
@@ -439,6 +430,9 @@ def _type(self, dtype=None, non_blocking=False):
     from .tensor.dtype import LEGACY_TYPE_NAMES, legacy_type_name
     if dtype is None:
         return f"minidl.{legacy_type_name(self.dtype)}"
+    from .tensor.legacy import LegacyTensorType
+    if isinstance(dtype, LegacyTensorType):   # x.type(md.LongTensor)
+        dtype = dtype.dtype
     if isinstance(dtype, str) and dtype.endswith("Tensor"):
         by_legacy = {v: k for k, v in LEGACY_TYPE_NAMES.items()}
         dtype = by_legacy[dtype.rsplit(".", 1)[-1][:-len("Tensor")]]
@@ -484,10 +478,11 @@ BOTH = {
     "floor_divide": _rdiv.floor_divide, "remainder": _rdiv.remainder, "fmod": _rdiv.fmod,
     "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": true_divide,
     "rsqrt": rsqrt, "softmax": softmax, "log_softmax": log_softmax,
+    **_extra.BOTH,
 }
 
 # module level only (a tensor method of these names would mean something else or nothing)
-MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like}
+MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like, **_extra.MODULE_ONLY}
 
 # at module level from the Tensor method of the same name
 FROM_METHODS = ("sqrt", "exp", "log", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "matmul", "transpose",
@@ -512,7 +507,7 @@ def install(module_globals):
         Tensor.repeat = _re.repeat
     for name, fn in {**MODULE_ONLY, **_random_methods()}.items():
         module_globals.setdefault(name, fn)
-    for name, fn in {**_random_methods(), **_METHODS_ONLY}.items():
+    for name, fn in {**_random_methods(), **_METHODS_ONLY, **_extra.METHODS_ONLY}.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
     for name in FROM_METHODS:

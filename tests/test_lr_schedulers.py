@@ -34,6 +34,9 @@ SCHEDULES = {
     "SequentialLR": ("SGD", {}, lambda m, o: m.SequentialLR(
         o, [m.LinearLR(o, start_factor=0.1, total_iters=4), m.ExponentialLR(o, gamma=0.8),
             m.StepLR(o, step_size=3, gamma=0.5)], milestones=[5, 12])),
+    "MultiplicativeLR": ("SGD", {}, lambda m, o: m.MultiplicativeLR(o, lambda e: 0.9 if e % 3 else 1.1)),
+    "MultiplicativeLR-per-group": ("SGD", {}, lambda m, o: m.MultiplicativeLR(
+        o, [lambda e: 0.95, lambda e: 1.0 / (1 + 0.1 * e)])),
     "ChainedScheduler": ("SGD", {}, lambda m, o: m.ChainedScheduler(
         [m.ConstantLR(o, factor=0.5, total_iters=4), m.ExponentialLR(o, gamma=0.9),
          m.MultiStepLR(o, milestones=[10], gamma=0.3)])),
@@ -238,3 +241,23 @@ def test_scheduler_warns_not_after_its_optimizer_stepped_or_when_built():
         resumed.step()
     assert "_steps_at_init" not in sched.state_dict()
     assert twin.optimizer is copied
+
+
+def test_multiplicative_lr_by_hand_and_its_state_leaves_the_functions_out():
+    opt = optim.SGD([Parameter(np.zeros(2))], lr=1.0)
+    sched = lr_scheduler.MultiplicativeLR(opt, lambda e: 0.5)
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(3):
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    assert lrs == [1.0, 0.5, 0.25, 0.125]
+    opt.param_groups[0]["lr"] = 2.0   # chainable: a manual change is scaled from, not overwritten
+    opt.step()
+    sched.step()
+    assert sched.get_last_lr() == [1.0]
+    assert "lr_lambdas" not in sched.state_dict() and sched.state_dict()["last_epoch"] == 4
+    with pytest.raises(ValueError, match="expected 1 lr_lambdas, but got 2"):
+        lr_scheduler.MultiplicativeLR(opt, [lambda e: 1.0, lambda e: 1.0])
+    with pytest.raises(TypeError, match="lr_lambda should be a function, but got float"):
+        lr_scheduler.MultiplicativeLR(opt, 0.5)

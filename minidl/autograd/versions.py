@@ -31,7 +31,9 @@ def storage_of(array):
         base = array.base
         while base is not None:
             if type(base) is not np.ndarray:
-                return base
+                if type(getattr(base, "base", None)) is not np.ndarray:
+                    return base
+                base = base.base   # as_strided's view holds its array through a DummyArray
             array, base = base, base.base
         return array
     return getattr(array, "_buf", array)

@@ -178,6 +178,57 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     return normal_(tensor, 0.0, std, generator)
 
 
+def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix times ``gain`` (Saxe et al., 2013), as PyTorch: the tensor is
+    seen as rows = shape[0] by cols = the rest; Q of the QR decomposition of a standard normal
+    draw of that shape (transposed while rows < cols, so Q has orthonormal columns) is scaled
+    column by column by the sign of R's diagonal, which makes Q uniform over the orthogonal
+    matrices (Haar) rather than biased by the QR convention. Rows are then orthonormal if
+    rows <= cols, columns otherwise."""
+    if tensor.ndim < 2:
+        raise ValueError(f"Only tensors with 2 or more dimensions are supported (got shape {list(tensor.shape)})")
+    _floating(tensor, "orthogonal_")
+    if tensor.numel() == 0:   # nothing to fill; PyTorch returns it without a warning here
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flattened = _gen(generator).normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flattened = flattened.T
+    q, r = np.linalg.qr(flattened)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (gain * q).reshape(tensor.shape))
+
+
+def eye_(tensor):
+    """The identity matrix (ones on the main diagonal of a 2-D tensor of any shape), as
+    PyTorch: it keeps a Linear layer's input as it is where the shapes allow."""
+    if tensor.ndim != 2:
+        raise ValueError(f"Only tensors with 2 dimensions are supported (got shape {list(tensor.shape)})")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups=1):
+    """The Dirac delta of a convolution weight (out, in, *kernel) of 3, 4 or 5 dims, as PyTorch:
+    a one at the kernel's centre of in-channel d in out-channel d (within each of ``groups``
+    groups of out-channels), zeros elsewhere, so the convolution keeps as many input channels
+    as it can."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"Only tensors with 3, 4, or 5 dimensions are supported (got shape {list(tensor.shape)})")
+    out_chans, in_chans = tensor.shape[0], tensor.shape[1]
+    if out_chans % groups != 0:
+        raise ValueError(f"dim 0 must be divisible by groups (got {out_chans} out-channels and groups={groups})")
+    per_group = out_chans // groups
+    values = np.zeros(tensor.shape)
+    centre = tuple(n // 2 for n in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, in_chans)):
+            values[(g * per_group + d, d) + centre] = 1
+    return _fill(tensor, values)
+
+
 def default_layer_init_(weight, bias=None):
     """PyTorch's default initialisation of Linear and Conv weights and biases: Kaiming-uniform
     with a = sqrt(5) for the weight, which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same

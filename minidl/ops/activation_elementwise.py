@@ -1,7 +1,7 @@
 """Elementwise activations beyond ReLU/tanh/sigmoid/GELU, with PyTorch's semantics:
-silu, elu, selu, leaky_relu, relu6, hardtanh, softplus, softsign, mish, logsigmoid,
-tanhshrink; and the two with more than one operand, prelu (a learned slope) and glu
-(one half of the input gates the other).
+silu, elu, selu, celu, leaky_relu, relu6, hardtanh, hardsigmoid, hardswish, softplus,
+softsign, mish, logsigmoid, tanhshrink; and the two with more than one operand, prelu (a
+learned slope) and glu (one half of the input gates the other).
 
 Each elementwise one is y = f(x; constants) with dL/dx = g f'(x), f' stated in the class
 docstring and written from x (and y, where that is what f' is made of). ``inplace=True``
@@ -68,16 +68,21 @@ class SiLU(Elementwise):
 
 
 class ELU(Elementwise):
-    """y = scale * (x if x > 0 else alpha (e**x - 1)) (scale = 1 for elu, selu's constant for selu);
-    dy/dx = scale if x > 0 else scale alpha e**x."""
+    """y = scale * (x if x > 0 else alpha (e**(c x) - 1)) with c the input scale (scale = c = 1
+    for elu, selu's constants for selu, c = 1 / alpha for celu, as PyTorch writes all three);
+    dy/dx = scale if x > 0 else scale alpha c e**(c x)."""
 
     @staticmethod
-    def f(xp, x, alpha, scale):
-        return scale * xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+    def f(xp, x, alpha, scale, input_scale=1.0):
+        return scale * xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0) * input_scale))
 
     @staticmethod
-    def df(xp, x, y, alpha, scale):
-        return scale * xp.where(x > 0, 1.0, alpha * xp.exp(xp.minimum(x, 0)))
+    def df(xp, x, y, alpha, scale, input_scale=1.0):
+        return scale * xp.where(x > 0, 1.0, alpha * input_scale * xp.exp(xp.minimum(x, 0) * input_scale))
+
+
+class CELU(ELU):
+    """celu: ELU with scale 1 and input scale c = 1 / alpha (f and f' as stated there)."""
 
 
 class LeakyReLU(Elementwise):
@@ -102,6 +107,31 @@ class Hardtanh(Elementwise):
     @staticmethod
     def df(xp, x, y, lo, hi):
         return ((x > lo) & (x < hi)).astype(x.dtype)
+
+
+class Hardsigmoid(Elementwise):
+    """y = relu6(x + 3) / 6;  dy/dx = 1/6 where -3 < x < 3, else 0 (0 at the kinks, as PyTorch)."""
+
+    @staticmethod
+    def f(xp, x):
+        return xp.clip(x + 3, 0, 6) / 6
+
+    @staticmethod
+    def df(xp, x, y):
+        return ((x > -3) & (x < 3)).astype(x.dtype) / 6
+
+
+class Hardswish(Elementwise):
+    """y = x relu6(x + 3) / 6;  dy/dx = 0 for x <= -3, x / 3 + 1/2 for -3 < x < 3, 1 for x >= 3
+    (PyTorch's choice at the kinks: the one-sided derivative from outside, 0 at -3 and 1 at 3)."""
+
+    @staticmethod
+    def f(xp, x):
+        return x * xp.clip(x + 3, 0, 6) / 6
+
+    @staticmethod
+    def df(xp, x, y):
+        return xp.where(x <= -3, 0.0, xp.where(x < 3, x / 3 + 0.5, 1.0))
 
 
 class Softplus(Elementwise):
@@ -235,6 +265,24 @@ def selu(input, inplace=False):
     """As ``torch.nn.functional.selu``: scale * elu(x, alpha) with the self-normalising constants."""
     return maybe_inplace(_floating("selu", input), inplace, "selu_",
                          lambda x: ELU.apply(x, _SELU_ALPHA, _SELU_SCALE))
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """As ``torch.nn.functional.celu``: x for x > 0, alpha (e**(x / alpha) - 1) otherwise."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU (celu divides the input by alpha)")
+    return maybe_inplace(_floating("celu", input), inplace, "celu_",
+                         lambda x: CELU.apply(x, float(alpha), 1.0, 1.0 / alpha))
+
+
+def hardsigmoid(input, inplace=False):
+    """As ``torch.nn.functional.hardsigmoid``: relu6(x + 3) / 6, a piecewise-linear sigmoid."""
+    return maybe_inplace(_floating("hardsigmoid", input), inplace, "hardsigmoid_", Hardsigmoid.apply)
+
+
+def hardswish(input, inplace=False):
+    """As ``torch.nn.functional.hardswish``: x * relu6(x + 3) / 6, a piecewise silu."""
+    return maybe_inplace(_floating("hardswish", input), inplace, "hardswish_", Hardswish.apply)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):

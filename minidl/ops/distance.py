@@ -1,4 +1,5 @@
-"""Similarity between vectors: cosine_similarity, with PyTorch's semantics."""
+"""Similarity and distance between vectors: cosine_similarity and pairwise_distance, with
+PyTorch's semantics."""
 import numpy as np
 
 from ..autograd.function import Function
@@ -57,12 +58,7 @@ class CosineSimilarity(Function):
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """As ``torch.nn.functional.cosine_similarity``: x1 . x2 / (max(|x1|, eps) max(|x2|, eps))
     along ``dim`` of the broadcast of x1 and x2."""
-    for name, t in (("x1", x1), ("x2", x2)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"cosine_similarity: expected {name} to be a Tensor, got {type(t).__name__}")
-        if t.dtype.kind != "f":
-            raise RuntimeError(f"cosine_similarity: expected a floating point {name}, got dtype {t.dtype}")
-    check_same_dtype("cosine_similarity", [("x1", x1), ("x2", x2)])
+    _floating_operands("cosine_similarity", [("x1", x1), ("x2", x2)])
     try:
         shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
     except ValueError:
@@ -71,3 +67,28 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     if len(shape) == 0:
         raise RuntimeError("cosine_similarity: expected inputs with at least one dim, got two 0-d tensors")
     return CosineSimilarity.apply(x1, x2, check_dim(dim, len(shape)), float(eps))
+
+
+def _floating_operands(op, names_and_tensors):
+    """Each operand a floating Tensor, all of one dtype, or a clear error naming the operand."""
+    for name, t in names_and_tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
+        if t.dtype.kind != "f":
+            raise RuntimeError(f"{op}: expected a floating point {name}, got dtype {t.dtype}")
+    check_same_dtype(op, list(names_and_tensors))
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """As ``torch.nn.functional.pairwise_distance``: ||x1 - x2 + eps||_p over the last dim of
+    the broadcast of x1 and x2 (eps keeps the norm's gradient finite where x1 = x2). It is that
+    composition of recorded ops (sub, add, ``md.norm``), so its gradient is theirs: the p-norm's
+    stated in ops/reduction.py (VectorNorm), inf / 0 / negative p as ``md.norm`` does them."""
+    _floating_operands("pairwise_distance", [("x1", x1), ("x2", x2)])
+    try:
+        np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError:
+        raise RuntimeError(f"pairwise_distance: x1 of shape {list(x1.shape)} and x2 of shape "
+                           f"{list(x2.shape)} do not broadcast") from None
+    from .._namespace import norm
+    return norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)

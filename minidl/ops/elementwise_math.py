@@ -1,5 +1,5 @@
-"""More elementwise functions: trigonometry, log1p/expm1, erf, the rounding family, and
-maximum/minimum of two tensors. Each backward is dL/dx = g * f'(x)."""
+"""More elementwise functions: trigonometry, log1p/expm1, log2, erf, nan_to_num, the rounding
+family, and maximum/minimum of two tensors. Each backward is dL/dx = g * f'(x)."""
 import math
 
 import numpy as np
@@ -66,6 +66,37 @@ class Log1p(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / (1 + x)
+
+
+class Log2(Function):
+    """y = log2 x;  dy/dx = 1 / (x ln 2). (NumPy's log2, not ln x / ln 2, so powers of two are exact.)"""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return namespace_of(x).log2(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / (x * math.log(2.0))
+
+
+class NanToNum(Function):
+    """y = x with NaN, +inf and -inf replaced by the given numbers (posinf/neginf None: the dtype's
+    largest/lowest finite value);  dy/dx = 1 where x is finite, 0 where a value was replaced,
+    as PyTorch's gradient."""
+
+    @staticmethod
+    def forward(ctx, x, nan, posinf, neginf):
+        xp = namespace_of(x)
+        ctx.save_for_backward(xp.isfinite(x))
+        return xp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+    @staticmethod
+    def backward(ctx, g):
+        (finite,) = ctx.saved_tensors
+        return g * finite, None, None, None
 
 
 class Expm1(Function):
@@ -140,7 +171,21 @@ def _unary(cls):
     return lambda x: cls.apply(_floating(x))
 
 
-sin, cos, tan, log1p, expm1, erf = (_unary(c) for c in (Sin, Cos, Tan, Log1p, Expm1, Erf))
+sin, cos, tan, log1p, expm1, erf, log2 = (_unary(c) for c in (Sin, Cos, Tan, Log1p, Expm1, Erf, Log2))
+
+
+def reciprocal(x):
+    """1 / x, in floating point for integer x as PyTorch; the gradient -1 / x**2 through div."""
+    return 1.0 / _floating(x)
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """x with NaN, +inf and -inf replaced (see NanToNum); integer and bool tensors come back as
+    copies, having none of them."""
+    if x.dtype.kind not in "fV":
+        return x.clone()
+    return NanToNum.apply(x, float(nan), None if posinf is None else float(posinf),
+                          None if neginf is None else float(neginf))
 
 
 def sign(x):

@@ -6,6 +6,7 @@ CosineAnnealingWarmRestarts in scheduler_cyclic.py; SequentialLR and ChainedSche
 scheduler_compose.py; ReduceLROnPlateau in plateau.py. Here:
 
 - LambdaLR:           lr_t = base_lr * lr_lambda(t)
+- MultiplicativeLR:   lr_t = lr_{t-1} * lr_lambda(t)
 - StepLR:             lr_t = base_lr * gamma ** (t // step_size)   (applied multiplicatively, as torch)
 - CosineAnnealingLR:  lr_t = eta_min + (base_lr - eta_min) * (1 + cos(pi * t / T_max)) / 2
 - linear_warmup_cosine: a LambdaLR rising linearly over ``warmup_steps`` then following a
@@ -21,21 +22,46 @@ from .scheduler_cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
 from .scheduler_decay import ConstantLR, ExponentialLR, LinearLR, MultiStepLR, PolynomialLR
 
 
+def _lr_lambdas(optimizer, lr_lambda):
+    """One function per param group: ``lr_lambda`` repeated, or a list or tuple of as many."""
+    n = len(optimizer.param_groups)
+    if isinstance(lr_lambda, (list, tuple)):
+        if len(lr_lambda) != n:
+            raise ValueError(f"expected {n} lr_lambdas, but got {len(lr_lambda)}")
+        fns = list(lr_lambda)
+    else:
+        fns = [lr_lambda] * n
+    for fn in fns:
+        if not callable(fn):
+            raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+    return fns
+
+
 class LambdaLR(LRScheduler):
     """lr = base_lr * lr_lambda(epoch); ``lr_lambda`` may be a list, one per group."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != n:
-                raise ValueError(f"expected {n} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * n
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
         return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
+
+
+class MultiplicativeLR(LRScheduler):
+    """lr_t = lr_{t-1} * lr_lambda(t) for t >= 1 (the lr of epoch 0 is the group's own); a
+    chainable form, so manual lr changes and stacked schedules compose. ``lr_lambda`` may be
+    a list, one per group; as LambdaLR's, the functions are not part of ``state_dict()``."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        groups = self.optimizer.param_groups
+        if self._is_initial:
+            return [group["lr"] for group in groups]
+        return [group["lr"] * fn(self.last_epoch) for fn, group in zip(self.lr_lambdas, groups)]
 
 
 class StepLR(LRScheduler):
@@ -121,5 +147,6 @@ def linear_warmup_cosine(optimizer, warmup_steps, total_steps, min_lr_ratio=0.0)
 _LRScheduler = LRScheduler  # the older PyTorch name
 
 __all__ = ["ChainedScheduler", "ConstantLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
-           "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "OneCycleLR", "PolynomialLR",
-           "ReduceLROnPlateau", "SequentialLR", "StepLR", "linear_warmup_cosine", "warmup_cosine_factor"]
+           "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "MultiplicativeLR", "OneCycleLR",
+           "PolynomialLR", "ReduceLROnPlateau", "SequentialLR", "StepLR", "linear_warmup_cosine",
+           "warmup_cosine_factor"]

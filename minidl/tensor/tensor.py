@@ -61,6 +61,15 @@ class Tensor(InplaceMethods):
         t._hooks = None
         return t
 
+    def __new__(cls, *args, **kwargs):
+        """``md.Tensor(data)`` or ``md.Tensor(*sizes)``, PyTorch's legacy constructor (tensor/legacy.py).
+        minidl's own tensors are built by ``_wrap``, which does not come here; copy and pickle call
+        ``Tensor.__new__(Tensor)`` and then set the slots of what it returns."""
+        if cls is not Tensor and not args and not kwargs:
+            return object.__new__(cls)
+        from .legacy import construct
+        return construct(None, args, kwargs)
+
     # attributes ------------------------------------------------------------------
     @property
     def data(self):

@@ -6,9 +6,9 @@ in ``minidl.ops``.
 from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from ...ops.unary import add_relu  # noqa: F401
 from .activation import dropout, gelu, relu  # noqa: F401
-from .activation import elu_, hardtanh_, leaky_relu_, relu_, selu_  # noqa: F401
-from .activation import (elu, glu, hardtanh, leaky_relu, logsigmoid, mish, prelu, relu6, selu, silu,  # noqa: F401
-                         softplus, softsign, tanhshrink)
+from .activation import celu_, elu_, hardtanh_, leaky_relu_, relu_, selu_  # noqa: F401
+from .activation import (celu, elu, glu, gumbel_softmax, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
+                         logsigmoid, mish, prelu, relu6, selu, silu, softmin, softplus, softsign, tanhshrink)
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .linear import linear  # noqa: F401
 from .layers import (bilinear, dropout1d, dropout2d, dropout3d, embedding_bag, interpolate,  # noqa: F401
@@ -16,6 +16,8 @@ from .layers import (bilinear, dropout1d, dropout2d, dropout3d, embedding_bag, i
 from .loss import cross_entropy, mse_loss, nll_loss  # noqa: F401
 from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity,  # noqa: F401
                    huber_loss, kl_div, l1_loss, smooth_l1_loss)
+from .loss import (cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, pairwise_distance,  # noqa: F401
+                   triplet_margin_loss)
 from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d, relu_max_pool2d  # noqa: F401
 from .pooling import (adaptive_avg_pool1d, adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
                       max_pool1d)

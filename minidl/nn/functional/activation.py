@@ -8,8 +8,10 @@ with ``inplace=True``.
 from ... import ops as _ops
 from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from ...ops.activation import dropout, gelu  # noqa: F401
-from ...ops.activation_elementwise import (elu, glu, hardtanh, leaky_relu, logsigmoid, mish, prelu,  # noqa: F401
-                                           relu6, selu, silu, softplus, softsign, tanhshrink)
+from ...ops.activation_elementwise import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
+                                           logsigmoid, mish, prelu, relu6, selu, silu, softplus, softsign,
+                                           tanhshrink)
+from ...ops.softmax_variants import gumbel_softmax, softmin  # noqa: F401
 from ...tensor.inplace import maybe_inplace
 
 
@@ -24,6 +26,10 @@ def relu_(input):
 
 def elu_(input, alpha=1.0):
     return elu(input, alpha, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
 
 
 def selu_(input):

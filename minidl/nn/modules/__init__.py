@@ -1,8 +1,8 @@
 """Layers as Modules. One file per family; each module's forward calls nn.functional."""
 from .module import Module
-from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh  # noqa: F401
-from .activation_elementwise import (ELU, GLU, SELU, LeakyReLU, LogSigmoid, Mish, PReLU, ReLU6,  # noqa: F401
-                                     Hardtanh, SiLU, Softplus, Softsign, Tanhshrink)
+from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Softmin, Tanh  # noqa: F401
+from .activation_elementwise import (CELU, ELU, GLU, SELU, LeakyReLU, LogSigmoid, Mish, PReLU, ReLU6,  # noqa: F401
+                                     Hardsigmoid, Hardswish, Hardtanh, SiLU, Softplus, Softsign, Tanhshrink)
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .parameter_containers import ParameterDict, ParameterList  # noqa: F401
 from .conv import Conv2d  # noqa: F401
@@ -17,7 +17,9 @@ from .upsampling import PixelShuffle, PixelUnshuffle, Upsample  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .loss_pointwise import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss  # noqa: F401
-from .distance import CosineSimilarity  # noqa: F401
+from .loss_embedding import (CosineEmbeddingLoss, HingeEmbeddingLoss, MarginRankingLoss,  # noqa: F401
+                             TripletMarginLoss)
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .pooling1d import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, Fold,  # noqa: F401
                         MaxPool1d, Unfold)

@@ -1,5 +1,6 @@
-"""Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax, LogSoftmax."""
+"""Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax, LogSoftmax, Softmin."""
 from .. import functional as F
+from ...ops.softmax_variants import implicit_softmax_dim
 from .module import Module
 
 
@@ -39,9 +40,7 @@ class Sigmoid(Module):
         return F.sigmoid(input)
 
 
-def _implicit_dim(ndim):
-    # PyTorch's legacy choice when dim is not given
-    return 0 if ndim in (0, 1, 3) else 1
+_implicit_dim = implicit_softmax_dim   # PyTorch's legacy choice when dim is not given
 
 
 class Softmax(Module):
@@ -63,6 +62,18 @@ class LogSoftmax(Module):
 
     def forward(self, input):
         return F.log_softmax(input, _implicit_dim(input.ndim) if self.dim is None else self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmin(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmin(input, self.dim, _stacklevel=5)
 
     def extra_repr(self):
         return f"dim={self.dim}"

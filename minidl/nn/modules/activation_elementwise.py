@@ -1,6 +1,6 @@
-"""Activation layers over ``minidl.ops.activation_elementwise``: SiLU, ELU, SELU, LeakyReLU,
-PReLU (a learned slope), ReLU6, Hardtanh, Softplus, Softsign, Mish, GLU, LogSigmoid,
-Tanhshrink. ``inplace=True`` overwrites the input with the result, as PyTorch's layers do."""
+"""Activation layers over ``minidl.ops.activation_elementwise``: SiLU, ELU, SELU, CELU, LeakyReLU,
+PReLU (a learned slope), ReLU6, Hardtanh, Hardsigmoid, Hardswish, Softplus, Softsign, Mish, GLU,
+LogSigmoid, Tanhshrink. ``inplace=True`` overwrites the input with the result, as PyTorch's layers do."""
 import numpy as np
 
 from ...ops import activation_elementwise as A
@@ -45,6 +45,24 @@ class ELU(Module):
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    def forward(self, input):
+        return A.celu(input, self.alpha, self.inplace)
+
+
+class Hardsigmoid(SiLU):
+    def forward(self, input):
+        return A.hardsigmoid(input, self.inplace)
+
+    def extra_repr(self):
+        return ""   # PyTorch's repr does not show inplace here
+
+
+class Hardswish(Hardsigmoid):
+    def forward(self, input):
+        return A.hardswish(input, self.inplace)
 
 
 class LeakyReLU(Module):

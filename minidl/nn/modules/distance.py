@@ -1,4 +1,5 @@
-"""CosineSimilarity: x1 . x2 / (max(|x1|, eps) max(|x2|, eps)) along a dim."""
+"""CosineSimilarity: x1 . x2 / (max(|x1|, eps) max(|x2|, eps)) along a dim; PairwiseDistance:
+||x1 - x2 + eps||_p over the last dim."""
 from .. import functional as F
 from .module import Module
 
@@ -10,3 +11,12 @@ class CosineSimilarity(Module):
 
     def forward(self, x1, x2):
         return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim   # ``norm``: PyTorch's attribute name for p
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
