@@ -1,6 +1,6 @@
-"""Optimizers (``import minidl.optim as optim``) and learning-rate schedules
-(``optim.lr_scheduler``), with PyTorch's names, signatures and update formulas."""
-from . import lr_scheduler
+"""Optimizers (``import minidl.optim as optim``), learning-rate schedules (``optim.lr_scheduler``)
+and weight averaging (``optim.swa_utils``), with PyTorch's names, signatures and update formulas."""
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
@@ -15,4 +15,4 @@ from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "NAdam", "Optimizer", "RAdam",
-           "RMSprop", "Rprop", "SGD", "lr_scheduler"]
+           "RMSprop", "Rprop", "SGD", "lr_scheduler", "swa_utils"]

@@ -25,6 +25,7 @@ import numpy as np
 
 from ... import distributed as dist
 from ...autograd import backward_callbacks
+from ...autograd.graph import leaves_reached
 from ...tensor.tensor import Tensor
 from . import buckets as bucketing
 from .coalesce import host_values, write_values
@@ -202,24 +203,7 @@ def _new_grad(p, values):
 
 
 def _unreached(params, outputs):
-    """Indices of ``params`` that the graph of ``outputs`` does not reach."""
-    reached, seen = set(), set()
-    stack = []
-    for t in outputs:
-        if t._node is None:
-            reached.add(id(t))
-        else:
-            stack.append(t._node)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        for t, e in zip(node.inputs, node.edges):
-            if e is None:
-                continue
-            if e[0] is None:
-                reached.add(id(t))
-            elif id(e[0]) not in seen:
-                stack.append(e[0])
+    """Indices of ``params`` that the graph of ``outputs`` does not reach (an output with no
+    node, a leaf itself, counts as reached)."""
+    reached = {id(t) for t in outputs if t._node is None} | {id(t) for t in leaves_reached(outputs)}
     return [i for i, p in enumerate(params) if id(p) not in reached]
