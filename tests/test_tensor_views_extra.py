@@ -179,3 +179,17 @@ def test_small_functions_match_torch():
     np.testing.assert_allclose(md.reciprocal(md.tensor(b)).numpy(), torch.reciprocal(torch.tensor(b)).numpy())
     assert md.tensor(a).stride() == torch.tensor(a).stride()
     assert md.tensor(a).t().stride() == torch.tensor(a).t().stride()
+
+
+@pytest.mark.parametrize("view", [lambda t: t.unfold(0, 2, 1), lambda t: t.reshape(2, 3).diagonal()],
+                         ids=["unfold", "diagonal"])
+def test_strided_views_of_a_device_tensor_say_they_run_on_the_cpu(view):
+    from minidl import backends
+    try:
+        backends.get("cuda")
+    except RuntimeError as exc:   # pragma: no cover
+        pytest.skip(f"cuda device unavailable: {exc}")
+    x = md.arange(6.0).cuda()
+    with pytest.raises(NotImplementedError, match="runs on CPU tensors only, got a tensor on cuda"):
+        view(x)
+    np.testing.assert_array_equal(view(x.cpu()).numpy(), view(md.arange(6.0)).numpy())

@@ -116,14 +116,14 @@ class Pow(Function):
             ga = gb = None
             if na:   # b = 0: a**0 = 1 is constant, so 0 even at a = 0 (where 0 * a**-1 is NaN)
                 ga = g * b * xp.power(a, b - 1)
-                ga = unbroadcast(xp.where(b == 0, 0, ga) if _any_zero(xp, b) else ga, sa)
+                ga = unbroadcast(xp.where(b == 0, 0, ga) if _any_zero(b) else ga, sa)
             if nb:   # a = 0, b >= 0: 0**b is 0 (or 1) on that side, so 0 rather than 0 * log 0
                 gb = g * out * xp.log(a)
-                gb = unbroadcast(xp.where((a == 0) & (b >= 0), 0, gb) if _any_zero(xp, a) else gb, sb)
+                gb = unbroadcast(xp.where((a == 0) & (b >= 0), 0, gb) if _any_zero(a) else gb, sb)
         return ga, gb
 
 
-def _any_zero(xp, v):
+def _any_zero(v):
     """Whether v holds a 0 (a device array: assumed, rather than synchronising to find out)."""
     if not hasattr(v, "shape"):
         return v == 0

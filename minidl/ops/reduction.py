@@ -133,9 +133,8 @@ class VectorNorm(Function):
     @staticmethod
     def forward(ctx, x, axes, p, keepdim):
         xp = namespace_of(x)
-        a = xp.abs(x)
         out = xp.sqrt((x * x).sum(axis=axes, keepdims=True)) if p == 2 else \
-            ((a ** p).sum(axis=axes, keepdims=True)) ** (1.0 / p)
+            ((xp.abs(x) ** p).sum(axis=axes, keepdims=True)) ** (1.0 / p)
         ctx.p = p
         ctx.save_for_backward(x, out)
         return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))

@@ -18,7 +18,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
-from .arithmetic import _binary, _kind
+from .arithmetic import _binary, _kind, div as true_div
 
 
 def _quiet():
@@ -156,7 +156,6 @@ def fmod(input, other):
 def div(input, other, *, rounding_mode=None):
     """``input / other`` (true division; integers give the default float dtype), or the quotient
     rounded toward zero (``"trunc"``) or down (``"floor"``) in the operands' own dtype."""
-    from .arithmetic import div as true_div
     if rounding_mode is None:
         return true_div(input, other)
     if rounding_mode not in ("trunc", "floor"):

@@ -64,6 +64,13 @@ def diagonal_view(a, offset, dim1, dim2):
     return d
 
 
+def _on_host(x, op):
+    """The strided views are NumPy views of host memory; a device array has no such view here."""
+    if type(x._data) is not np.ndarray:
+        raise NotImplementedError(f"{op}: runs on CPU tensors only, got a tensor on {x.device}; "
+                                  f"move it with .cpu() first")
+
+
 def _int(value, name, op):
     try:
         if isinstance(value, bool):
@@ -94,6 +101,7 @@ def narrow(x, dim, start, length):
 def unfold(x, dimension, size, step):
     """The windows of ``size`` elements, ``step`` apart, along ``dimension``, as a new last dim
     (see Unfold): PyTorch's ``Tensor.unfold``, a view of x."""
+    _on_host(x, "unfold")
     size, step = _int(size, "size", "unfold"), _int(step, "step", "unfold")
     scalar = x.ndim == 0
     if scalar:   # PyTorch: its one element, as a dim of length 1, with no window dim added
@@ -114,6 +122,7 @@ def unfold(x, dimension, size, step):
 def diagonal(x, offset=0, dim1=0, dim2=1):
     """The diagonal ``offset`` above the main one (below, for a negative offset) of the matrices
     over dims (dim1, dim2), as the last dim: a view, as PyTorch's."""
+    _on_host(x, "diagonal")
     d1, d2 = normalize_dim(dim1, x.ndim, "diagonal"), normalize_dim(dim2, x.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")

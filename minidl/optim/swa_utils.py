@@ -48,7 +48,7 @@ def get_ema_multi_avg_fn(decay=0.999):
             if p_ema.is_floating_point():
                 p_ema.lerp_(p_model, 1 - decay)
             else:
-                p_ema.copy_(p_ema * decay + p_model * (1 - decay))
+                _blend_integral(p_ema, p_model, 1 - decay)
     return ema_update
 
 

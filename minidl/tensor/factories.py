@@ -172,7 +172,8 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device="cpu"
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu"):
     if end is None:
         start, end = 0, start
-    if not all(isinstance(v, numbers.Integral) or math.isfinite(v) for v in (start, end)):   # NumPy: "Maximum allowed size exceeded"
+    # an infinite end: NumPy's "Maximum allowed size exceeded" names neither the op nor the range
+    if not all(isinstance(v, numbers.Integral) or math.isfinite(v) for v in (start, end)):
         raise RuntimeError(f"arange: unsupported range: {start} -> {end}")
     if step == 0:
         raise RuntimeError(f"arange: step must be nonzero, got start={start}, end={end}, step={step}")

@@ -74,8 +74,9 @@ def _check_layout(data, batch_sizes, sorted_indices):
         perm = sorted_indices.numpy()
         if perm.ndim != 1 or perm.size != (bs[0] if bs.size else 0) or not np.array_equal(np.sort(perm),
                                                                                       np.arange(perm.size)):
-            raise ValueError(f"PackedSequence: sorted_indices must be a permutation of 0..{int(bs[0]) - 1 if bs.size else -1} "
-                             f"(one per sequence), got {perm.tolist()[:20]}")
+            last = int(bs[0]) - 1 if bs.size else -1
+            raise ValueError(f"PackedSequence: sorted_indices must be a permutation of 0..{last} (one per "
+                             f"sequence), got {perm.tolist()[:20]}")
 
 
 def _invert(perm):
