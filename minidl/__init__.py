@@ -13,6 +13,7 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inferenc
 from .kernels.switch import get_implementation, implementation, set_implementation
 from .ops import cat, stack
 from .ops.scatter import index_add, index_fill, scatter, scatter_add
+from .ops.scatter_reduce import scatter_reduce
 from .random import get_rng_state, set_rng_state
 from .tensor import Tensor
 from .tensor.dtype import bool_ as bool  # noqa: A001  (md.bool, as torch.bool)

@@ -13,7 +13,11 @@ import operator
 
 import numpy as np
 
+from . import _namespace_aliases as _aliases
+from . import _namespace_arrange as _arrange
+from . import _namespace_elementwise as _elementwise
 from . import _namespace_extra as _extra
+from . import _namespace_statistics as _statistics
 from . import linalg as _linalg
 from .ops import addmm as _addmm
 from .ops import cumulative as _cum
@@ -24,6 +28,7 @@ from .ops import selection as _sel
 from .ops.einsum import einsum
 from .ops.shape_error import broadcast_shape as _broadcast_shape
 from .tensor import dtype as _dtypes
+from .tensor.inplace import install_inplace_forms
 from .tensor.tensor import Tensor
 
 
@@ -480,10 +485,15 @@ BOTH = {
     "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": true_divide,
     "rsqrt": rsqrt, "softmax": softmax, "log_softmax": log_softmax,
     **_extra.BOTH,
+    **_elementwise.BOTH,
+    **_arrange.BOTH,
+    **_statistics.BOTH,
+    **_aliases.BOTH,
 }
 
 # module level only (a tensor method of these names would mean something else or nothing)
-MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like, **_extra.MODULE_ONLY}
+MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like, **_extra.MODULE_ONLY, **_elementwise.MODULE_ONLY,
+               **_arrange.MODULE_ONLY, **_statistics.MODULE_ONLY, **_aliases.MODULE_ONLY}
 
 # at module level from the Tensor method of the same name
 FROM_METHODS = ("sqrt", "exp", "log", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "matmul", "transpose",
@@ -508,7 +518,9 @@ def install(module_globals):
         Tensor.repeat = _re.repeat
     for name, fn in {**MODULE_ONLY, **_random_methods()}.items():
         module_globals.setdefault(name, fn)
-    for name, fn in {**_random_methods(), **_METHODS_ONLY, **_extra.METHODS_ONLY}.items():
+    for name, fn in {**_random_methods(), **_METHODS_ONLY, **_extra.METHODS_ONLY, **_elementwise.METHODS_ONLY,
+                     **_arrange.METHODS_ONLY, **_statistics.METHODS_ONLY,
+                     **_aliases.METHODS_ONLY}.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
     for name in FROM_METHODS:
@@ -516,3 +528,4 @@ def install(module_globals):
     for name, prop in _PROPERTIES.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, prop)
+    install_inplace_forms(Tensor)

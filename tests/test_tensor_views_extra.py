@@ -193,3 +193,27 @@ def test_strided_views_of_a_device_tensor_say_they_run_on_the_cpu(view):
     with pytest.raises(NotImplementedError, match="runs on CPU tensors only, got a tensor on cuda"):
         view(x)
     np.testing.assert_array_equal(view(x.cpu()).numpy(), view(md.arange(6.0)).numpy())
+
+
+def test_an_integer_in_every_axis_gives_a_zero_dim_view():
+    x = md.tensor(np.arange(4.0))
+    e = x[1]
+    assert e.shape == () and np.shares_memory(e.numpy(), x.numpy())
+    e.fill_(9.0)
+    x[-1].add_(1.0)
+    assert x.tolist() == [0.0, 9.0, 2.0, 4.0]
+    m = md.tensor(X.copy())
+    m[2, 3].mul_(-1.0)
+    assert m[2, 3].item() == -11.0
+    z = md.tensor(np.zeros(3))
+    for element in z:                           # iteration yields views, as PyTorch's unbind does
+        element.add_(1.0)
+    assert z.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_writing_a_zero_dim_view_flows_into_the_base_gradient():
+    a = md.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = a * 2
+    b[1].mul_(5)
+    b.sum().backward()
+    assert a.grad.tolist() == [2.0, 10.0, 2.0]

@@ -45,7 +45,8 @@ class _KernelActivation(Function):
 
 
 def _contiguous(a):
-    return namespace_of(a).ascontiguousarray(a)
+    # (reshaped back: ascontiguousarray turns a 0-d array into a 1-d one)
+    return namespace_of(a).ascontiguousarray(a).reshape(a.shape)
 
 
 gelu_forward_reference = gelu_reference   # the names the switch looks up

@@ -1,4 +1,4 @@
-"""Products and running reductions along a dim: prod, cumsum, cumprod, logsumexp."""
+"""Products and running reductions along a dim: prod, cumsum, cumprod, logsumexp, logcumsumexp."""
 import numpy as np
 
 from ..autograd.function import Function
@@ -38,7 +38,7 @@ class Prod(Function):
 
 
 def _accumulated(scan, x, axis):
-    """np.cumsum / np.cumprod of x along axis: integers in int64 (as PyTorch), float16 and
+    """np.cumsum / np.cumprod (or another scan) of x along axis: integers in int64 (as PyTorch), float16 and
     bfloat16 accumulated in float32 and rounded once (a running sum in 8 bits of significand
     would lose every small term), float32 and float64 in their own dtype."""
     if x.dtype.kind not in "fV":
@@ -106,6 +106,47 @@ class LogSumExp(Function):
         x, y = ctx.saved_tensors
         gk = g.reshape(y.shape)
         return gk * np.exp(x - y), None, None
+
+
+class LogCumSumExp(Function):
+    """y_i = ln sum_{j <= i} e**x_j along ``axis`` (np.logaddexp.accumulate: no overflow, and no
+    underflow of the small terms beside a large one).
+
+    dL/dx_j = sum_{i >= j} g_i e**(x_j - y_i). Formed in the log domain so that nothing
+    overflows: with g split into its positive and negative parts,
+        dL/dx_j = e**(x_j + r+_j) - e**(x_j + r-_j),  r+-_j = ln sum_{i >= j} g+-_i e**(-y_i),
+    r computed by the same accumulation run backwards along the dim."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        y = _accumulated(np.logaddexp.accumulate, x, axis) if x.size else x.copy()
+        ctx.save_for_backward(x, y)
+        ctx.axis = axis
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        axis = ctx.axis
+        if not x.size:
+            return g.copy(), None
+
+        def reversed_log_sum(part):
+            with np.errstate(divide="ignore"):
+                terms = np.log(part) - y
+            return np.flip(np.logaddexp.accumulate(np.flip(terms, axis), axis=axis), axis)
+
+        with np.errstate(over="ignore", invalid="ignore"):
+            plus = np.exp(x + reversed_log_sum(np.maximum(g, 0)))
+            minus = np.exp(x + reversed_log_sum(np.maximum(-g, 0)))
+        return (plus - minus).astype(x.dtype, copy=False), None
+
+
+def logcumsumexp(x, dim):
+    x = _floating(x)
+    if x.ndim == 0:
+        return LogCumSumExp.apply(x.reshape(1), 0).reshape(())
+    return LogCumSumExp.apply(x, normalize_dim(dim, x.ndim, "logcumsumexp"))
 
 
 def _dtype_arg(x, dtype):

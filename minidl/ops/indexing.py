@@ -47,7 +47,11 @@ class GetItem(Function):
     def forward(ctx, x, index, advanced):
         ctx.shape, ctx.dtype, ctx.advanced = x.shape, x.dtype, advanced
         ctx.index = _own_index(ctx, index) if advanced else index
-        return x[index]
+        out = x[index]
+        if isinstance(out, np.generic):
+            # integers in every axis: NumPy gives a scalar copy, PyTorch a 0-d view
+            out = x[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
+        return out
 
     @staticmethod
     def backward(ctx, g):

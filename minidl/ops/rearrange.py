@@ -197,7 +197,19 @@ def _check_range(index, n, op):
     return index
 
 
-def flip(x, dims):
+def flip(x, *dims, **kwargs):
+    """``flip(x, dims)`` with dims an int or a sequence, or ``x.flip(0, 1)`` (PyTorch's method takes
+    the dims as separate arguments too)."""
+    if "dims" in kwargs:
+        if dims:
+            raise TypeError("flip(): got dims both as positional arguments and as a keyword")
+        dims = (kwargs.pop("dims"),)
+    if kwargs:
+        raise TypeError(f"flip(): unexpected keyword arguments {sorted(kwargs)}")
+    if not dims:
+        raise TypeError("flip() missing required argument 'dims'")
+    if len(dims) == 1 and not isinstance(dims[0], numbers.Integral):
+        dims = dims[0]
     dims = _ints((dims,) if isinstance(dims, int) else dims, "flip")
     return Flip.apply(x, normalize_dims(dims, x.ndim, "flip") if dims else ())   # no dims: nothing flips
 

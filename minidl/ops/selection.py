@@ -51,7 +51,8 @@ def _host(x):
 
 
 def _to_device(array, like):
-    return array if like.device == "cpu" else backends.get(like.device).from_host(np.ascontiguousarray(array))
+    # (np.asarray with order="C", not np.ascontiguousarray, which makes a 0-d array 1-d)
+    return array if like.device == "cpu" else backends.get(like.device).from_host(np.asarray(array, order="C"))
 
 
 def _select(name, x, idx, axis, keepdim, squeeze_scalar):
@@ -63,7 +64,7 @@ def _select(name, x, idx, axis, keepdim, squeeze_scalar):
     indices = idx if keepdim else idx.reshape(idx.shape[:axis] + idx.shape[axis + 1:])
     if squeeze_scalar:
         values, indices = values.reshape(()), indices.reshape(())
-    return return_types[name](values, Tensor._wrap(_to_device(np.ascontiguousarray(indices, np.int64), x), None, 0))
+    return return_types[name](values, Tensor._wrap(_to_device(np.asarray(indices, np.int64, order="C"), x), None, 0))
 
 
 def _prepare(x, dim, op, need_nonempty=True):

@@ -1,5 +1,7 @@
 """Elementwise functions. Each backward is dL/dx = g * f'(x), with f' written from
 whatever the forward already computed (often the output itself)."""
+import numbers
+
 import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
@@ -286,7 +288,15 @@ def abs(x):
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    if x.dtype.kind in "biu" and any(_is_floating_bound(b) for b in (min, max)):
+        x = _floating(x)                  # PyTorch promotes: an integer tensor clamped at 0.5 becomes float
     return Clamp.apply(x, min, max)
+
+
+def _is_floating_bound(bound):
+    if bound is None or isinstance(bound, (bool, numbers.Integral)):
+        return False
+    return getattr(getattr(bound, "dtype", None), "kind", "f") in "fV"
 
 
 def clone(x):

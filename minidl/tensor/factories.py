@@ -129,7 +129,20 @@ def full(size, fill_value, dtype=None, requires_grad=False, device="cpu"):
         # np.full would try to convert a string, or broadcast a list, into the tensor
         raise TypeError(f"full(): argument 'fill_value' must be a number, got {type(fill_value).__name__} "
                         f"({fill_value!r})")
-    return _leaf(np.full(_sized((size,), _float(dtype), "full"), fill_value, _float(dtype)), requires_grad, device)
+    dt = _fill_dtype(fill_value) if dtype is None else dtypes.to_dtype(dtype)
+    return _leaf(np.full(_sized((size,), dt, "full"), fill_value, dt), requires_grad, device)
+
+
+def _fill_dtype(fill_value):
+    """full()'s dtype when none is given, inferred as PyTorch does: bool for a bool, int64 for
+    an integer, the default float for a float (a 0-d tensor gives its own dtype)."""
+    if isinstance(fill_value, Tensor):
+        return fill_value.dtype
+    if isinstance(fill_value, (bool, np.bool_)):
+        return dtypes.to_dtype("bool")
+    if isinstance(fill_value, numbers.Integral):
+        return dtypes.int64
+    return dtypes.DEFAULT_FLOAT
 
 
 def empty(*size, dtype=None, requires_grad=False, device="cpu"):

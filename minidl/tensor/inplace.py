@@ -165,6 +165,23 @@ class InplaceMethods:
         from ..ops.scatter import scatter_add
         return apply_inplace(self, "scatter_add_", lambda s: scatter_add(s, dim, index, src), src)
 
+    def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+        from ..ops.scatter_reduce import scatter_reduce
+        return apply_inplace(self, "scatter_reduce_",
+                             lambda s: scatter_reduce(s, dim, index, src, reduce, include_self=include_self), src)
+
+    def index_copy_(self, dim, index, source):
+        from .._namespace_arrange import index_copy
+        return apply_inplace(self, "index_copy_", lambda s: index_copy(s, dim, index, source), source)
+
+    def masked_scatter_(self, mask, source):
+        from .._namespace_arrange import masked_scatter
+        return apply_inplace(self, "masked_scatter_", lambda s: masked_scatter(s, mask, source), source)
+
+    def put_(self, index, source, accumulate=False):
+        from .._namespace_arrange import put
+        return apply_inplace(self, "put_", lambda s: put(s, index, source, accumulate), source)
+
     # elementwise functions -------------------------------------------------------------------
     def exp_(self):
         return apply_inplace(self, "exp_", lambda s: s.exp())
@@ -231,8 +248,109 @@ class InplaceMethods:
             raise RuntimeError(f"normal_ expects std >= 0.0, but found std {std}")
         return self._overwrite_host("normal_", random.generator().normal(mean, std, self.shape))
 
+    def exponential_(self, lambd=1.0):
+        """Draws of Exp(lambd): density lambd e**(-lambd x) on x >= 0."""
+        from .. import random
+        self._check_draw("exponential_")
+        if not lambd > 0:
+            raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        return self._overwrite_host("exponential_", random.generator().exponential(1.0 / lambd, self.shape))
+
+    def geometric_(self, p):
+        """Draws of the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+        from .. import random
+        check_leaf(self, "geometric_")
+        if not 0 < p < 1:
+            raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+        return self._overwrite_host("geometric_", random.generator().geometric(p, self.shape))
+
+    def log_normal_(self, mean=1.0, std=2.0):
+        """Draws of e**N(mean, std**2)."""
+        from .. import random
+        self._check_draw("log_normal_")
+        if not std > 0:
+            raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+        return self._overwrite_host("log_normal_", random.generator().lognormal(mean, std, self.shape))
+
+    def cauchy_(self, median=0.0, sigma=1.0):
+        """Draws of the Cauchy distribution: median + sigma tan(pi (U - 1/2))."""
+        from .. import random
+        self._check_draw("cauchy_")
+        if not sigma > 0:
+            raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+        return self._overwrite_host("cauchy_", median + sigma * random.generator().standard_cauchy(self.shape))
+
+    def random_(self, from_=0, to=None):
+        """Integers drawn uniformly from [from_, to); ``random_(to)`` is [0, to); without bounds,
+        [0, 2**mantissa bits] for a float dtype (so every value is exact) or the integer dtype's
+        range."""
+        from .. import random
+        check_leaf(self, "random_")
+        if to is None and from_ != 0:
+            from_, to = 0, from_
+        if to is None:
+            dt = np.dtype(self._data.dtype)
+            if dt.kind == "b":
+                to = 2
+            elif dt.kind in "iu":
+                to = int(np.iinfo(dt).max) + 1
+            else:
+                to = 2 ** (np.finfo(dt).nmant + 1) + 1 if dt.kind == "f" else 2 ** 8 + 1
+        if not from_ < to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+        return self._overwrite_host("random_", random.generator().integers(from_, to, self.shape))
+
+    def _check_draw(self, name):
+        check_leaf(self, name)
+        check_floating(name, self.dtype, "tensor")
+
+    def fill_diagonal_(self, fill_value, wrap=False):
+        """The main diagonal (all indices equal) set to fill_value; a tall matrix with ``wrap``
+        starts again every N + 1 rows, as numpy.fill_diagonal."""
+        if self.ndim < 2:
+            raise RuntimeError("dimensions must larger than 1")
+        if self.ndim > 2 and len(set(self.shape)) != 1:
+            raise RuntimeError("all dimensions of input must be of equal length")
+
+        def fill(s):
+            mask = np.zeros(s.shape, bool)
+            np.fill_diagonal(mask, True, wrap=wrap)
+            from ..ops.indexing import masked_fill
+            return masked_fill(s, mask, fill_value)
+        return apply_inplace(self, "fill_diagonal_", fill)
+
     def bernoulli_(self, p=0.5):
         from .. import random
         check_leaf(self, "bernoulli_")
         p = p.numpy() if hasattr(p, "numpy") else p
         return self._overwrite_host("bernoulli_", random.generator().random(self.shape) < p)
+
+
+# PyTorch's in-place form ``f_`` of each of these functions writes ``f``'s result into the tensor
+INPLACE_FORMS = (
+    "abs", "ceil", "floor", "round", "trunc", "sign", "cos", "sin", "tan", "erf", "expm1", "log1p", "log2", "log10",
+    "reciprocal", "rsqrt", "square", "nan_to_num", "cumsum", "cumprod", "clip", "tril", "triu", "addmm", "addbmm",
+    "baddbmm", "addmv", "addr", "eq", "ne", "lt", "le", "gt", "ge", "not_equal", "greater", "greater_equal", "less",
+    "less_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "divide", "multiply", "subtract",
+    "true_divide", "renorm", "index_reduce", "fmod", "remainder", "floor_divide", "lerp", "hypot", "atan2", "xlogy",
+    "copysign", "frac", "fix", "sgn", "logit", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "arctan2", "exp2", "erfc", "erfinv", "sinc",
+    "deg2rad", "rad2deg", "lgamma", "digamma", "negative", "float_power", "heaviside", "ldexp", "i0",
+)
+
+
+def _inplace_form(name):
+    def method(self, *args, **kwargs):
+        return apply_inplace(self, name + "_", lambda s: getattr(s, name)(*args, **kwargs), *args, *kwargs.values())
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"``t.{name}_(...)`` writes ``t.{name}(...)`` into t."
+    return method
+
+
+def install_inplace_forms(cls):
+    """Give ``cls`` the in-place form of every function of INPLACE_FORMS it has, where it has none
+    written out."""
+    for name in INPLACE_FORMS:
+        if hasattr(cls, name) and not hasattr(cls, name + "_"):
+            setattr(cls, name + "_", _inplace_form(name))

@@ -27,8 +27,10 @@ from .. import ops as _ops
 from ..autograd import api, backward_callbacks, hooks, views
 from ..autograd.function import register_tensor_type
 from ..autograd.versions import VersionCounter
+from ..ops import bitwise as _bitwise
 from ..ops import rounding_division as _rdiv
 from ..ops import scatter as _scatter
+from ..ops import scatter_reduce as _scatter_reduce
 from ..ops import selection as _selection
 from . import dtype as dtypes
 from . import memory_format as _formats
@@ -394,9 +396,18 @@ class Tensor(InplaceMethods):
     def __ge__(self, o): return _ops.compare("greater_equal", self, o)
     def __eq__(self, o): return _ops.compare("equal", self, o)
     def __ne__(self, o): return _ops.compare("not_equal", self, o)
-    def __invert__(self): return _ops.logical_not(self)
-    def __and__(self, o): return _ops.compare("logical_and", self, o)
-    def __or__(self, o): return _ops.compare("logical_or", self, o)
+    # bitwise logic (logical on bool tensors), not differentiable
+    def __invert__(self): return _bitwise.bitwise_not(self)
+    def __and__(self, o): return _bitwise.bitwise_and(self, o)
+    def __or__(self, o): return _bitwise.bitwise_or(self, o)
+    def __xor__(self, o): return _bitwise.bitwise_xor(self, o)
+    def __lshift__(self, o): return _bitwise.bitwise_left_shift(self, o)
+    def __rshift__(self, o): return _bitwise.bitwise_right_shift(self, o)
+    def __rand__(self, o): return _bitwise.bitwise_and(o, self)
+    def __ror__(self, o): return _bitwise.bitwise_or(o, self)
+    def __rxor__(self, o): return _bitwise.bitwise_xor(o, self)
+    def __rlshift__(self, o): return _bitwise.bitwise_left_shift(o, self)
+    def __rrshift__(self, o): return _bitwise.bitwise_right_shift(o, self)
 
     # methods ---------------------------------------------------------------------
     def add(self, o, *, alpha=1): return _ops.add(self, o, alpha)
@@ -416,8 +427,14 @@ class Tensor(InplaceMethods):
     def neg(self): return _ops.neg(self)
     def square(self): return _ops.pow(self, 2)
     def clamp(self, min=None, max=None): return _ops.clamp(self, min, max)
-    def sum(self, dim=None, keepdim=False): return _ops.sum(self, dim, keepdim)
-    def mean(self, dim=None, keepdim=False): return _ops.mean(self, dim, keepdim)
+    def sum(self, dim=None, keepdim=False, *, dtype=None):
+        if dtype is None and self.dtype.kind in "biu":
+            dtype = dtypes.int64           # PyTorch sums bool and integer tensors in int64
+        return _ops.sum(self if dtype is None else self.to(dtype), dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False, *, dtype=None):
+        return _ops.mean(self if dtype is None else self.to(dtype), dim, keepdim)
+
     def var(self, dim=None, unbiased=True, keepdim=False, *, correction=None):
         return _ops.var(self, dim, unbiased, keepdim, correction=correction)
 
@@ -447,10 +464,31 @@ class Tensor(InplaceMethods):
 
     def argmax(self, dim=None, keepdim=False): return _ops.argmax(self, dim, keepdim)
     def argmin(self, dim=None, keepdim=False): return _ops.argmin(self, dim, keepdim)
-    def softmax(self, dim): return _ops.softmax(self, dim)
-    def log_softmax(self, dim): return _ops.log_softmax(self, dim)
+    def softmax(self, dim, dtype=None): return _ops.softmax(self if dtype is None else self.to(dtype), dim)
+    def log_softmax(self, dim, dtype=None): return _ops.log_softmax(self if dtype is None else self.to(dtype), dim)
     def reshape(self, *shape): return _ops.reshape(self, *shape)
-    def view(self, *shape): return _ops.reshape(self, *shape)
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (dtypes.DType, np.dtype, type)):
+            return self._view_as_dtype(shape[0])
+        return _ops.reshape(self, *shape)
+
+    def _view_as_dtype(self, dtype):
+        """``view(dtype)``: the same bytes read as another dtype (outside the graph); the last dim
+        scales by the ratio of the item sizes, which needs a contiguous last dim."""
+        target = dtypes.to_dtype(dtype)
+        data = self._data
+        if not isinstance(data, np.ndarray):
+            raise NotImplementedError(f"view(dtype) of a tensor on {self.device} is not implemented in minidl")
+        if target.itemsize != data.dtype.itemsize:
+            if self.ndim == 0 or data.strides[-1] != data.dtype.itemsize:
+                raise RuntimeError("self.stride(-1) must be 1 to view " + f"{self.dtype} as {dtypes.wrap(target)} "
+                                   "(different element sizes)")
+            if (self.shape[-1] * data.dtype.itemsize) % target.itemsize:
+                raise RuntimeError(f"self.size(-1) must be divisible by {target.itemsize // data.dtype.itemsize or 1}"
+                                   f" to view {self.dtype} as {dtypes.wrap(target)} (different element sizes)")
+        out = Tensor._wrap(data.view(target), None, 0)
+        out._version_counter = self._version_counter
+        return out
     def transpose(self, dim0, dim1): return _ops.transpose(self, dim0, dim1)
     def permute(self, *dims): return _ops.permute(self, *dims)
     def unsqueeze(self, dim): return _ops.unsqueeze(self, dim)
@@ -463,6 +501,9 @@ class Tensor(InplaceMethods):
 
     def index_add(self, dim, index, source, *, alpha=1):
         return _scatter.index_add(self, dim, index, source, alpha=alpha)
+
+    def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+        return _scatter_reduce.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
 
     def scatter(self, dim, index, src=None, value=None, *, reduce=None):
         return _scatter.scatter(self, dim, index, src, value, reduce=reduce)

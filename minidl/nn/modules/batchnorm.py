@@ -10,6 +10,7 @@ the batch statistics are used in both modes. The math is in minidl.ops.normaliza
 import numpy as np
 
 from ...ops.shape_error import ShapeError
+from ...tensor import dtype as dtypes
 from ...tensor.size import as_ints, check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
@@ -37,14 +38,14 @@ class _NormBase(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(np.ones(self.num_features, np.float32))
-            self.bias = Parameter(np.zeros(self.num_features, np.float32))
+            self.weight = Parameter(np.ones(self.num_features, dtypes.DEFAULT_FLOAT))
+            self.bias = Parameter(np.zeros(self.num_features, dtypes.DEFAULT_FLOAT))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", _buffer(np.zeros(self.num_features, np.float32)))
-            self.register_buffer("running_var", _buffer(np.ones(self.num_features, np.float32)))
+            self.register_buffer("running_mean", _buffer(np.zeros(self.num_features, dtypes.DEFAULT_FLOAT)))
+            self.register_buffer("running_var", _buffer(np.ones(self.num_features, dtypes.DEFAULT_FLOAT)))
             self.register_buffer("num_batches_tracked", _buffer(np.array(0, np.int64)))
         else:
             self.register_buffer("running_mean", None)

@@ -7,6 +7,7 @@ compute the same thing. The math is in minidl.ops.normalization.group_norm.
 """
 import numpy as np
 
+from ...tensor import dtype as dtypes
 from ...tensor.size import check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
@@ -28,8 +29,8 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if affine:
-            self.weight = Parameter(np.ones(self.num_channels, np.float32))
-            self.bias = Parameter(np.zeros(self.num_channels, np.float32))
+            self.weight = Parameter(np.ones(self.num_channels, dtypes.DEFAULT_FLOAT))
+            self.bias = Parameter(np.zeros(self.num_channels, dtypes.DEFAULT_FLOAT))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)

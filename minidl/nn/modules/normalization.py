@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from ...tensor import dtype as dtypes
 from ...tensor.size import as_ints
 from .. import functional as F
 from ..parameter import Parameter
@@ -41,9 +42,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
+            self.weight = Parameter(np.ones(self.normalized_shape, dtypes.DEFAULT_FLOAT))
             if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, np.float32))
+                self.bias = Parameter(np.zeros(self.normalized_shape, dtypes.DEFAULT_FLOAT))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -74,7 +75,7 @@ class RMSNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
+            self.weight = Parameter(np.ones(self.normalized_shape, dtypes.DEFAULT_FLOAT))
         else:
             self.register_parameter("weight", None)
 
@@ -99,7 +100,7 @@ class ScaleNorm(Module):
         super().__init__()
         self.dim = int(dim)
         self.eps = eps
-        self.scale = Parameter(np.full((1,), math.sqrt(self.dim), np.float32))
+        self.scale = Parameter(np.full((1,), math.sqrt(self.dim), dtypes.DEFAULT_FLOAT))
 
     def reset_parameters(self):
         self.scale._data[...] = math.sqrt(self.dim)

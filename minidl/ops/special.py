@@ -1,0 +1,159 @@
+"""Special functions: erfinv, erfc, lgamma, digamma, i0, logit, exp2. The series behind erfinv,
+digamma (and its derivative trigamma) and I1 are in _special_math.py with their derivations;
+those computed per element on the host (erfinv, erfc, lgamma, digamma, i0) run on the CPU only.
+Values are computed in float64 and rounded once to the input's dtype. Integer and bool inputs
+compute in the default float dtype, as PyTorch's.
+"""
+import math
+
+import numpy as np
+
+from ..autograd.function import Function
+from . import _special_math as sm
+from ._elementwise_args import floating, host_only, ufunc
+
+
+def _host(fn, x):
+    return fn(np.asarray(x)).astype(x.dtype, copy=False)
+
+
+class Erfinv(Function):
+    """y = erfinv x, the inverse of erf on (-1, 1) (+-inf at +-1, NaN beyond);
+    dy/dx = 1 / erf'(y) = sqrt(pi) / 2 * e**(y**2)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = _host(sm.erfinv, x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        with np.errstate(over="ignore"):
+            return g * (math.sqrt(math.pi) / 2) * np.exp(y * y)
+
+
+class Erfc(Function):
+    """y = erfc x = 1 - erf x (accurate where erf x is near 1);  dy/dx = -2/sqrt(pi) e**(-x**2)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _host(sm.erfc, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (-2 / math.sqrt(math.pi)) * np.exp(-x * x)
+
+
+class Lgamma(Function):
+    """y = ln |Gamma(x)| (+inf at the poles 0, -1, -2, ...);  dy/dx = digamma(x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _host(sm.lgamma, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * sm.digamma(x).astype(g.dtype, copy=False)
+
+
+class Digamma(Function):
+    """y = psi(x) = d/dx ln Gamma(x);  dy/dx = trigamma(x) = psi'(x) (derivations in _special_math)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _host(sm.digamma, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * sm.trigamma(x).astype(g.dtype, copy=False)
+
+
+class I0(Function):
+    """y = I0(x), the modified Bessel function of the first kind of order 0 (NumPy's i0);
+    dy/dx = I1(x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _host(np.i0, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * sm.i1(x).astype(g.dtype, copy=False)
+
+
+class Logit(Function):
+    """y = ln(z / (1 - z)), z = x, or with eps x clamped to [eps, 1 - eps] (PyTorch's order: below
+    eps is eps, else above 1 - eps is 1 - eps);  dy/dx = 1 / (x (1 - x)) where x is not clamped;
+    outside [0, 1] without eps NaN, clamped with eps 0 (PyTorch's)."""
+
+    @staticmethod
+    def forward(ctx, x, eps):
+        z = x
+        if eps is not None:
+            lo, hi = x.dtype.type(eps), x.dtype.type(1 - eps)
+            z = ufunc("logit", "where", x < lo, lo, ufunc("logit", "where", x > hi, hi, x))
+        ctx.save_for_backward(x)
+        ctx.eps = eps
+        with np.errstate(all="ignore"):
+            return ufunc("logit", "log", z / (1 - z)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        eps = ctx.eps
+        lo, hi = (0, 1) if eps is None else (eps, 1 - eps)
+        fill = g.dtype.type(np.nan if eps is None else 0)
+        with np.errstate(all="ignore"):
+            d = g / (x * (1 - x))
+        return ufunc("logit", "where", (x < lo) | (x > hi), fill, d).astype(g.dtype, copy=False), None
+
+
+class Exp2(Function):
+    """y = 2**x;  dy/dx = y ln 2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        with np.errstate(over="ignore"):
+            y = ufunc("exp2", "exp2", x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y * math.log(2.0)
+
+
+def _host_unary(cls, name):
+    def fn(input):
+        host_only(name, input._data)
+        return cls.apply(floating(input))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = cls.__doc__
+    return fn
+
+
+erfinv, erfc, lgamma, digamma, i0 = (_host_unary(c, n) for c, n in (
+    (Erfinv, "erfinv"), (Erfc, "erfc"), (Lgamma, "lgamma"), (Digamma, "digamma"), (I0, "i0")))
+
+
+def exp2(input):
+    return Exp2.apply(floating(input))
+
+
+def logit(input, eps=None):
+    """ln(x / (1 - x)); with ``eps`` (a number in [0, 1)) x is first clamped to [eps, 1 - eps]. A
+    negative eps means none, as PyTorch."""
+    if eps is not None and eps < 0:
+        eps = None
+    return Logit.apply(floating(input), None if eps is None else float(eps))
