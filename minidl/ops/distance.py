@@ -1,5 +1,7 @@
-"""Similarity and distance between vectors: cosine_similarity and pairwise_distance, with
+"""Similarity and distance between vectors: cosine_similarity, pairwise_distance and pdist, with
 PyTorch's semantics."""
+import math
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -92,3 +94,76 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
                            f"{list(x2.shape)} do not broadcast") from None
     from .._namespace import norm
     return norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+
+
+class Pdist(Function):
+    """For the rows x_i of an (n, m) input and each pair i < j (in row-major order, the upper
+    triangle of the distance matrix), with d = x_i - x_j and D = ||d||_p:
+
+        p = 0:   D = #{k: d_k != 0}                    dD/dd = 0
+        p = inf: D = max_k |d_k|                       dD/dd_k = sign(d_k) where |d_k| = D (each tie)
+        else:    D = (sum_k |d_k|**p) ** (1/p)         dD/dd_k = sign(d_k) |d_k|**(p-1) / D**(p-1)
+
+    and dD/dx_i = dD/dd, dD/dx_j = -dD/dd, summed over the pairs a row is in. As PyTorch, the
+    gradient is 0 where D = 0 (and, for p < 1, where d_k = 0, whose |d_k|**(p-1) is infinite)."""
+
+    @staticmethod
+    def forward(ctx, x, p):
+        xp = namespace_of(x)
+        n, m = x.shape
+        i, j = np.triu_indices(n, 1)
+        d = xp.take(x, i, axis=0) - xp.take(x, j, axis=0)
+        if m == 0:
+            dist = xp.zeros(len(i), dtype=x.dtype)
+        elif p == 0:
+            dist = (d != 0).astype(x.dtype).sum(axis=1)
+        elif p == 1:
+            dist = xp.abs(d).sum(axis=1)
+        elif p == 2:
+            dist = xp.sqrt((d * d).sum(axis=1))
+        elif p == math.inf:
+            dist = xp.abs(d).max(axis=1)
+        else:
+            dist = ((xp.abs(d) ** p).sum(axis=1)) ** (1.0 / p)
+        dist = dist.astype(x.dtype, copy=False)
+        ctx.save_for_backward(d, dist)
+        ctx.p, ctx.n, ctx.pairs = p, n, (i, j)
+        return dist
+
+    @staticmethod
+    def backward(ctx, g):
+        d, dist = ctx.saved_tensors
+        p, (i, j) = ctx.p, ctx.pairs
+        xp = namespace_of(d)
+        D = dist[:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if p == 0 or d.size == 0:
+                w = xp.zeros_like(d)
+            elif p == 1:
+                w = xp.sign(d)
+            elif p == 2:
+                w = xp.where(D == 0, 0, d / xp.where(D == 0, 1, D))
+            elif p == math.inf:
+                w = xp.sign(d) * (xp.abs(d) == D)
+            else:
+                zero = (D == 0) | (d == 0) if p < 1 else (D == 0)
+                w = xp.where(zero, 0, xp.sign(d) * (xp.abs(d) / xp.where(D == 0, 1, D)) ** (p - 1))
+        gd = (g[:, None] * w).astype(d.dtype, copy=False)
+        dx = xp.zeros((ctx.n, d.shape[1]), dtype=d.dtype)
+        xp.add.at(dx, i, gd)
+        xp.add.at(dx, j, -gd)
+        return dx, None
+
+
+def pdist(input, p=2):
+    """As ``torch.nn.functional.pdist``: the p-norm distances between the rows of an (n, m) input,
+    the n (n - 1) / 2 entries above the diagonal of the distance matrix, row by row."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pdist: expected input to be a Tensor, got {type(input).__name__}")
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if input.dtype.kind != "f":
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if not p >= 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    return Pdist.apply(input, float(p))

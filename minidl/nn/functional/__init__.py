@@ -7,12 +7,15 @@ from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from ...ops.unary import add_relu  # noqa: F401
 from .activation import dropout, gelu, relu  # noqa: F401
 from .activation import celu_, elu_, hardtanh_, leaky_relu_, relu_, selu_  # noqa: F401
+from .activation import (alpha_dropout, feature_alpha_dropout, hardshrink, rrelu, rrelu_, softshrink,  # noqa: F401
+                         threshold, threshold_)
 from .activation import (celu, elu, glu, gumbel_softmax, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
                          logsigmoid, mish, prelu, relu6, selu, silu, softmin, softplus, softsign, tanhshrink)
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .linear import linear  # noqa: F401
 from .layers import (bilinear, dropout1d, dropout2d, dropout3d, embedding_bag, interpolate,  # noqa: F401
                      local_response_norm, normalize, one_hot, pad, pixel_shuffle, pixel_unshuffle)
+from .layers import channel_shuffle, pdist  # noqa: F401
 from .loss import cross_entropy, mse_loss, nll_loss  # noqa: F401
 from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cosine_similarity,  # noqa: F401
                    huber_loss, kl_div, l1_loss, smooth_l1_loss)

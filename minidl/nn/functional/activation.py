@@ -12,6 +12,9 @@ from ...ops.activation_elementwise import (celu, elu, glu, hardsigmoid, hardswis
                                            logsigmoid, mish, prelu, relu6, selu, silu, softplus, softsign,
                                            tanhshrink)
 from ...ops.softmax_variants import gumbel_softmax, softmin  # noqa: F401
+from ...ops import shrink as _shrink
+from ...ops.shrink import hardshrink, rrelu, softshrink, threshold  # noqa: F401
+from ...ops.alpha_dropout import alpha_dropout, feature_alpha_dropout  # noqa: F401
 from ...tensor.inplace import maybe_inplace
 
 
@@ -42,3 +45,11 @@ def leaky_relu_(input, negative_slope=0.01):
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
     return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input, threshold, value):
+    return _shrink.threshold(input, threshold, value, inplace=True)   # (the parameter shadows the function)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, inplace=True)

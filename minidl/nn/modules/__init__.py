@@ -3,12 +3,16 @@ from .module import Module
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Softmin, Tanh  # noqa: F401
 from .activation_elementwise import (CELU, ELU, GLU, SELU, LeakyReLU, LogSigmoid, Mish, PReLU, ReLU6,  # noqa: F401
                                      Hardsigmoid, Hardswish, Hardtanh, SiLU, Softplus, Softsign, Tanhshrink)
+from .activation import Softmax2d  # noqa: F401
+from .activation_elementwise import Hardshrink, RReLU, Softshrink, Threshold  # noqa: F401
+from .channelshuffle import ChannelShuffle  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .parameter_containers import ParameterDict, ParameterList  # noqa: F401
 from .conv import Conv2d  # noqa: F401
 from .ws_conv import WSConv2d  # noqa: F401
 from .conv_nd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
+from .dropout import AlphaDropout, FeatureAlphaDropout  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,  # noqa: F401
                       ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,

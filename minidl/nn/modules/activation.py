@@ -1,4 +1,4 @@
-"""Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax, LogSoftmax, Softmin."""
+"""Activation layers: ReLU, GELU, Tanh, Sigmoid, Softmax, Softmax2d, LogSoftmax, Softmin."""
 from .. import functional as F
 from ...ops.softmax_variants import implicit_softmax_dim
 from .module import Module
@@ -77,3 +77,12 @@ class Softmin(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) at each spatial location of a (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3)

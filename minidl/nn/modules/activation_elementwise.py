@@ -1,9 +1,11 @@
 """Activation layers over ``minidl.ops.activation_elementwise``: SiLU, ELU, SELU, CELU, LeakyReLU,
 PReLU (a learned slope), ReLU6, Hardtanh, Hardsigmoid, Hardswish, Softplus, Softsign, Mish, GLU,
-LogSigmoid, Tanhshrink. ``inplace=True`` overwrites the input with the result, as PyTorch's layers do."""
+LogSigmoid, Tanhshrink; over ``minidl.ops.shrink``: Hardshrink, Softshrink, Threshold, RReLU.
+``inplace=True`` overwrites the input with the result, as PyTorch's layers do."""
 import numpy as np
 
 from ...ops import activation_elementwise as A
+from ...ops import shrink as S
 from ...tensor import dtype as dtypes
 from ..parameter import Parameter
 from .module import Module
@@ -162,3 +164,46 @@ class GLU(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return S.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return S.softshrink(input, self.lambd)
+
+
+class Threshold(Module):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return S.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class RReLU(Module):
+    """leaky_relu with a slope drawn per element from U(lower, upper) in training, (lower + upper) / 2 in eval."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return S.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

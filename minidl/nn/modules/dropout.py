@@ -1,6 +1,7 @@
 """Dropout: zero elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval.
-Dropout1d/2d/3d zero whole channels instead (``minidl.ops.channel_dropout``)."""
-from ...ops import channel_dropout
+Dropout1d/2d/3d zero whole channels instead (``minidl.ops.channel_dropout``). AlphaDropout and
+FeatureAlphaDropout keep SELU's mean 0 / variance 1 (``minidl.ops.alpha_dropout``)."""
+from ...ops import alpha_dropout, channel_dropout
 from .. import functional as F
 from .module import Module
 
@@ -32,3 +33,13 @@ class Dropout2d(Dropout):
 class Dropout3d(Dropout):
     def forward(self, input):
         return channel_dropout.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(Dropout):
+    def forward(self, input):
+        return alpha_dropout.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    def forward(self, input):
+        return alpha_dropout.feature_alpha_dropout(input, self.p, self.training, self.inplace)
