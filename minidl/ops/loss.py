@@ -24,11 +24,16 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
 from ._kernel_switch import LAYER
-from .loss_pointwise import warn_if_broadcast
+from .loss_pointwise import _legacy, elementwise_weight, warn_if_broadcast, weighted_reduction
 from .low_precision import float32_compute
 from .shape_error import ShapeError
 
 REDUCTIONS = ("mean", "sum", "none")
+
+
+class LossArgumentError(RuntimeError, ValueError):
+    """A loss argument out of its range (PyTorch raises RuntimeError; minidl's checks grew
+    from NumPy's ValueError, which its callers expect, so this is both)."""
 
 
 def _log_softmax(x, xp):
@@ -275,7 +280,7 @@ def _weight(weight, C, op):
         return None
     w = _raw(weight)
     if tuple(w.shape) != (C,):
-        raise ValueError(f"{op}: weight must have shape [{C}] (one per class), got {list(w.shape)}")
+        raise ShapeError(f"{op}: weight must have shape [{C}] (one per class), got {list(w.shape)}")
     return w
 
 
@@ -305,14 +310,14 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     Tensor, ndarray or list, shape (N, d1, ...)) or class probabilities (input's shape)."""
     _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+        raise LossArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     x, target, unbatched = _batch(input, target, "cross_entropy")
     C = x.shape[1]
     w = _weight(weight, C, "cross_entropy")
     t = _raw(target)
     if hasattr(t, "dtype") and t.dtype.kind in "fV":
         if tuple(t.shape) != tuple(x.shape):
-            raise ValueError(f"cross_entropy: class-probability target must have the input's shape "
+            raise ShapeError(f"cross_entropy: class-probability target must have the input's shape "
                              f"{list(x.shape)}, got {list(t.shape)}")
         loss = CrossEntropyProbs.apply(x, target, w, reduction, float(label_smoothing))
     else:
@@ -330,8 +335,10 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return _unbatch_loss(NLLLoss.apply(x, t, w, int(ignore_index), reduction), reduction, unbatched)
 
 
-def mse_loss(input, target, reduction="mean"):
-    """As ``torch.nn.functional.mse_loss``; shapes must be equal or broadcast."""
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """As ``torch.nn.functional.mse_loss``; shapes must be equal or broadcast. ``weight`` (the
+    input's shape) weighs each squared error, and "mean" is then sum(w d**2) / sum(w)."""
+    reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction, "mse_loss")
     try:
         np.broadcast_shapes(np.shape(_raw(input)), np.shape(_raw(target)))
@@ -339,4 +346,7 @@ def mse_loss(input, target, reduction="mean"):
         raise ShapeError(f"mse_loss: input shape {list(np.shape(_raw(input)))} and target shape "
                          f"{list(np.shape(_raw(target)))} do not broadcast") from None
     warn_if_broadcast(input, target)
+    if weight is not None:
+        w = elementwise_weight("mse_loss", weight, input)
+        return weighted_reduction(MSELoss.apply(input, target, "none"), w, reduction, True)
     return MSELoss.apply(input, target, reduction)

@@ -10,7 +10,11 @@ elements) or, for kl_div, "batchmean" (sum / x.shape[0]). With r the reduction's
     dL/dx_k = r w_k df/dx (x_k, y_k),     dL/dy_k = r w_k df/dy (x_k, y_k),
 
 summed back over broadcast dims. Each class below states f and its two partials.
-Weights (``weight``, ``pos_weight``) are constants here: they get no gradient.
+The weights of the binary cross entropies (``weight``, ``pos_weight``) are constants here: they
+get no gradient (PyTorch refuses one that requires it). The ``weight`` of l1_loss, mse_loss and
+huber_loss is PyTorch's newer, composed one: a Tensor of the input's shape multiplying the
+unreduced loss with recorded ops (so it gets dL/dw_k = r f(x_k, y_k)), and "mean" is
+sum(w l) / sum(w) for l1_loss and mse_loss but sum(w l) / n for huber_loss, as PyTorch's.
 """
 import warnings
 
@@ -77,7 +81,8 @@ def _log_clamped(xp, a):
 
 class BinaryCrossEntropy(PointwiseLoss):
     """f = -(y log x + (1 - y) log(1 - x)), each log clamped at -100;
-    df/dx = (x - y) / max(x (1 - x), 1e-12),   df/dy = log(1 - x) - log x (clamped logs)."""
+    df/dx = (x - y) / max(x (1 - x), 1e-12),   df/dy = log(1 - x) - log x = -logit(x), with the
+    logs not clamped (PyTorch's target gradient: +inf at x = 0, -inf at x = 1)."""
 
     @staticmethod
     def loss(xp, x, y):
@@ -85,7 +90,7 @@ class BinaryCrossEntropy(PointwiseLoss):
 
     @staticmethod
     def partials(xp, x, y):
-        return (x - y) / xp.maximum(x * (1 - x), 1e-12), _log_clamped(xp, 1 - x) - _log_clamped(xp, x)
+        return (x - y) / xp.maximum(x * (1 - x), 1e-12), xp.log1p(-x) - xp.log(x)
 
 
 def _softplus(xp, z):
@@ -114,8 +119,14 @@ class BinaryCrossEntropyWithLogits(PointwiseLoss):
         return (1 - y) * _sigmoid(xp, x) - p * y * _sigmoid(xp, -x), p * _softplus(xp, -x) - _softplus(xp, x)
 
 
+def _sign(xp, d):
+    """sign(d) with PyTorch's sign(nan) = 0 (NumPy's is nan)."""
+    return xp.where(d != d, 0, xp.sign(d))
+
+
 class L1(PointwiseLoss):
-    """f = |x - y|;  df/dx = sign(x - y) (0 at x = y, as PyTorch),  df/dy = -df/dx."""
+    """f = |x - y|;  df/dx = sign(x - y) (0 at x = y and where x - y is nan, as PyTorch),
+    df/dy = -df/dx."""
 
     @staticmethod
     def loss(xp, x, y):
@@ -123,13 +134,14 @@ class L1(PointwiseLoss):
 
     @staticmethod
     def partials(xp, x, y):
-        s = xp.sign(x - y)
+        s = _sign(xp, x - y)
         return s, -s
 
 
 class SmoothL1(PointwiseLoss):
     """With d = x - y: f = d**2 / (2 beta) where |d| < beta, |d| - beta / 2 elsewhere
-    (beta = 0 is l1_loss); df/dx = d / beta where |d| < beta, sign(d) elsewhere;  df/dy = -df/dx."""
+    (beta = 0 is l1_loss, with its gradient 0 at a nan d); df/dx = d / beta where |d| < beta, sign(d)
+    elsewhere;  df/dy = -df/dx."""
 
     @staticmethod
     def loss(xp, x, y, beta):
@@ -139,7 +151,7 @@ class SmoothL1(PointwiseLoss):
     @staticmethod
     def partials(xp, x, y, beta):
         d = x - y
-        s = xp.sign(d) if beta == 0 else xp.where(xp.abs(d) < beta, d / (beta or 1.0), xp.sign(d))
+        s = _sign(xp, d) if beta == 0 else xp.where(xp.abs(d) < beta, d / beta, xp.sign(d))
         return s, -s
 
 
@@ -160,7 +172,8 @@ class Huber(PointwiseLoss):
 
 class KLDiv(PointwiseLoss):
     """x holds log-probabilities, y probabilities (or log-probabilities with log_target).
-    f = y (log y - x), 0 where y = 0;  df/dx = -y,  df/dy = log y + 1 - x (for y > 0).
+    f = y (log y - x), 0 where y = 0;  df/dx = -y,  df/dy = log y + y / y - x, which is nan at
+    y = 0 (PyTorch's: the 0 / 0 of the derivative of its xlogy(y, y)).
     log_target: f = e**y (y - x);  df/dx = -e**y,  df/dy = e**y (y - x + 1)."""
 
     @staticmethod
@@ -174,7 +187,7 @@ class KLDiv(PointwiseLoss):
         if log_target:
             e = xp.exp(y)
             return -e, e * (y - x + 1)
-        return -y, xp.log(y) + 1 - x
+        return -y, xp.log(y) + y / y - x
 
 
 # functional entry points -----------------------------------------------------------------
@@ -255,6 +268,33 @@ def _weight_array(op, name, weight, input, shape=None):
     return weight.detach()._data
 
 
+def elementwise_weight(op, weight, input):
+    """The ``weight`` of l1_loss, mse_loss and huber_loss (None or a Tensor of the input's
+    shape exactly: PyTorch's ValueError for any other, a broadcastable one included)."""
+    if weight is None:
+        return None
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"{op}: expected weight to be a Tensor or None, got {type(weight).__name__}")
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"Weights and input must have the same size: {op} got weight of shape "
+                         f"{list(weight.shape)} for input of shape {list(input.shape)}")
+    check_same_dtype(op, [("input", input), ("weight", weight)])
+    return weight
+
+
+def weighted_reduction(loss, weight, reduction, mean_over_weights):
+    """The unreduced ``loss`` (a Tensor) times ``weight``, reduced with recorded ops: "none"
+    w l, "sum" sum(w l), "mean" sum(w l) / sum(w) with ``mean_over_weights`` (l1_loss,
+    mse_loss), else sum(w l) / n (huber_loss), as PyTorch's."""
+    weighted = loss * weight
+    if reduction == "none":
+        return weighted
+    if reduction == "sum" or mean_over_weights:
+        total = weighted.sum()
+        return total / weight.sum() if reduction == "mean" else total
+    return weighted.mean()
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """As ``torch.nn.functional.binary_cross_entropy``: ``input`` holds probabilities in
     [0, 1], ``target`` has its shape; ``weight`` rescales each element (broadcast)."""
@@ -285,12 +325,16 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return BinaryCrossEntropyWithLogits.apply(x, y, w, reduction, p)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """As ``torch.nn.functional.l1_loss``: mean (or sum) of |input - target|."""
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """As ``torch.nn.functional.l1_loss``: mean (or sum) of |input - target|; ``weight`` (the
+    input's shape) weighs each element, and "mean" is then sum(w |d|) / sum(w)."""
     reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction)
     x, y = _operands("l1_loss", input, target)
     warn_if_broadcast(x, y)
+    w = elementwise_weight("l1_loss", weight, x)
+    if w is not None:
+        return weighted_reduction(L1.apply(x, y, None, "none"), w, reduction, True)
     return L1.apply(x, y, None, reduction)
 
 
@@ -308,23 +352,34 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """As ``torch.nn.functional.huber_loss``: quadratic within ``delta`` of the target, then
-    linear with slope ``delta``; ``weight`` (broadcast) rescales each element."""
+    linear with slope ``delta``; ``weight`` (the input's shape) rescales each element, and
+    "mean" is then sum(w l) / n."""
     _check_reduction(reduction)
     if not delta > 0:
         raise RuntimeError(f"huber_loss does not support non-positive values for delta; expected delta > 0, "
                            f"got {delta}")
     x, y = _operands("huber_loss", input, target)
     warn_if_broadcast(x, y)
-    w = _weight_array("huber_loss", "weight", weight, x)
-    return Huber.apply(x, y, w, reduction, float(delta))
+    w = elementwise_weight("huber_loss", weight, x)
+    if w is not None:
+        return weighted_reduction(Huber.apply(x, y, None, "none", float(delta)), w, reduction, False)
+    return Huber.apply(x, y, None, reduction, float(delta))
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """As ``torch.nn.functional.kl_div``: ``input`` holds log-probabilities; ``target``
     probabilities (log-probabilities with ``log_target``). ``reduction="batchmean"`` divides
     the sum by the batch size, which is the KL divergence per sample; "mean" divides by the
-    number of elements, as PyTorch's."""
+    number of elements, as PyTorch's (which warns about it). Integer targets are refused, as
+    PyTorch's."""
     reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction, _REDUCTIONS + ("batchmean",))
+    if isinstance(target, Tensor) and target.dtype.kind in "biu":
+        raise RuntimeError(f"kl_div: Integral inputs not supported (got a target of dtype {target.dtype})")
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
     x, y = _operands("kl_div", input, target)
     return KLDiv.apply(x, y, None, reduction, bool(log_target))

@@ -4,8 +4,15 @@
 last dim, (left, right, top, bottom) the last two. Each padded dim is one gather along that
 axis (``minidl.ops.resample``): output position j reads input position j - before, mapped
 into the input by the mode (mirrored without repeating the edge, clamped to the edge, or
-wrapped), or, for "constant", reads nothing (weight 0) and takes ``value``. A negative
-constant amount crops.
+wrapped), or, for "constant", reads nothing (weight 0) and takes ``value``.
+
+A negative amount crops, in every mode, as PyTorch's: reflect and replicate still mirror or
+clamp into the whole input (the crop only drops outputs), while circular wraps around the
+cropped input: with c = max(-before, 0) and n' = n - c - max(-after, 0) its length,
+
+    circular:  index(j) = c + (j - max(before, 0)) mod n'
+
+so (2, -1) on [0, 1, 2, 3, 4] is [2, 3, 0, 1, 2, 3], not [3, 4, 0, 1, 2, 3].
 """
 import numpy as np
 
@@ -29,7 +36,9 @@ def _source(n, before, after, mode):
         return np.where(s >= n, period - s, s), None
     if mode == "replicate":
         return np.clip(src, 0, n - 1), None
-    return src % n, None
+    crop = max(-before, 0)
+    kept = n - crop - max(-after, 0)
+    return crop + (np.arange(n + before + after) - max(before, 0)) % kept, None
 
 
 def _check(input, pad, mode, value):
@@ -75,12 +84,16 @@ def pad(input, pad, mode="constant", value=None):
             raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
                                f"but got: padding ({before}, {after}) at dimension {axis} of input "
                                f"{list(input.shape)}")
-        if mode != "constant" and (n == 0 or before < 0 or after < 0):
-            raise RuntimeError(f"pad: {mode} padding expects a non-empty dim and non-negative amounts, got "
-                               f"padding ({before}, {after}) at dimension {axis} of input {list(input.shape)}")
-        if mode == "circular" and (before > n or after > n):
+        if mode != "constant" and n == 0:
+            raise RuntimeError(f"pad: {mode} padding expects a non-empty dim, got padding ({before}, {after}) at "
+                               f"dimension {axis} of input {list(input.shape)}")
+        if mode in ("reflect", "replicate") and n + before + after <= 0:
+            raise RuntimeError(f"pad: input (size {n}) is too small: padding ({before}, {after}) at dimension "
+                               f"{axis} of input {list(input.shape)} gives an output of size {n + before + after}")
+        kept = n - max(-before, 0) - max(-after, 0)
+        if mode == "circular" and (before > n or after > n or kept < max(before, after) or n + before + after < 0):
             raise RuntimeError(f"Padding value causes wrapping around more than once: padding ({before}, {after}) "
-                               f"at dimension {axis} of size {n}")
+                               f"at dimension {axis} of size {n} (of which {max(kept, 0)} kept)")
         idx, w = _source(n, before, after, mode)
         constant = None
         if mode == "constant":

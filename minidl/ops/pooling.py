@@ -17,9 +17,11 @@ avg_pool2d:  out = (sum over the in-bounds window) / divisor, where the divisor 
     dL/dx[h, w] = sum of g[oh, ow] / divisor[oh, ow] over the windows containing (h, w).
 
 adaptive_avg_pool2d: bin i of an output of size O over an input of size S spans
-    [floor(i*S/O), ceil((i+1)*S/O)). Averaging over bins is linear and separable, so with the
-    averaging matrices A_h (OH, H) and A_w (OW, W):
-    out = A_h x A_w^T  and  dL/dx = A_h^T g A_w.
+    [floor(i*S/O), ceil((i+1)*S/O)). Averaging over a rectangle of bins is separable: the mean
+    over each row bin of the means over each column bin (as the averaging matrices A_h (OH, H)
+    and A_w (OW, W) would give, out = A_h x A_w^T, dL/dx = A_h^T g A_w, but bin by bin, so that an
+    inf or NaN reaches only the outputs whose bins hold it, as PyTorch's; a product with the
+    matrices' zeros would make it NaN everywhere).
 
 The gathers and scatters of max/avg pooling run in Numba kernels on the CPU
 (``minidl.kernels.cpu.pooling``); the array-namespace references below define them and run on
@@ -33,6 +35,7 @@ from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
 from ._kernel_switch import LAYER
 from .low_precision import float32_compute
+from .shape_error import ShapeError
 
 
 def pool_output_size(size, k, s, p, d, ceil_mode):
@@ -185,41 +188,53 @@ class AvgPool2d(Function):
         return ctx.impl.avg_pool2d_backward(_c(g), *ctx.args), None, None, None
 
 
-def adaptive_pool_matrix(size, out, dtype=np.float64, xp=np):
-    """A (out, size) with A[i, floor(i*size/out) : ceil((i+1)*size/out)] = 1 / (bin length)."""
-    a = np.zeros((out, size))
-    for i in range(out):
-        lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
-        a[i, lo:hi] = 1.0 / (hi - lo)
-    return xp.asarray(a.astype(dtype))
+def _adaptive_bins(size, out):
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
 
 
-@float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
+def _along(ndim, axis, index):
+    """The index tuple selecting ``index`` (a slice or int) along ``axis``."""
+    return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
+
+
+def _bin_means(x, axis, out):
+    """The mean of x over each of the ``out`` adaptive bins along ``axis``."""
+    xp = namespace_of(x)
+    if out == 0:
+        return x[_along(x.ndim, axis, slice(0, 0))]
+    return xp.concatenate([x[_along(x.ndim, axis, slice(lo, hi))].mean(axis=axis, keepdims=True)
+                           for lo, hi in _adaptive_bins(x.shape[axis], out)], axis=axis)
+
+
+def _bin_spread(g, axis, n):
+    """The transpose of _bin_means: each bin's g / (bin length) added over its bin, length n."""
+    xp = namespace_of(g)
+    shape = list(g.shape)
+    shape[axis] = n
+    dx = xp.zeros(tuple(shape), dtype=g.dtype)
+    for i, (lo, hi) in enumerate(_adaptive_bins(n, g.shape[axis])):
+        dx[_along(g.ndim, axis, slice(lo, hi))] += g[_along(g.ndim, axis, slice(i, i + 1))] / (hi - lo)
+    return dx
+
+
+@float32_compute   # float16/bfloat16 inputs: float32 sums, one rounding (low_precision.py)
 class AdaptiveAvgPool2d(Function):
-    """out = A_h x A_w^T;  dL/dx = A_h^T g A_w (and a plain mean for a 1x1 output)."""
+    """out = the mean over each bin's rectangle, separably (the module docstring);
+    dL/dx = each output's g / (bin area) spread over its rectangle."""
 
     @staticmethod
     def forward(ctx, x, output_size):
-        xp = namespace_of(x)
-        N, C, H, W = x.shape
+        H, W = x.shape[2:]
         OH, OW = output_size
         ctx.hw = (H, W)
         if (OH, OW) == (1, 1):
-            ctx.mats = None
             return x.mean(axis=(2, 3), keepdims=True)
-        ah = adaptive_pool_matrix(H, OH, x.dtype, xp)
-        aw = adaptive_pool_matrix(W, OW, x.dtype, xp)
-        ctx.mats = (ah, aw)
-        return xp.matmul(xp.matmul(ah, x), aw.T)
+        return _bin_means(_bin_means(x, 2, OH), 3, OW).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
-        xp = namespace_of(g)
         H, W = ctx.hw
-        if ctx.mats is None:
-            return xp.broadcast_to(g / (H * W), g.shape[:2] + (H, W)).copy(), None
-        ah, aw = ctx.mats
-        return xp.matmul(xp.matmul(ah.T, g), aw), None
+        return _bin_spread(_bin_spread(g, 3, W), 2, H).astype(g.dtype, copy=False), None
 
 
 # functional entry points -----------------------------------------------------------------
@@ -229,7 +244,7 @@ def _batched(x, op):
         from .shape import unsqueeze
         return unsqueeze(x, 0), True
     if x.ndim != 4:
-        raise ValueError(f"{op}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {list(x.shape)}")
+        raise ShapeError(f"{op}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {list(x.shape)}")
     return x, False
 
 
@@ -249,17 +264,17 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op):
     ph, pw = int_pair(padding, "padding", op)
     dh, dw = int_pair(dilation, "dilation", op)
     if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
-        raise ValueError(f"{op}: kernel_size, stride and dilation must be >= 1 and padding >= 0, got "
+        raise ShapeError(f"{op}: kernel_size, stride and dilation must be >= 1 and padding >= 0, got "
                          f"kernel_size={(kh, kw)}, stride={(sh, sw)}, padding={(ph, pw)}, dilation={(dh, dw)}")
     if 2 * ph > dh * (kh - 1) + 1 or 2 * pw > dw * (kw - 1) + 1:
-        raise ValueError(f"{op}: padding should be at most half of the effective kernel size, got "
+        raise ShapeError(f"{op}: padding should be at most half of the effective kernel size, got "
                          f"padding={(ph, pw)} for kernel_size={(kh, kw)}")
     H, W = x.shape[2:]
     check_allocation(op, (x.shape[0], x.shape[1], H + 2 * ph, W + 2 * pw), x.dtype)   # the padded input
     OH = pool_output_size(H, kh, sh, ph, dh, ceil_mode)
     OW = pool_output_size(W, kw, sw, pw, dw, ceil_mode)
     if OH < 1 or OW < 1:
-        raise ValueError(f"{op}: input of spatial size {(H, W)} is too small for kernel_size={(kh, kw)}, "
+        raise ShapeError(f"{op}: input of spatial size {(H, W)} is too small for kernel_size={(kh, kw)}, "
                          f"padding={(ph, pw)}, dilation={(dh, dw)} (output would be {(OH, OW)})")
     return kh, kw, sh, sw, ph, pw, dh, dw, OH, OW
 
@@ -294,7 +309,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     x, unbatched = _batched(input, "avg_pool2d")
     kh, kw, sh, sw, ph, pw, _, _, OH, OW = _geometry(x, kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d")
     if divisor_override is not None and int(divisor_override) <= 0:
-        raise ValueError(f"avg_pool2d: divisor_override must be positive, got {divisor_override}")
+        raise ShapeError(f"avg_pool2d: divisor_override must be positive, got {divisor_override}")
     out = AvgPool2d.apply(x, (kh, kw, sh, sw, ph, pw, OH, OW), bool(count_include_pad), int(divisor_override or 0))
     return _unbatch(out, unbatched)
 

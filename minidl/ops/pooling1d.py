@@ -34,10 +34,10 @@ def _window(op, input, k, s, p, d, ceil_mode):
         raise RuntimeError(f"{op}: expected an input with non-zero channels and length (only the batch dim may "
                            f"be 0), got shape {list(input.shape)}")
     if min(k, s, d) < 1 or p < 0:
-        raise ValueError(f"{op}: kernel_size, stride and dilation must be >= 1 and padding >= 0, got "
+        raise ShapeError(f"{op}: kernel_size, stride and dilation must be >= 1 and padding >= 0, got "
                          f"kernel_size={k}, stride={s}, padding={p}, dilation={d}")
     if 2 * p > d * (k - 1) + 1:
-        raise ValueError(f"{op}: padding should be at most half of the effective kernel size, got padding={p} "
+        raise ShapeError(f"{op}: padding should be at most half of the effective kernel size, got padding={p} "
                          f"for kernel_size={k}")
     n = pool_output_size(input.shape[-1], k, s, p, d, ceil_mode)
     if n < 1:

@@ -33,7 +33,7 @@ class GatherAxis(Function):
         for idx, w in taps:
             part = xp.take(x, idx, axis=axis)
             if w is not None and w.dtype == bool:   # a mask: 0 where it reads nothing, even from an inf
-                part = xp.where(w.reshape(shape), part, 0)
+                part = xp.where(w.reshape(shape), part, xp.zeros((), dtype=x.dtype))   # (keeps a bool x bool)
             elif w is not None:
                 part = part * w.astype(x.dtype).reshape(shape)
             y = y + part
