@@ -386,9 +386,14 @@ def _combined_bias(bias, allow, batch, L, S, dtype):
 
 
 # ----------------------------------------------------------------------------- public
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
     """softmax(query key^T * scale + mask) value, with PyTorch's signature and mask rules
-    (bool mask: True = may attend; float mask: added). ``scale`` defaults to 1/sqrt(E)."""
+    (bool mask: True = may attend; float mask: added). ``scale`` defaults to 1/sqrt(E).
+
+    ``enable_gqa`` (grouped-query attention): key and value may have fewer heads (dim -3) than
+    query, Hq = g * Hkv; each key/value head then serves g consecutive query heads, as
+    ``key.repeat_interleave(Hq // Hkv, -3)`` (so its gradient sums over those g heads)."""
     Tensor = _function.Tensor
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -399,6 +404,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if t.dtype.kind != "f":
             raise TypeError(f"scaled_dot_product_attention: {name} must be floating point, got {t.dtype}")
     check_same_dtype("scaled_dot_product_attention", [("query", query), ("key", key), ("value", value)])
+    if enable_gqa:
+        key, value = _grouped_heads(query, key), _grouped_heads(query, value)
     L, E = query.shape[-2:]
     S = key.shape[-2]
     if key.shape[-1] != E:
@@ -437,3 +444,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         scale = 1.0 / np.sqrt(E) if E else 1.0
     scale = float(scale)
     return ScaledDotProductAttention.apply(query, key, value, bias, allow, bool(is_causal), scale, float(dropout_p))
+
+
+def _grouped_heads(query, t):
+    """Key or value with its Hkv heads (dim -3) each repeated Hq // Hkv times to match query's Hq."""
+    if query.ndim < 3 or t.ndim < 3 or t.shape[-3] == query.shape[-3]:
+        return t
+    hq, hkv = query.shape[-3], t.shape[-3]
+    if hkv == 0 or hq % hkv:
+        raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa, the number of heads of key and value "
+                           f"must divide the number of heads of query, got {hkv} and {hq}")
+    return t.repeat_interleave(hq // hkv, dim=-3)

@@ -140,6 +140,12 @@ class RNNBase(Module):
         """PyTorch packs the weights for cuDNN here; minidl's layers read them as they are."""
 
     @property
+    def _flat_weights(self):
+        """The parameters in ``_flat_weights_names`` order (layer, direction, then w_ih, w_hh, b_ih,
+        b_hh, w_hr), as PyTorch keeps them."""
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    @property
     def all_weights(self):
         D = 2 if self.bidirectional else 1
         per = len(self._flat_weights_names) // (self.num_layers * D)
@@ -333,7 +339,10 @@ class RNNCellBase(Module):
             init.uniform_(p, -stdv, stdv)
 
     def extra_repr(self):
-        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+        s = f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
 
     def _prepare(self, input, states):
         """(batched input (B, I), states as (B, H) Tensors or zero arrays, batched?) after PyTorch's checks."""

@@ -19,15 +19,26 @@ masks, so these layers compose the same ops under PyTorch's names instead.
 
 Masks follow PyTorch: ``*_mask`` (L, S) or (B * nhead, L, S), bool (True = may not attend) or
 float (added to the scores); ``*_key_padding_mask`` (B, S), True = padding; ``is_causal`` says
-the mask is the causal one (it may then be omitted). PyTorch's inference fast path (nested
-tensors, which writes 0 at padded positions) is not reproduced: padded positions hold whatever
-the layers compute there, as PyTorch's training path gives.
+the mask is the causal one (it may then be omitted).
+
+Padded positions. In training, or wherever a gradient is recorded, padded positions hold
+whatever the layers compute there. PyTorch's TransformerEncoder has an inference path
+(``enable_nested_tensor``) that runs only the unpadded tokens and writes 0 at the padded ones
+before the final ``norm``; it is taken when the stack allows it (``use_nested_tensor``: Post-LN
+TransformerEncoderLayers, batch_first, an even number of heads, ...), the first layer is in eval
+mode, no gradient is recorded, a ``src_key_padding_mask`` is given without ``mask`` and its
+padding sits at the end of each row. Unpadded outputs are the same either way (padded keys are
+masked out), so here the same conditions select a final ``masked_fill(padding, 0)`` of the
+layers' output, before ``norm``, as PyTorch's ``to_padded_tensor(0.0)``.
 """
 import copy
 import math
+import warnings
 
 import numpy as np
 
+from ...autograd import autocast_state
+from ...autograd.grad_mode import is_grad_enabled
 from ...tensor import dtype as dtypes
 from ...tensor.tensor import Tensor
 from .. import functional as F
@@ -48,6 +59,16 @@ def _activation(activation):
     if activation == "gelu":
         return F.gelu
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+def _relu_or_gelu(activation):
+    """PyTorch's ``activation_relu_or_gelu``: 1 for relu, 2 for gelu, 0 for any other activation."""
+    from .activation import GELU, ReLU
+    if activation is F.relu or isinstance(activation, ReLU):
+        return 1
+    if activation is F.gelu or isinstance(activation, GELU):
+        return 2
+    return 0
 
 
 def _check_heads(d_model, nhead):
@@ -92,6 +113,7 @@ class _Layer(Module):
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
         self.activation = _activation(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
         sublayers = 3 if cross_attention else 2
         for i in range(1, sublayers + 1):
             setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
@@ -167,21 +189,84 @@ def _is_causal_mask(mask, size):
     return bool(np.all(np.isneginf(m[upper])) and np.all(m[~upper] == 0))
 
 
+def _why_not_nested(layer):
+    """Why PyTorch's TransformerEncoder would not take its nested-tensor path with ``layer``
+    ("" when it would), in PyTorch's words."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "encoder_layer was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return "encoder_layer.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return "encoder_layer.self_attn.batch_first was not True(use batch_first for better inference performance)"
+    if not layer.self_attn._qkv_same_embed_dim:
+        return "encoder_layer.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return "encoder_layer.self_attn was passed bias=False"
+    if not layer.activation_relu_or_gelu:
+        return "encoder_layer.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return "encoder_layer.norm1.eps was not equal to encoder_layer.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return "encoder_layer.self_attn.num_heads is odd"
+    return ""
+
+
+def _padding_positions(mask):
+    """The (B, S) bool array of padded positions of a key padding mask (bool: True; float: nonzero)."""
+    m = mask.detach().cpu().numpy() if isinstance(mask, Tensor) else np.asarray(mask)
+    return m if m.dtype == np.bool_ else m != 0
+
+
+def _left_aligned(padding):
+    """Does every row keep a prefix of its tokens (padding only at the end)?"""
+    keep = ~padding
+    return bool(np.all(keep[:, 1:] <= keep[:, :-1])) if keep.shape[-1] > 1 else True
+
+
 class TransformerEncoder(Module):
-    """``num_layers`` deep copies of ``encoder_layer``, then ``norm`` (if given)."""
+    """``num_layers`` deep copies of ``encoder_layer``, then ``norm`` (if given). In inference
+    with a ``src_key_padding_mask``, padded positions come out as 0 (before ``norm``) wherever
+    PyTorch takes its nested-tensor path (see the module docstring)."""
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers, self.norm = num_layers, norm
+        self.enable_nested_tensor = enable_nested_tensor
+        self.use_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+        why_not = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why_not:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why_not}")
+            self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         if is_causal is None:
             is_causal = _is_causal_mask(mask, _seq_len(self.layers, src))
+        padding = self._nested_padding(src, mask, src_key_padding_mask)
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
+        if padding is not None:
+            from ...tensor.factories import tensor
+            x = x.masked_fill(tensor(padding[:, :, None]).to(x.device), 0.0)
         return x if self.norm is None else self.norm(x)
+
+    def _nested_padding(self, src, mask, src_key_padding_mask):
+        """The (B, S) padded positions to zero when PyTorch would run its nested-tensor path, else None."""
+        if not (getattr(self, "use_nested_tensor", False) and len(self.layers) and src_key_padding_mask is not None):
+            return None
+        first = self.layers[0]
+        if first.training or src.ndim != 3 or mask is not None or autocast_state.state.on:
+            return None
+        if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in first.parameters())):
+            return None
+        padding = _padding_positions(src_key_padding_mask)
+        if padding.shape != tuple(src.shape[:2]):
+            return None
+        if getattr(self, "mask_check", True) and not _left_aligned(padding):
+            return None
+        return padding
 
 
 class TransformerDecoder(Module):
