@@ -13,8 +13,12 @@ from .optimizer import Optimizer
 
 
 class Adadelta(Optimizer):
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False):
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
+                 maximize=False, differentiable=False):
+        flags = dict(foreach=foreach, capturable=capturable, differentiable=differentiable)
+        hyper.implementation_flags(type(self).__name__, **flags)
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      **flags))
 
     @staticmethod
     def _check_group(group):

@@ -14,10 +14,12 @@ from .optimizer import Optimizer
 
 class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
-                 maximize=False):
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        flags = dict(foreach=foreach, differentiable=differentiable, fused=fused)
+        hyper.implementation_flags(type(self).__name__, **flags)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, eps=eps,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     @staticmethod
     def _check_group(group):

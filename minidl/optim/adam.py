@@ -20,24 +20,27 @@ kernels/optim_math.py); ``minidl.optim.implementation`` switches between the two
 import math
 
 from .. import backends
-from . import implementation
+from . import hyper, implementation
 from .optimizer import Optimizer
 
 
 class Adam(Optimizer):
-    _decoupled = False
+    """``decoupled_weight_decay=True`` makes it AdamW (as in PyTorch, where AdamW is exactly that);
+    the choice is a group entry, so it travels with state dicts."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        flags = dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
+        hyper.implementation_flags(type(self).__name__, **flags)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        maximize=maximize)
+                        maximize=maximize, **flags, decoupled_weight_decay=bool(decoupled_weight_decay))
         super().__init__(params, defaults)
 
     @staticmethod
     def _check_group(group):
-        lr, betas, eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        betas, eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        hyper.check_lr(group["lr"])
         if eps < 0.0:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -52,6 +55,7 @@ class Adam(Optimizer):
     def _update_group(self, group):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+        decoupled = group.get("decoupled_weight_decay", False)
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -69,12 +73,12 @@ class Adam(Optimizer):
             t = state["step"]
             fused = implementation.fused(w, "fused_adam")
             if fused is not None and fused(w, g, m, v, state.get("max_exp_avg_sq"), lr, beta1, beta2, eps, wd, t,
-                                           self._decoupled, amsgrad, maximize):
+                                           decoupled, amsgrad, maximize):
                 continue   # one kernel did the whole update (a device's fused path)
             if maximize:
                 g = -g
             if wd != 0:
-                if self._decoupled:
+                if decoupled:
                     w *= 1 - lr * wd
                 else:
                     g = g + wd * w
@@ -101,9 +105,8 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    _decoupled = True
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         maximize=maximize)
+                         foreach=foreach, maximize=maximize, capturable=capturable, differentiable=differentiable,
+                         fused=fused, decoupled_weight_decay=True)

@@ -13,9 +13,12 @@ from .optimizer import Optimizer
 
 
 class Adamax(Optimizer):
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, maximize=False):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        flags = dict(foreach=foreach, differentiable=differentiable, capturable=capturable)
+        hyper.implementation_flags(type(self).__name__, **flags)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     _check_group = staticmethod(hyper.check_common)
 

@@ -16,9 +16,12 @@ from .optimizer import Optimizer
 
 
 class ASGD(Optimizer):
-    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, maximize=False):
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None, maximize=False,
+                 differentiable=False, capturable=False):
+        flags = dict(foreach=foreach, differentiable=differentiable, capturable=capturable)
+        hyper.implementation_flags(type(self).__name__, **flags)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     @staticmethod
     def _check_group(group):

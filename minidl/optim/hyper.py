@@ -7,6 +7,8 @@ The checks run on the constructor's arguments and again on a loaded state dict's
 """
 import numbers
 
+from ..tensor.tensor import Tensor
+
 
 def check_real(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -15,8 +17,42 @@ def check_real(name, value):
 
 
 def check_lr(lr):
+    """``lr`` >= 0: a number or, as PyTorch allows, a 1-element Tensor (kept in the group as it is,
+    so that schedulers fill it in place; the updates read its value with ``scalar``)."""
+    if isinstance(lr, Tensor):
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not float(lr.item()) >= 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        return
     if not check_real("lr", lr) >= 0.0:
         raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def scalar(value):
+    """A hyper-parameter as a Python number: the value of a 1-element Tensor (a Tensor lr)."""
+    return value.item() if isinstance(value, Tensor) else value
+
+
+def with_scalar_lr(group):
+    """``group`` itself, or a copy whose Tensor ``lr`` is replaced by its value, for the update."""
+    return {**group, "lr": float(group["lr"].item())} if isinstance(group.get("lr"), Tensor) else group
+
+
+def implementation_flags(cls_name, foreach=None, fused=None, capturable=False, differentiable=False):
+    """PyTorch's switches between implementations of one update, checked as PyTorch checks them and
+    kept in the groups (so a script passing them runs, and state dicts carry PyTorch's keys). They
+    change nothing here: ``foreach`` (multi-tensor kernels) and ``fused`` select kernels that
+    compute the same update, and minidl picks its own (``optim.implementation``); ``capturable``
+    prepares the state for CUDA-graph capture, which minidl does not do. ``differentiable``
+    (autograd through ``step()``) is not supported: the update runs on raw arrays."""
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if fused and differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
+    if differentiable:
+        raise NotImplementedError(f"{cls_name}(differentiable=True) is not supported: minidl's optimizers update "
+                                  "the parameters outside autograd")
 
 
 def check_nonnegative(name, value):

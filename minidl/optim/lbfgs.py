@@ -108,7 +108,7 @@ class LBFGS(Optimizer):
 
     def _run(self, closure):
         group = self.param_groups[0]
-        lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
+        lr, max_iter, max_eval = hyper.scalar(group["lr"]), group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         history_size = group["history_size"]
         xp = self._xp()

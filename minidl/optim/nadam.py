@@ -19,10 +19,13 @@ from .optimizer import Optimizer
 
 class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
-                 decoupled_weight_decay=False, maximize=False):
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
+        flags = dict(foreach=foreach, capturable=capturable, differentiable=differentiable)
+        hyper.implementation_flags(type(self).__name__, **flags)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     @staticmethod
     def _check_group(group):

@@ -99,7 +99,22 @@ class Optimizer:
             raise TypeError(f"a param group must be a dict, got {type(param_group).__name__}")
         group = dict(param_group)
         params = group["params"]
+        if isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
         params = [params] if isinstance(params, Tensor) else list(params)
+        # as PyTorch, parameters may come named, as (name, tensor) pairs (``model.named_parameters()``):
+        # the names are kept in the group's "param_names", and so in state_dict()
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            params = [p[1] for p in params]
+            group["param_names"] = names
+        for g in self.param_groups:
+            if ("param_names" in g) != ("param_names" in group):
+                raise ValueError("all optimizer param groups should be with/without names. cannot add param group "
+                                 f"{'with' if 'param_names' in group else 'without'} names to the optimizer")
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
@@ -138,7 +153,7 @@ class Optimizer:
                 loss = closure()
         with grad_mode.no_grad():
             for group in self.param_groups:
-                self._update_group(group)
+                self._update_group(hyper.with_scalar_lr(group))
         return loss
 
     def _update_group(self, group):

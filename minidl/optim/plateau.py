@@ -10,7 +10,7 @@ import math
 
 from . import state_checks
 from .optimizer import Optimizer
-from .scheduler_base import LRScheduler, check_count, format_param
+from .scheduler_base import LRScheduler, check_count, format_param, group_values, set_group_value
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -30,7 +30,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown = cooldown
         self.eps = eps
         self.last_epoch = 0
-        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self._last_lr = group_values(optimizer, "lr")
         self._init_is_better(mode, threshold, threshold_mode)
         self.best = self.mode_worse
         self.cooldown_counter = 0
@@ -68,7 +68,7 @@ class ReduceLROnPlateau(LRScheduler):
             self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self._last_lr = group_values(self.optimizer, "lr")
 
     def _reduce_lr(self):
         groups = self.optimizer.param_groups
@@ -82,7 +82,7 @@ class ReduceLROnPlateau(LRScheduler):
             old = float(group["lr"])
             new = max(old * self.factor, min_lr)
             if old - new > self.eps:
-                group["lr"] = new
+                set_group_value(group, "lr", new)
 
     def _check_state(self, state):
         super()._check_state(state)

@@ -21,9 +21,11 @@ from .optimizer import Optimizer
 
 class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
-                 maximize=False):
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
+        flags = dict(foreach=foreach, capturable=capturable, differentiable=differentiable)
+        hyper.implementation_flags(type(self).__name__, **flags)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize, **flags))
 
     _check_group = staticmethod(hyper.check_common)
 

@@ -16,9 +16,11 @@ from .optimizer import Optimizer
 
 class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
-                 maximize=False):
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        flags = dict(capturable=capturable, foreach=foreach, differentiable=differentiable)
+        hyper.implementation_flags(type(self).__name__, **flags)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+                                      centered=centered, maximize=maximize, **flags))
 
     @staticmethod
     def _check_group(group):

@@ -15,8 +15,12 @@ from .optimizer import Optimizer
 
 
 class Rprop(Optimizer):
-    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize))
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
+                 maximize=False, differentiable=False):
+        flags = dict(capturable=capturable, foreach=foreach, differentiable=differentiable)
+        hyper.implementation_flags(type(self).__name__, **flags)
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize,
+                                      **flags))
 
     @staticmethod
     def _check_group(group):

@@ -19,6 +19,7 @@ replaces the optimizer's ``step`` with a ``_CountedStep`` that counts the calls.
 import warnings
 from collections.abc import Mapping
 
+from ..tensor.tensor import Tensor
 from . import state_checks
 from .optimizer import Optimizer
 
@@ -61,12 +62,13 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                lr = group["lr"]   # a Tensor lr is copied: the schedule fills the group's tensor in place
+                group.setdefault("initial_lr", lr.clone() if isinstance(lr, Tensor) else lr)
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming an optimizer")
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming "
+                                   "scheduler with last_epoch >= 0.")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._last_lr = None
@@ -115,8 +117,8 @@ class LRScheduler:
             closed_form = getattr(self, "_get_closed_form_lr", None)
             lrs = closed_form() if closed_form is not None else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, lrs):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            set_group_value(group, "lr", lr)
+        self._last_lr = group_values(self.optimizer, "lr")
 
     def state_dict(self):
         """Everything but the optimizer (and functions, which cannot be saved)."""
@@ -157,6 +159,21 @@ class LRScheduler:
         last_epoch = state["last_epoch"]
         if not state_checks.is_index(last_epoch) or last_epoch < -1:
             raise ValueError(f"loaded scheduler state 'last_epoch': expected an int >= -1, got {last_epoch!r}")
+
+
+def set_group_value(group, key, value):
+    """``group[key] = value``, but a Tensor there (a Tensor lr) is filled in place, as PyTorch does,
+    so that whoever holds it sees the schedule."""
+    current = group[key]
+    if isinstance(current, Tensor):
+        current.fill_(float(value.item() if isinstance(value, Tensor) else value))
+    else:
+        group[key] = value
+
+
+def group_values(optimizer, key):
+    """Each group's ``key``; Tensors copied (get_last_lr must not change with the next step)."""
+    return [g[key].clone() if isinstance(g[key], Tensor) else g[key] for g in optimizer.param_groups]
 
 
 def format_param(name, optimizer, value):

@@ -10,7 +10,7 @@ checks all of them before changing any.
 from bisect import bisect_right
 
 from .plateau import ReduceLROnPlateau
-from .scheduler_base import LRScheduler
+from .scheduler_base import LRScheduler, group_values, set_group_value
 
 
 def _check_schedulers(owner, optimizer, schedulers):
@@ -69,7 +69,7 @@ class SequentialLR(_Composite):
         # the inner schedulers each made their initial step on construction: undo them, and
         # start the first one afresh from the base lrs
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            set_group_value(group, "lr", group["initial_lr"])
         for scheduler in self._schedulers:
             _undo_step(scheduler)
         first = self._schedulers[bisect_right(self._milestones, 0)]
@@ -102,12 +102,12 @@ class ChainedScheduler(_Composite):
         _check_schedulers(type(self).__name__, optimizer, schedulers)
         self._schedulers = list(schedulers)
         self.optimizer = optimizer
-        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self._last_lr = group_values(optimizer, "lr")
 
     def step(self):
         for scheduler in self._schedulers:
             scheduler.step()
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self._last_lr = group_values(self.optimizer, "lr")
 
     def _check_state(self, state):
         """Nothing of its own to range-check (it counts no epochs): its schedulers check theirs."""

@@ -15,7 +15,7 @@ the lr, between base_momentum and max_momentum, when ``cycle_momentum`` is true.
 import math
 
 from . import state_checks
-from .scheduler_base import LRScheduler, check_count, format_param
+from .scheduler_base import LRScheduler, check_count, format_param, group_values, set_group_value
 
 
 def _momentum_setup(scheduler, optimizer, base_momentum, max_momentum, last_epoch):
@@ -46,7 +46,7 @@ class CyclicLR(LRScheduler):
         base_lrs = format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                set_group_value(group, "lr", lr)
         self.max_lrs = format_param("max_lr", optimizer, max_lr)
         for name, size in (("step_size_up", step_size_up), ("step_size_down", step_size_down)):
             if size is not None and not (state_checks.is_real(size) and size > 0):
@@ -206,5 +206,5 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            set_group_value(group, "lr", lr)
+        self._last_lr = group_values(self.optimizer, "lr")

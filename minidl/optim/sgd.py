@@ -12,28 +12,30 @@ PyTorch's update, per parameter p with gradient g, at learning rate lr:
 (with ``maximize``, g is negated first). The momentum buffer b is this parameter's state.
 """
 from .. import backends
-from . import implementation
+from . import hyper, implementation
 from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
+                 foreach=None, differentiable=False, fused=None):
+        flags = dict(foreach=foreach, differentiable=differentiable, fused=fused)
+        hyper.implementation_flags(type(self).__name__, **flags)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                        nesterov=nesterov, maximize=maximize)
+                        nesterov=nesterov, maximize=maximize, **flags)
         super().__init__(params, defaults)
 
     @staticmethod
     def _check_group(group):
-        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        momentum, dampening = group["momentum"], group["dampening"]
+        hyper.check_lr(group["lr"])
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if group["weight_decay"] < 0.0:
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
         if group["nesterov"] and (momentum <= 0 or dampening != 0):
-            raise ValueError(f"Nesterov momentum requires a momentum > 0 and zero dampening, "
-                             f"got momentum={momentum}, dampening={dampening}")
+            raise ValueError(f"Nesterov momentum requires a momentum and zero dampening (got momentum={momentum}, "
+                             f"dampening={dampening})")
 
     def _state_spec(self, group):
         return {"momentum_buffer": ("param", False)}

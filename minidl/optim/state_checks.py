@@ -27,13 +27,16 @@ def is_index(x):
 def like(where, current, loaded):
     """``loaded``, checked to be the same kind of value as ``current``: a bool for a bool, a
     number for a number (int and float alike), a string for a string, a list or tuple of as
-    many such for a list or tuple (returned as ``current``'s type). Values whose current
+    many such for a list or tuple (returned as ``current``'s type); a 1-element Tensor also
+    stands for a number, as a Tensor lr does in PyTorch. Values whose current
     form is anything else (None, say) are not checked; all are copied."""
     if isinstance(current, (bool, np.bool_)):
         if not isinstance(loaded, (bool, np.bool_)):
             raise ValueError(f"{where}: expected a bool, got {_show(loaded)}")
         return bool(loaded)
     if is_real(current):
+        if isinstance(loaded, Tensor) and loaded.numel() == 1:
+            return loaded.clone()   # a Tensor lr (PyTorch allows one in place of a number)
         if not is_real(loaded):
             raise ValueError(f"{where}: expected a number, got {_show(loaded)}")
         return loaded.item() if isinstance(loaded, np.generic) else loaded

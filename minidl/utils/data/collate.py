@@ -26,14 +26,23 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
+def _stack(arrays):
+    """np.stack, with PyTorch's RuntimeError (not NumPy's ValueError) for samples of unequal shapes."""
+    for i, a in enumerate(arrays):
+        if a.shape != arrays[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(arrays[0].shape)} at "
+                               f"entry 0 and {list(a.shape)} at entry {i}")
+    return np.stack(arrays)
+
+
 def default_collate(batch):
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return _tensor(np.stack([t.numpy() for t in batch]))
+        return _tensor(_stack([t.numpy() for t in batch]))
     if isinstance(elem, (np.ndarray, np.generic)) and not isinstance(elem, (np.str_, np.bytes_)):
         if elem.dtype.kind in "SaUO":
             raise TypeError(_ERROR.format(elem.dtype))
-        return _tensor(np.stack(batch) if isinstance(elem, np.ndarray) else np.asarray(batch))
+        return _tensor(_stack([np.asarray(b) for b in batch]) if isinstance(elem, np.ndarray) else np.asarray(batch))
     if isinstance(elem, bool):
         return _tensor(np.asarray(batch, dtype=np.bool_))
     if isinstance(elem, float):

@@ -53,9 +53,10 @@ class DataLoader:
                 if value not in (None, False):
                     raise ValueError(f"DataLoader with IterableDataset: expected unspecified {name} option, "
                                      f"but got {name}={value!r}")
-        elif not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
-            raise TypeError(f"DataLoader needs a map-style dataset (with __getitem__ and __len__) or an "
-                            f"IterableDataset, got {type(dataset).__name__}")
+        elif not hasattr(dataset, "__getitem__"):
+            # no __len__ is needed with a sampler that does not ask for it (as PyTorch)
+            raise TypeError(f"DataLoader needs a map-style dataset (with __getitem__) or an IterableDataset, "
+                            f"got {type(dataset).__name__}")
         shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")

@@ -7,6 +7,8 @@
   (``take``), which the DataLoader uses so that a batch is one fancy-indexing copy per tensor
   instead of N item look-ups and a stack.
 - ``Subset``, ``ConcatDataset``, ``random_split`` (lengths, or fractions summing to 1).
+- ``StackDataset(a, b)[i] == (a[i], b[i])`` (or a dict, from keyword datasets); ``ChainDataset``
+  (also ``stream_a + stream_b``): iterable datasets one after the other.
 """
 import bisect
 import math
@@ -20,11 +22,13 @@ from .sampler import numpy_generator
 
 
 class Dataset:
-    def __getitem__(self, index):
-        raise NotImplementedError(f"{type(self).__name__} does not define __getitem__")
+    """Map-style: subclasses define ``__getitem__`` and, usually, ``__len__``. As in PyTorch the base
+    class has no ``__len__``: ``len()`` of a dataset without one (a stream) is a TypeError, which
+    ``list(loader)``'s length hint and ``hasattr(ds, "__len__")`` rely on."""
 
-    def __len__(self):
-        raise NotImplementedError(f"{type(self).__name__} does not define __len__")
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__} does not define __getitem__ (subclasses of Dataset "
+                                  "should implement __getitem__)")
 
     def __add__(self, other):
         return ConcatDataset([self, other])
@@ -38,7 +42,73 @@ class IterableDataset(Dataset):
         raise TypeError(f"{type(self).__name__} is an IterableDataset: it has no __getitem__; iterate over it")
 
     def __add__(self, other):
-        raise TypeError("ConcatDataset does not support IterableDataset")
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets one after the other (checked lazily, as PyTorch: when iterated or measured)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
+
+
+class StackDataset(Dataset):
+    """Datasets of one length side by side: ``StackDataset(a, b)[i] == (a[i], b[i])``,
+    ``StackDataset(x=a, y=b)[i] == {"x": a[i], "y": b[i]}``."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or ``dict``- (via ``kwargs``) like "
+                             "input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        parts = list(args) if args else list(kwargs.values())
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        """The samples at ``indices``, each part through its own ``__getitems__`` where it has one."""
+        named = isinstance(self.datasets, dict)
+        parts = self.datasets.items() if named else enumerate(self.datasets)
+        columns = {}
+        for key, d in parts:
+            getitems = getattr(d, "__getitems__", None)
+            items = getitems(list(indices)) if callable(getitems) else [d[i] for i in indices]
+            if len(items) != len(indices):
+                raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, got {len(items)}")
+            columns[key] = items
+        if named:
+            return [{k: columns[k][j] for k in columns} for j in range(len(indices))]
+        return [tuple(columns[k][j] for k in columns) for j in range(len(indices))]
+
+    def __len__(self):
+        return self._length
+
+
+class _SizeMismatch(ValueError, AssertionError):
+    """TensorDataset's size check: an AssertionError in PyTorch (an ``assert``), a ValueError in
+    minidl before; both catch it."""
 
 
 class TensorDataset(Dataset):
@@ -49,7 +119,8 @@ class TensorDataset(Dataset):
         sizes = [a.shape[0] if a.ndim else None for a in arrays]
         if None in sizes or len(set(sizes)) != 1:
             shapes = ", ".join(str(a.shape) for a in arrays)
-            raise ValueError(f"TensorDataset: every tensor needs the same size in dim 0, got shapes {shapes}")
+            raise _SizeMismatch(f"Size mismatch between tensors: TensorDataset needs every tensor to have the same "
+                                f"size in dim 0, got shapes {shapes}")
         self.tensors = tuple(t if isinstance(t, Tensor) else Tensor._wrap(a, None, 0)
                              for t, a in zip(tensors, arrays))
         self._arrays = arrays
