@@ -101,8 +101,10 @@ def test_strict_false_loads_what_matches_and_returns_the_incompatible_keys():
     m = Model()
     sd = trained_state()
     result = m.load_state_dict({"fc.weight": sd["fc.weight"], "stray": np.ones(2)}, strict=False)
-    assert result == (list(sd)[1:], ["stray"])
-    assert result.missing_keys == list(sd)[1:] and result.unexpected_keys == ["stray"]
+    # as PyTorch, a batch norm's counter missing from a dict without version metadata is not reported
+    missing = [k for k in list(sd)[1:] if not k.endswith("num_batches_tracked")]
+    assert result == (missing, ["stray"])
+    assert result.missing_keys == missing and result.unexpected_keys == ["stray"]
     np.testing.assert_array_equal(m.fc.weight.numpy(), sd["fc.weight"])
     assert repr(m.load_state_dict(sd)) == "<All keys matched successfully>"
     assert_values(m, sd)

@@ -52,8 +52,7 @@ def module_spec(name, make_module, x_shape, call=None, x_kind="float", group="la
             *path, leaf = n.split(".")
             for part in path:
                 owner = getattr(owner, part)
-            owner._parameters[leaf] = p
-            object.__setattr__(owner, leaf, p)   # bypass Module.__setattr__, which wants a Parameter
+            owner._parameters[leaf] = p      # the registry itself: Module.__setattr__ wants a Parameter
         return call(mod, x) if call else mod(x)
     grad_inputs = kw.pop("grad_inputs", None)
     return spec(name, group, op, inputs, grad_inputs=grad_inputs, **kw)

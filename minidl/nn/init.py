@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import random
 from ..autograd import grad_mode
+from ..autograd import versions
 from ..tensor.dtype import check_floating
 
 
@@ -66,8 +67,13 @@ def _no_elements(tensor):
 
 
 def _fill(tensor, values):
+    """Write ``values`` into ``tensor`` in place, outside the graph (so a leaf that requires
+    grad may be initialised and no history is recorded), counting it as an in-place write as
+    PyTorch's ``tensor.uniform_()`` under no_grad does: a backward that saved the old values
+    then raises instead of using the new ones."""
     with grad_mode.no_grad():
         tensor._data[...] = values
+    versions.bump(tensor._version_counter)
     return tensor
 
 
@@ -227,6 +233,49 @@ def dirac_(tensor, groups=1):
         for d in range(min(per_group, in_chans)):
             values[(g * per_group + d, d) + centre] = 1
     return _fill(tensor, values)
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor as a sparse matrix (Martens, 2010), as PyTorch: N(0, std) values, then in
+    each column ceil(sparsity * rows) randomly chosen entries set to zero."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    _floating(tensor, "sparse_")
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    gen = _gen(generator)
+    values = gen.normal(0.0, std, (rows, cols))
+    for col in range(cols):
+        values[gen.permutation(rows)[:num_zeros], col] = 0
+    return _fill(tensor, values)
+
+
+def _make_deprecate(meth):
+    """PyTorch's old names without the trailing underscore (``nn.init.uniform``): the same
+    function, with a FutureWarning."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+                      FutureWarning, stacklevel=2)
+        return meth(*args, **kwargs)
+    deprecated_init.__name__ = old_name
+    deprecated_init.__doc__ = f"Deprecated alias of {new_name}."
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)
 
 
 def default_layer_init_(weight, bias=None):

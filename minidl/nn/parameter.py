@@ -25,3 +25,36 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+class Buffer(Tensor):
+    """A tensor that a Module registers as a buffer when assigned as an attribute
+    (``self.running_mean = nn.Buffer(torch.zeros(3))``), as ``torch.nn.Buffer``; with
+    ``persistent=False`` it is left out of the state_dict. The module keeps a plain Tensor
+    sharing its memory (a plain Tensor assigned so would be a mere attribute)."""
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            array = np.zeros(0, np.float32)
+        elif isinstance(data, Tensor):
+            array = data._data
+        else:
+            array = dtypes.native(np.asarray(data))
+        b = cls._wrap(array, None, 0)
+        if isinstance(data, Tensor):
+            b._version_counter = data._version_counter
+            if data.requires_grad:
+                b.requires_grad_(True)
+        b.persistent = persistent
+        return b
+
+    def __init__(self, data=None, *, persistent=True):
+        pass
+
+    def _as_tensor(self):
+        """The plain Tensor a module registers: the same memory, version and requires_grad."""
+        t = self.detach()
+        if self.requires_grad:
+            t.requires_grad_(True)
+        return t

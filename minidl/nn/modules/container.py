@@ -1,6 +1,8 @@
 """Containers: Sequential, ModuleList, ModuleDict, with PyTorch's indexing and naming
 (children of a Sequential / ModuleList are named "0", "1", ... so state_dict keys match)."""
+import operator
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 
 from .module import Module
 
@@ -9,6 +11,7 @@ class _Indexed(Module):
     """Shared integer indexing over the children, in order."""
 
     def _index(self, idx):
+        idx = operator.index(idx)   # as PyTorch: a float index is a TypeError, not a silent int()
         n = len(self._modules)
         if not -n <= idx < n:
             raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
@@ -30,19 +33,16 @@ class _Indexed(Module):
 
     def __delitem__(self, idx):
         keys = list(self._modules.keys())
-        doomed = keys[idx] if isinstance(idx, slice) else [self._key(idx)]
-        for k in doomed:
+        for k in (keys[idx] if isinstance(idx, slice) else [self._key(idx)]):
             del self._modules[k]
-            object.__delattr__(self, k)
-        self._renumber()
+        self._renumber(list(self._modules.values()))
 
-    def _renumber(self):
-        mods = list(self._modules.items())
-        for k, _ in mods:
-            object.__delattr__(self, k)
+    def _renumber(self, modules):
+        """Make ``modules`` the children, named "0", "1", ... (as PyTorch does after a delete,
+        also in a Sequential built from named modules)."""
         self._modules.clear()
-        for i, (_, m) in enumerate(mods):
-            self.add_module(str(i), m)
+        for i, m in enumerate(modules):
+            self._modules[str(i)] = m
 
     def _check(self, module):
         if not isinstance(module, Module):
@@ -54,25 +54,31 @@ class _Indexed(Module):
         return self
 
     def extend(self, modules):
-        for m in modules:
+        if not isinstance(modules, Iterable):
+            raise TypeError(f"{type(self).__name__}.extend should be called with an iterable, but got "
+                            f"{type(modules).__name__}")
+        for m in list(modules):   # list(): ``x.extend(x)`` must not grow while it iterates
             self.append(m)
         return self
 
     def insert(self, index, module):
+        """Insert before position ``index``, as ``list.insert`` (a negative index counts from the
+        end: -1 inserts before the last child); IndexError outside [-len, len]."""
+        self._check(module)
         mods = list(self._modules.values())
         n = len(mods)
+        index = operator.index(index)
         if not -n <= index <= n:
             raise IndexError(f"insert index {index} is out of range for {type(self).__name__} of length {n}")
-        mods.insert(index % (n + 1) if index < 0 else index, self._check(module))
-        for k in list(self._modules.keys()):
-            object.__delattr__(self, k)
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self.add_module(str(i), m)
+        mods.insert(index, module)
+        self._renumber(mods)
         return self
 
-    def __dir__(self):
-        return [k for k in super().__dir__() if not k.isdigit()]
+    def pop(self, key):
+        """Remove and return the child at ``key`` (an int or a slice); the rest are renumbered."""
+        v = self[key]
+        del self[key]
+        return v
 
 
 class Sequential(_Indexed):
@@ -95,8 +101,37 @@ class Sequential(_Indexed):
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
-            raise TypeError(f"can only add a Sequential to a Sequential, got {type(other).__name__}")
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
         return Sequential(*self, *other)
+
+    def __iadd__(self, other):
+        """``seq += other_seq`` appends other's children to this Sequential (it stays the same object)."""
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        for m in list(other):
+            self.append(m)
+        return self
+
+    def _repeat_count(self, other):
+        if not isinstance(other, int) or isinstance(other, bool):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return other
+
+    def __mul__(self, other):
+        """``seq * n``: a new Sequential of the children repeated n times (the same module
+        objects, so the repeats share their parameters, as in PyTorch)."""
+        return Sequential(*(list(self) * self._repeat_count(other)))
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    def __imul__(self, other):
+        mods = list(self) * self._repeat_count(other)
+        for m in mods[len(self):]:
+            self.append(m)
+        return self
 
     def forward(self, input):
         for m in self._modules.values():
@@ -127,7 +162,7 @@ class ModuleList(_Indexed):
         """As PyTorch's: a run of equal consecutive children prints once, as ``(i-j): n x child``."""
         reprs = [repr(m) for m in self]
         if not reprs:
-            return "ModuleList()"
+            return f"{self._get_name()}()"
         runs = []                       # [first index, last index, repr]
         for i, r in enumerate(reprs):
             if runs and runs[-1][2] == r:
@@ -136,7 +171,7 @@ class ModuleList(_Indexed):
                 runs.append([i, i, r])
         lines = [(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}").replace("\n", "\n  ")
                  for a, b, r in runs]
-        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+        return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):
@@ -157,7 +192,6 @@ class ModuleDict(Module):
 
     def __delitem__(self, key):
         del self._modules[key]
-        object.__delattr__(self, key)
 
     def __len__(self):
         return len(self._modules)
@@ -183,10 +217,23 @@ class ModuleDict(Module):
         return m
 
     def clear(self):
-        for k in list(self._modules):
-            del self[k]
+        self._modules.clear()
 
     def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
+        """Add (or replace) entries from a mapping, in its order, or from (key, module) pairs,
+        with PyTorch's errors for what is neither."""
+        if not isinstance(modules, Iterable):
+            raise TypeError(f"ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                            f"{type(modules).__name__}")
+        if isinstance(modules, (Mapping, ModuleDict)):
+            for k, m in modules.items():
+                self[k] = m
+            return
+        for j, pair in enumerate(modules):
+            if not isinstance(pair, Iterable):
+                raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is "
+                                f"{type(pair).__name__}")
+            pair = tuple(pair)
+            if len(pair) != 2:
+                raise ValueError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
+            self[pair[0]] = pair[1]

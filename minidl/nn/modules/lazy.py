@@ -15,9 +15,7 @@ from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .conv import Conv2d
 from .conv_nd import Conv1d, _tuple
 from .linear import Linear
-from .module import Module
-
-_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks")
+from .module import _HOOK_REGISTRIES, Module
 
 
 class LazyModuleMixin(Module):
@@ -53,9 +51,8 @@ class LazyModuleMixin(Module):
             if placeholder is not None and new is not None:
                 placeholder._data = new._data
                 real._parameters[name] = placeholder
-                object.__setattr__(real, name, placeholder)
         state = real.__dict__
-        for key in _HOOKS:
+        for key in _HOOK_REGISTRIES:
             if key in self.__dict__:
                 state[key] = self.__dict__[key]
         self.__dict__.clear()

@@ -2,9 +2,14 @@
 
 A Module keeps three ordered registries, filled by plain attribute assignment:
 parameters (``Parameter``), buffers (tensors that are state but not learned, such as
-BatchNorm's running mean, added with ``register_buffer``) and child modules. Everything
-else (``parameters()``, ``state_dict()``, ``to()``, ``train()``) walks these.
+BatchNorm's running mean, added with ``register_buffer`` or by assigning an ``nn.Buffer``)
+and child modules. Everything else (``parameters()``, ``state_dict()``, ``to()``,
+``train()``) walks these. Registered names are read through ``__getattr__`` from the
+registries, which are the only place they are kept, as in PyTorch.
 """
+import functools
+import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -12,8 +17,9 @@ import numpy as np
 
 from ...tensor import dtype as dtypes
 from ...autograd import hooks as _autograd_hooks
+from ...autograd import versions as _versions
 from ...tensor.tensor import Tensor
-from ..parameter import Parameter
+from ..parameter import Buffer, Parameter
 from . import hooks as _module_hooks
 
 
@@ -30,9 +36,13 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
-def _loadable(key, value, target):
-    """(value as an array that can be copied into ``target``, None), or (None, what is wrong)."""
+def _loadable(key, value, target, assign=False):
+    """(what to load into ``target`` from checkpoint entry ``value``, None), or (None, what is
+    wrong). What to load is an array of target's dtype, or with ``assign`` the checkpoint's
+    Tensor itself (an array is made one; its dtype is kept). As in PyTorch, a one-element
+    1-d value loads into a 0-d target."""
     received = type(value).__name__
+    original = value
     if isinstance(value, Tensor):
         value = value.numpy()
     try:
@@ -43,9 +53,16 @@ def _loadable(key, value, target):
         return None, (f'While copying the parameter named "{key}", expected a Tensor or array of numbers from '
                       f"checkpoint but received {received if src is None else f'{received} of dtype {src.dtype}'}")
     shape = tuple(target.shape)
+    squeeze = shape == () and src.shape == (1,)
+    if squeeze:
+        src = src.reshape(())
     if src.shape != shape:
         return None, (f"size mismatch for {key}: copying a param with shape {src.shape} from checkpoint, "
                       f"the shape in current model is {shape}.")
+    if assign:
+        if isinstance(original, Tensor):
+            return (original.reshape(()) if squeeze else original), None
+        return Tensor._wrap(dtypes.native(np.array(src)), None, 0), None
     why = _cast_problem(src, np.dtype(target.dtype))
     if why is not None:
         return None, (f"dtype mismatch for {key}: cannot copy a param of dtype {src.dtype} from checkpoint "
@@ -73,178 +90,325 @@ def _cast_problem(src, dtype):
 
 def _check_assignment(module, name, value):
     """PyTorch's rule for assigning over a registered name: a parameter takes only a Parameter
-    (a plain tensor would silently leave parameters() and the state_dict), a child module
-    only a Module, a buffer only a Tensor; None is always allowed. Another registry's kind
-    replaces the name (a Parameter over a buffer, say)."""
-    if isinstance(value, (Parameter, Module)):
+    (a plain tensor or a module would silently leave parameters() and the state_dict), a
+    child module only a Module, a buffer only a Tensor; None is always allowed. A Parameter
+    replaces any registered name, a Module any name but a parameter's."""
+    if value is None or isinstance(value, Parameter):
         return
     if name in module._parameters:
         kind, expected = "parameter", "nn.Parameter or None"
+    elif isinstance(value, Module):
+        return
     elif name in module._modules:
         kind, expected = "child module", "nn.Module or None"
     elif name in module._buffers and not isinstance(value, Tensor):
         kind, expected = "buffer", "Tensor or None"
     else:
         return
-    what = value.type() if isinstance(value, Tensor) else type(value).__name__
+    if isinstance(value, Tensor):
+        what = value.type()
+    elif isinstance(value, Module):
+        what = f"{type(value).__module__}.{type(value).__name__}"
+    else:
+        what = type(value).__name__
     raise TypeError(f"cannot assign '{what}' as {kind} '{name}' ({expected} expected)")
 
 
+# Every hook registry a Module keeps (an ordered dict hook id -> hook, or -> True for the
+# flag registries), as PyTorch names them; created by __init__ (and by __setstate__ for a
+# module pickled without them).
+_HOOK_REGISTRIES = (
+    "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks",
+    "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks",
+)
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+# Key of ``local_metadata`` under which load_state_dict collects the writes it defers until
+# every entry has been checked (see load_state_dict).
+_PENDING = "_minidl_pending_writes"
+
+
+class _WrappedLoadHook:
+    """A load_state_dict pre-hook, called with the module first when registered by the public API."""
+
+    def __init__(self, hook, module=None):
+        self.hook, self.module = hook, module
+
+    def __call__(self, *args, **kwargs):
+        if self.module is not None:
+            return self.hook(self.module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+
+def _write(target, value):
+    """Copy ``value`` (an array) into the tensor ``target`` in place, as ``copy_`` under
+    no_grad: a backward that saved the old values then fails instead of using the new ones."""
+    target._data[...] = value
+    _versions.bump(target._version_counter)
+
+
 class Module:
-    def __init__(self):
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "training", True)
+    """Base class of all layers and models, as ``torch.nn.Module``.
+
+    Registered parameters, buffers and children live only in ``_parameters``, ``_buffers``
+    and ``_modules`` (not in ``__dict__``) and are found by ``__getattr__``, as in PyTorch,
+    so code that edits a registry directly (``m._parameters["weight"] = p``, as
+    reparametrizations and pruning do) is seen by ``m.weight``."""
+
+    training: bool
+    _version = 1
+    call_super_init = False
+    dump_patches = False
+
+    def __init__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        if args:
+            raise TypeError(f"{type(self).__name__}.__init__() takes 1 positional argument but {len(args) + 1} were "
+                            "given")
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", OrderedDict())
+        setattr_(self, "_buffers", OrderedDict())
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_modules", OrderedDict())
+        for name in _HOOK_REGISTRIES:
+            setattr_(self, name, _autograd_hooks.HookDict())
+
+    def __setstate__(self, state):
+        """Restore a pickled module; one pickled when registered names were also kept as plain
+        attributes loses those copies, which would hide later changes to the registries."""
+        registered = set()
+        for registry in ("_parameters", "_buffers", "_modules"):
+            registered.update(state.get(registry, ()))
+        self.__dict__.update((k, v) for k, v in state.items() if k not in registered)
+        for name in _HOOK_REGISTRIES:
+            if name not in self.__dict__:
+                object.__setattr__(self, name, _autograd_hooks.HookDict())
+        if "_non_persistent_buffers_set" not in self.__dict__:
+            object.__setattr__(self, "_non_persistent_buffers_set", set())
 
     # registration ----------------------------------------------------------------
+    def __getattr__(self, name):
+        """Registered parameters, buffers and children (called only when normal lookup fails)."""
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry in d and name in d[registry]:
+                return d[registry][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def __setattr__(self, name, value):
-        if "_parameters" not in self.__dict__:
-            raise AttributeError("call Module.__init__() before assigning attributes in a Module subclass")
-        registries = (self._parameters, self._buffers, self._modules)
-        if value is not None:
-            _check_assignment(self, name, value)
+        """PyTorch's rules: a Parameter registers as a parameter, a Module as a child, a Buffer
+        (or a Tensor assigned over a buffer) as a buffer keeping its persistence; a value over
+        a registered name must be of its kind (see _check_assignment); anything else is a plain
+        attribute. Plain attributes may be set before ``Module.__init__``; registered ones not."""
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, (Parameter, Module)) and params is None:
+            kind = "parameters" if isinstance(value, Parameter) else "module"
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if params is None:
+            object.__setattr__(self, name, value)
+            return
+        _check_assignment(self, name, value)
         if isinstance(value, Parameter):
-            target = self._parameters
+            self._remove_name(name, keep=self._parameters)
+            self.register_parameter(name, value)
+        elif name in params:
+            params[name] = None
         elif isinstance(value, Module):
-            target = self._modules
-        elif name in self._buffers or (value is None and any(name in r for r in registries)):
-            target = next((r for r in registries if name in r), self._buffers)
+            self._remove_name(name, keep=self._modules)
+            self._modules[name] = value
+        elif name in self._modules:
+            self._modules[name] = None
+        elif isinstance(value, Buffer) or name in self._buffers:
+            persistent = value.persistent if isinstance(value, Buffer) else name not in self._non_persistent_buffers_set
+            if isinstance(value, Buffer):
+                self._remove_name(name, keep=self._buffers)
+            self.register_buffer(name, value, persistent)
         else:
-            target = None
-        for r in registries:
-            if r is not target:
-                r.pop(name, None)
-        if target is not None:
-            target[name] = value
-        object.__setattr__(self, name, value)
+            object.__setattr__(self, name, value)
+
+    def _remove_name(self, name, keep):
+        """Forget ``name`` as a plain attribute and in every registry but ``keep``."""
+        self.__dict__.pop(name, None)
+        for registry in (self._parameters, self._buffers, self._modules):
+            if registry is not keep:
+                registry.pop(name, None)
+        if keep is not self._buffers:
+            self._non_persistent_buffers_set.discard(name)
+
+    def __delattr__(self, name):
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent_buffers_set.discard(name)
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            object.__delattr__(self, name)
 
     def _check_name(self, name, kind, registry):
-        """PyTorch's rules for a registered name: a non-empty str without ".", not already a
-        plain attribute."""
+        """PyTorch's rules for a registered name: after Module.__init__, a non-empty str without
+        ".", not already a plain attribute or another registry's name."""
+        if registry not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
         if not isinstance(name, str):
             raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
-        if name == "":
-            raise KeyError(f'{kind} name can\'t be empty string ""')
         if "." in name:
             raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
-        if hasattr(self, name) and name not in registry:
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self.__dict__[registry]:
             raise KeyError(f"attribute '{name}' already exists")
 
     def register_parameter(self, name, param):
         """Register a Parameter, or None to declare an optional one (such as a disabled bias)."""
-        self._check_name(name, "parameter", self._parameters)
+        self._check_name(name, "parameter", "_parameters")
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
-                            "(Parameter or None required)")
+                            "(nn.Parameter or None required)")
         self._parameters[name] = param
-        object.__setattr__(self, name, param)
 
     def register_buffer(self, name, tensor, persistent=True):
-        """Register state that is saved in state_dict and moved by ``to`` but not trained."""
-        self._check_name(name, "buffer", self._buffers)   # a "." would make state_dict's keys ambiguous
+        """Register state that is moved by ``to`` but not trained; it is saved in state_dict
+        unless ``persistent=False`` (registering the name again sets its persistence anew)."""
+        self._check_name(name, "buffer", "_buffers")   # a "." would make state_dict's keys ambiguous
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: buffer {name!r} must be a Tensor or None, got {type(tensor).__name__}")
-        if not persistent:
-            self._non_persistent.add(name)
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(Tensor or None required)")
+        if isinstance(tensor, Buffer):   # the marker class only says "register me"; keep a plain Tensor
+            tensor = tensor._as_tensor()
         self._buffers[name] = tensor
-        object.__setattr__(self, name, tensor)
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name, module):
         """Register a child module (or None, a declared but absent one) under ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        self._check_name(name, "module", self._modules)
-        for r in (self._parameters, self._buffers):
-            r.pop(name, None)
+        self._check_name(name, "module", "_modules")
         self._modules[name] = module
-        object.__setattr__(self, name, module)
 
-    register_module = add_module
-
-    def __delattr__(self, name):
-        for r in (self._parameters, self._buffers, self._modules):
-            r.pop(name, None)
-        self._non_persistent.discard(name)
-        object.__delattr__(self, name)
+    def register_module(self, name, module):
+        """Alias for add_module."""
+        self.add_module(name, module)
 
     def get_submodule(self, target):
         """The module at dotted path ``target`` ("" is this module), as PyTorch's."""
         mod = self
         for item in target.split(".") if target else ():
             if not hasattr(mod, item):
-                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
             mod = getattr(mod, item)
             if not isinstance(mod, Module):
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
-    def _get_tensor(self, target, registry, kind):
+    def set_submodule(self, target, module, strict=False):
+        """Put ``module`` at dotted path ``target``: its parent must exist; the last name may be
+        new (unless ``strict``), or an existing attribute that is a Module."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
+
+    def get_parameter(self, target):
+        """The Parameter at dotted path ``target`` (AttributeError if it is not one)."""
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if not hasattr(mod, name):
-            raise AttributeError(f"{type(mod).__name__} has no attribute `{name}`")
-        if name not in getattr(mod, registry):
-            raise AttributeError(f"`{name}` is not {kind}")
-        return getattr(mod, name)
-
-    def get_parameter(self, target):
-        return self._get_tensor(target, "_parameters", "an nn.Parameter")
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        param = getattr(mod, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return param
 
     def get_buffer(self, target):
-        return self._get_tensor(target, "_buffers", "a buffer")
+        """The buffer at dotted path ``target`` (AttributeError if it is not one)."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return getattr(mod, name)
+
+    def get_extra_state(self):
+        """Override (with set_extra_state) to save a picklable object under ``<prefix>_extra_state``."""
+        raise RuntimeError("Module.get_extra_state() is only called when a subclass overrides it")
+
+    def set_extra_state(self, state):
+        """Override (with get_extra_state) to restore what get_extra_state returned."""
+        raise RuntimeError("Module.set_extra_state() is only called when a subclass overrides it")
 
     # traversal -------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         """(dotted name, module) for this module and every descendant, depth first; a module
-        reachable along two paths comes once unless ``remove_duplicate=False``."""
-        seen = set() if memo is None else memo
+        reachable along two paths comes once unless ``remove_duplicate=False``. ``memo`` (a
+        set of modules to skip) collects the modules yielded. (Walked with a stack, not by
+        recursion, so any depth of nesting works; the order is PyTorch's.)"""
+        if memo is None:
+            memo = set()
         stack = [(prefix, self)]
         while stack:
             name, m = stack.pop()
+            if m in memo:
+                continue
             if remove_duplicate:
-                if m in seen if memo is not None else id(m) in seen:
-                    continue
-                seen.add(m if memo is not None else id(m))
+                memo.add(m)
             yield name, m
-            children = [(f"{name}.{n}" if name else n, c) for n, c in m._modules.items() if c is not None]
+            children = [(name + ("." if name else "") + n, c) for n, c in m._modules.items() if c is not None]
             stack.extend(reversed(children))
 
-    def modules(self):
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate=True):
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def named_children(self):
+        """(name, child) of the direct children; a child registered under two names comes once."""
+        memo = set()
         for n, m in self._modules.items():
-            if m is not None:
+            if m is not None and m not in memo:
+                memo.add(m)
                 yield n, m
 
     def children(self):
         for _, m in self.named_children():
             yield m
 
-    def named_parameters(self, prefix="", recurse=True):
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, tensor) for ``get_members(module)`` of this module (and descendants);
+        a tensor shared between names or modules comes once unless ``remove_duplicate=False``."""
         seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mname, m in mods:
-            for n, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
-                    yield (f"{mname}.{n}" if mname else n), p
+            for n, v in get_members(m):
+                if v is None or id(v) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield (f"{mname}.{n}" if mname else n), v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-        seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
-        for mname, m in mods:
-            for n, b in m._buffers.items():
-                if b is not None and not (remove_duplicate and id(b) in seen):
-                    seen.add(id(b))
-                    yield (f"{mname}.{n}" if mname else n), b
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
@@ -252,83 +416,233 @@ class Module:
 
     # modes -----------------------------------------------------------------------
     def train(self, mode=True):
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """Set training mode here and (through each child's own ``train``, so an override in a
+        child is honoured) in every descendant; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self):
         return self.train(False)
 
-    def requires_grad_(self, flag=True):
+    def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
-            p.requires_grad_(flag)
+            p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
+            if p.grad is None:
+                continue
             if set_to_none:
                 p.grad = None
-            elif p.grad is not None:
-                p.grad._data[...] = 0
+            else:
+                _write(p.grad, 0)
+
+    def share_memory(self):
+        """A no-op returning self: NumPy arrays need no moving to shared memory for threads."""
+        return self
 
     def apply(self, fn):
+        """``fn(module)`` for every descendant (children first), then this module; returns self."""
         for m in self.children():
             m.apply(fn)
         fn(self)
         return self
 
     # state -------------------------------------------------------------------------
-    def _named_state(self, prefix=""):
-        """(name, tensor) of every parameter and persistent buffer, named as PyTorch names them:
-        a shared (tied) module or tensor under every name it is reachable by, so a state_dict
-        lists it once per path (as ``parameters()`` does not), and loading one needs every key."""
-        for mname, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
-            pre = f"{mname}." if mname else ""
-            for n, p in m._parameters.items():
-                if p is not None:
-                    yield pre + n, p
-            for n, b in m._buffers.items():
-                if b is not None and n not in m._non_persistent:
-                    yield pre + n, b
+    def _register_state_dict_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` after state_dict; a non-None
+        return replaces the state_dict."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError("Cannot register the same function as the state dict post hook that was "
+                               "previously registered via register_state_dict_post_hook")
+        return _autograd_hooks.add(self._state_dict_hooks, hook)
 
-    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` after state_dict, which may edit
+        the state_dict in place; it must return None."""
+        hook._from_public_api = True
+        return _autograd_hooks.add(self._state_dict_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` before state_dict saves this module."""
+        return _autograd_hooks.add(self._state_dict_pre_hooks, hook)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """This module's own entries (not its children's): parameters, persistent buffers and
+        the extra state of a subclass that defines get_extra_state."""
+        for name, param in self._parameters.items():
+            if param is not None:
+                destination[prefix + name] = param if keep_vars else param.detach()
+        for name, buf in self._buffers.items():
+            if buf is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = buf if keep_vars else buf.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """An ordered dict name -> Tensor of every parameter and persistent buffer, named as
-        PyTorch names them (``layer.0.weight``): detached tensors sharing their memory, or with
-        ``keep_vars=True`` the Parameters and buffers themselves (requires_grad kept, as
-        PyTorch). Entries are added to ``destination`` (and it is returned) when one is given."""
-        out = OrderedDict() if destination is None else destination
-        for name, t in self._named_state(prefix):
-            out[name] = t if keep_vars else t.detach()
-        return out
+        PyTorch names them (``prefix`` + ``layer.0.weight``, the prefix added as it is): a
+        module or tensor shared between paths under every path; detached tensors sharing
+        their memory, or with ``keep_vars=True`` the Parameters and buffers themselves.
+        Entries are added to ``destination`` (and it is returned) when one is given. Each
+        module saves its own entries with ``_save_to_state_dict`` and then its children's by
+        their own ``state_dict``, around the state_dict hooks."""
+        if args:
+            warnings.warn("Positional args are being deprecated, use kwargs instead.", FutureWarning, stacklevel=2)
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
+        if destination is None:
+            destination = OrderedDict()
+        local_metadata = dict(version=self._version)
+        for hook in list(self._state_dict_pre_hooks.values()):
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in list(self._state_dict_hooks.values()):
+            result = hook(self, destination, prefix, local_metadata)
+            if not getattr(hook, "_from_public_api", False):
+                if result is not None:
+                    destination = result
+            elif result is not None:
+                raise RuntimeError("state_dict post-hook must return None")
+        return destination
 
-    def load_state_dict(self, state_dict, strict=True):
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """``hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)`` (the module first with ``with_module``) before this module loads."""
+        wrapped = _WrappedLoadHook(hook, self if with_module else None)
+        return _autograd_hooks.add(self._load_state_dict_pre_hooks, wrapped)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before this module loads; it may edit state_dict."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` after loading; it may edit the key lists in place
+        (which decides whether a strict load fails) and must return None."""
+        return _autograd_hooks.add(self._load_state_dict_post_hooks, hook)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """Load this module's own entries (keys ``prefix`` + name) as PyTorch's does, noting
+        missing and unexpected keys and problems. Within load_state_dict the writes are only
+        collected (under ``local_metadata[_PENDING]``) and made once every module has been
+        checked; called on its own it writes at once."""
+        for hook in list(self._load_state_dict_pre_hooks.values()):
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        persistent = ((k, v) for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set)
+        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent) if v is not None}
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        pending = local_metadata.get(_PENDING)
+        writes = []
+        for name, target in local_state.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            value, problem = _loadable(key, state_dict[key], target, assign)
+            if problem is not None:
+                error_msgs.append(problem)
+            elif assign:
+                writes.append(functools.partial(self._assign_loaded, name, target, value))
+            else:
+                writes.append(functools.partial(_write, target, value))
+        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                writes.append(functools.partial(self.set_extra_state, state_dict[extra_key]))
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix) and key != extra_key:
+                    first, dot, _ = key[len(prefix):].partition(".")
+                    if (first not in self._modules) if dot else (first not in local_state):
+                        unexpected_keys.append(key)
+        if pending is None:
+            for write in writes:
+                write()
+        else:
+            pending.extend(writes)
+
+    def _assign_loaded(self, name, old, value):
+        """``load_state_dict(assign=True)``: the checkpoint's tensor itself takes the name; a
+        parameter stays a Parameter with the old one's requires_grad."""
+        if isinstance(old, Parameter):
+            if isinstance(value, Parameter):
+                value.requires_grad_(old.requires_grad)
+            else:
+                value = Parameter(value, requires_grad=old.requires_grad)
+        setattr(self, name, value)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values into this module's parameters and buffers, as PyTorch: with ``strict``,
         missing or unexpected keys are an error; a value of another shape, or one that cannot
-        take the entry's dtype without changing its values, always is. Every entry is checked
-        before any is copied, so a failed load changes nothing; the RuntimeError lists every
-        problem, naming each key. Returns ``(missing_keys, unexpected_keys)``."""
+        take the entry's dtype without changing its values, always is. With ``assign=True``
+        the checkpoint's tensors (their dtype kept) replace the parameters and buffers
+        instead of being copied into them. Returns ``(missing_keys, unexpected_keys)``.
+
+        Each module loads its own entries with ``_load_from_state_dict`` (around the load
+        hooks), as in PyTorch, but every entry is checked before any is written, so a load
+        that fails on a bad entry changes nothing; so does one failing on strict keys,
+        unless a post-hook (which runs after the writes, as in PyTorch) is registered."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        own = OrderedDict(self._named_state())
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors, values = [], {}
-        for key, target in own.items():
-            if key in state_dict:
-                value, problem = _loadable(key, state_dict[key], target)
-                if problem is None:
-                    values[key] = value
-                else:
-                    errors.append(problem)
+        missing, unexpected, errors, pending, post_hooks = [], [], [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        incompatible = _IncompatibleKeys(missing, unexpected)
+
+        def load(module, local_state_dict, prefix=""):
+            local_metadata = dict({} if metadata is None else metadata.get(prefix[:-1], {}))
+            local_metadata[_PENDING] = pending
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    child_prefix = prefix + name + "."
+                    load(child, {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)},
+                         child_prefix)
+            post_hooks.extend((module, hook) for hook in module._load_state_dict_post_hooks.values())
+
+        load(self, state_dict)
+        if errors or not post_hooks:
+            self._raise_load_errors(errors, missing, unexpected, strict)
+        for write in pending:
+            write()
+        for module, hook in post_hooks:
+            if hook(module, incompatible) is not None:
+                raise AssertionError("Hooks registered with ``register_load_state_dict_post_hook`` are not expected "
+                                     "to return new values, if incompatible_keys need to be modified, it should be "
+                                     "done inplace.")
+        self._raise_load_errors([], missing, unexpected, strict)
+        return incompatible
+
+    def _raise_load_errors(self, errors, missing, unexpected, strict):
+        """PyTorch's RuntimeError listing missing and unexpected keys (with ``strict``) and
+        every other problem, naming each key; nothing when there is nothing to list."""
         if strict:
             listed = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
                       for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys]
             errors = listed + errors
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        for key, value in values.items():
-            own[key]._data[...] = value
-        return _IncompatibleKeys(missing, unexpected)
 
     # dtype / device ----------------------------------------------------------------
     def _convert(self, fn):
@@ -345,6 +659,16 @@ class Module:
                 t._data = fn(t.detach())._data
                 if t._grad is not None:
                     t._grad._data = fn(t._grad.detach())._data
+        return self
+
+    def _apply(self, fn, recurse=True):
+        """PyTorch's internal hook for ``to``-like conversions: ``fn`` on every parameter and
+        buffer (see _convert); only this module's own with ``recurse=False``."""
+        if recurse:
+            return self._convert(fn)
+        for t in list(self._parameters.values()) + list(self._buffers.values()):
+            if t is not None:
+                t._data = fn(t.detach())._data
         return self
 
     def to(self, *args, **kwargs):
@@ -367,6 +691,10 @@ class Module:
             return t
         return self._convert(move)
 
+    def type(self, dst_type):
+        """Cast every parameter and buffer (floating or not, unlike ``to``) to ``dst_type``."""
+        return self._convert(lambda t: t.to(dst_type))
+
     def float(self):
         return self.to(dtypes.float32)
 
@@ -388,37 +716,53 @@ class Module:
 
     # calling -----------------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__
-        pre, post, back = d.get("_forward_pre_hooks"), d.get("_forward_hooks"), d.get("_backward_hooks")
-        if not (pre or post or back):
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks")
+                or d.get("_backward_pre_hooks") or _module_hooks.any_global_hooks()):
             return self.forward(*args, **kwargs)
-        return _module_hooks.call(self, args, kwargs, pre or {}, post or {}, back or {})
+        return _module_hooks.call(self, args, kwargs)
 
     # hooks (see hooks.py) ------------------------------------------------------------
-    def _hook_dict(self, name):
+    def _hooks(self, name):
+        """The hook registry ``name`` (made here for a module built without Module.__init__)."""
         registry = self.__dict__.get(name)
         if registry is None:
             registry = _autograd_hooks.HookDict()
             object.__setattr__(self, name, registry)
         return registry
 
-    def register_forward_pre_hook(self, hook):
-        """``hook(module, args)`` runs before forward; a non-None return replaces args."""
-        return _autograd_hooks.add(self._hook_dict("_forward_pre_hooks"), hook)
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` runs before forward; a non-None return replaces args (a
+        non-tuple becomes a one-tuple). With ``with_kwargs``: ``hook(module, args, kwargs)``,
+        returning None or ``(args, kwargs)``. ``prepend`` runs it before those registered."""
+        return _module_hooks.register(self._hooks("_forward_pre_hooks"), hook, prepend,
+                                      with_kwargs and self._hooks("_forward_pre_hooks_with_kwargs"))
 
-    def register_forward_hook(self, hook):
-        """``hook(module, args, output)`` runs after forward; a non-None return replaces output."""
-        return _autograd_hooks.add(self._hook_dict("_forward_hooks"), hook)
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """``hook(module, args, output)`` runs after forward; a non-None return replaces output.
+        With ``with_kwargs``: ``hook(module, args, kwargs, output)``. With ``always_call`` it
+        also runs (output None) when forward raises. ``prepend`` runs it first."""
+        return _module_hooks.register(self._hooks("_forward_hooks"), hook, prepend,
+                                      with_kwargs and self._hooks("_forward_hooks_with_kwargs"),
+                                      always_call and self._hooks("_forward_hooks_always_called"))
 
-    def register_full_backward_hook(self, hook):
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` runs when the gradients with respect to the module's
+        outputs are known, before those of its inputs; a non-None return replaces grad_output."""
+        return _module_hooks.register(self._hooks("_backward_pre_hooks"), hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
         """``hook(module, grad_input, grad_output)`` runs once the gradients with respect to
         the module's tensor inputs are known; a non-None return replaces grad_input."""
-        return _autograd_hooks.add(self._hook_dict("_backward_hooks"), hook)
+        return _module_hooks.register(self._hooks("_backward_hooks"), hook, prepend)
 
     # printing ----------------------------------------------------------------------
+    def _get_name(self):
+        return type(self).__name__
+
     def extra_repr(self):
         return ""
 
@@ -429,8 +773,39 @@ class Module:
         extra_lines = extra.split("\n") if extra else []
         child_lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
         if len(extra_lines) == 1 and not child_lines:
-            return f"{type(self).__name__}({extra_lines[0]})"
+            return f"{self._get_name()}({extra_lines[0]})"
         lines = extra_lines + child_lines
         if not lines:
-            return f"{type(self).__name__}()"
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+            return f"{self._get_name()}()"
+        return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        """As PyTorch's: the class's and instance's attributes and every registered name,
+        sorted, without names starting with a digit (a container's indices)."""
+        keys = (dir(type(self)) + list(self.__dict__) + list(self._parameters) + list(self._modules)
+                + list(self._buffers))
+        return sorted(k for k in set(keys) if not k[:1].isdigit())
+
+
+def register_module_forward_pre_hook(hook):
+    """A forward pre-hook (see Module.register_forward_pre_hook) for every module; it runs
+    before each module's own."""
+    return _module_hooks.register(_module_hooks.GLOBAL["forward_pre"], hook)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """A forward hook (see Module.register_forward_hook) for every module; it runs before
+    each module's own."""
+    g = _module_hooks.GLOBAL
+    return _module_hooks.register(g["forward"], hook, False, with_kwargs and g["forward_with_kwargs"],
+                                  always_call and g["forward_always_called"])
+
+
+def register_module_full_backward_pre_hook(hook):
+    """A full backward pre-hook (see Module.register_full_backward_pre_hook) for every module."""
+    return _module_hooks.register(_module_hooks.GLOBAL["backward_pre"], hook)
+
+
+def register_module_full_backward_hook(hook):
+    """A full backward hook (see Module.register_full_backward_hook) for every module."""
+    return _module_hooks.register(_module_hooks.GLOBAL["backward"], hook)

@@ -1,7 +1,9 @@
 """ParameterList and ParameterDict: parameters held in a list or a dict, registered with the
 module that owns the container (so ``parameters()``, ``state_dict()`` and optimizers see
 them), named "0", "1", ... or by key, as PyTorch names them."""
+import operator
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 
 from ...tensor.tensor import Tensor
 from ..parameter import Parameter
@@ -29,7 +31,7 @@ class ParameterList(Module):
 
     def _index(self, idx):
         n = len(self)
-        idx = int(idx)
+        idx = operator.index(idx)
         if not -n <= idx < n:
             raise IndexError(f"index {idx} is out of range for ParameterList of length {n}")
         return idx % n
@@ -63,11 +65,11 @@ class ParameterList(Module):
     def __iadd__(self, values):
         return self.extend(values)
 
-    def __dir__(self):
-        return [k for k in super().__dir__() if not k.isdigit()]
-
     def extra_repr(self):
         return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self._parameters.items())
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
 
 
 class ParameterDict(Module):
@@ -82,7 +84,10 @@ class ParameterDict(Module):
         return self._parameters[key]
 
     def __setitem__(self, key, value):
-        self.register_parameter(key, _as_parameter(value, "ParameterDict"))
+        if not isinstance(key, str):
+            raise TypeError(f"Index given to ParameterDict cannot be used as a key as it is not a string "
+                            f"(type is '{type(key).__name__}')")
+        setattr(self, key, _as_parameter(value, "ParameterDict"))
 
     def __delitem__(self, key):
         delattr(self, key)
@@ -105,27 +110,78 @@ class ParameterDict(Module):
     def values(self):
         return self._parameters.values()
 
+    def __reversed__(self):
+        return reversed(list(self._parameters))
+
     def get(self, key, default=None):
         return self._parameters.get(key, default)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
 
     def pop(self, key):
         p = self[key]
         del self[key]
         return p
 
+    def popitem(self):
+        """Remove and return the last (key, parameter) pair, as dict.popitem."""
+        if not self._parameters:
+            raise KeyError("popitem(): ParameterDict is empty")
+        key = next(reversed(self._parameters))
+        return key, self.pop(key)
+
+    def copy(self):
+        """A new ParameterDict holding the same Parameters (not copies), in the same order."""
+        return ParameterDict(OrderedDict(self._parameters))
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict([(k, default) for k in keys])
+
+    def __or__(self, other):
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other):
+        out = other.copy() if isinstance(other, ParameterDict) else ParameterDict(other)
+        out.update(self)
+        return out
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
     def clear(self):
         for k in list(self._parameters):
             del self[k]
 
     def update(self, parameters):
+        if not isinstance(parameters, Iterable) and not isinstance(parameters, Mapping):
+            raise TypeError(f"ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                            f"{type(parameters).__name__}")
         if isinstance(parameters, (OrderedDict, ParameterDict)):
-            items = parameters.items()
-        elif hasattr(parameters, "items"):
+            items = list(parameters.items())
+        elif isinstance(parameters, Mapping):
             items = sorted(parameters.items())   # PyTorch orders a plain mapping by key
         else:
-            items = parameters                   # (key, value) pairs, in order
+            items = []                           # (key, value) pairs, in order
+            for j, pair in enumerate(parameters):
+                if not isinstance(pair, Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be Iterable; is "
+                                    f"{type(pair).__name__}")
+                pair = tuple(pair)
+                if len(pair) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length {len(pair)}; "
+                                     "2 is required")
+                items.append(pair)
         for k, v in items:
             self[k] = v
 
     def extra_repr(self):
         return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self._parameters.items())
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterDict should not be called.")
