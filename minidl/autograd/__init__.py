@@ -5,7 +5,13 @@ from .function import Function
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import gradgradcheck
+from . import functional
+from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
+from .variable import Variable
 from .hooks import RemovableHandle
 
 __all__ = ["Function", "GradcheckError", "RemovableHandle", "backward", "enable_grad", "grad", "gradcheck",
            "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "set_grad_enabled"]
+__all__ += ["Variable", "detect_anomaly", "functional", "gradgradcheck", "is_anomaly_check_nan_enabled",
+            "is_anomaly_enabled", "set_detect_anomaly"]

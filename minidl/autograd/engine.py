@@ -17,10 +17,13 @@ index)`` that input's gradient goes to. ``run(roots, grads)``:
 
 With ``targets`` (``autograd.grad``) it instead returns the gradients of those tensors,
 runs only the nodes that lead to them and leaves every ``.grad`` alone.
+
+With anomaly detection on (anomaly_mode.py), the gradients each backward returns are checked
+for NaN, and an error met while running a node is reported with the forward call that built it.
 """
 import numpy as np
 
-from . import backward_callbacks, function, grad_mode, versions, views
+from . import anomaly_mode, backward_callbacks, function, grad_mode, versions, views
 from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
@@ -112,6 +115,8 @@ def run(roots, grads, retain_graph=False, targets=None):
     state = grad_mode._state
     enabled = state.enabled
     state.enabled = False   # backward formulas run on arrays; nothing in them is recorded
+    anomaly = anomaly_mode._enabled
+    node = None
     try:
         for node in order:
             gouts = pending.pop(id(node), None)
@@ -141,6 +146,8 @@ def run(roots, grads, retain_graph=False, targets=None):
             gins = type(node).backward(node, *gouts)
             if type(gins) is not tuple:
                 gins = (gins,)
+            if anomaly:
+                anomaly_mode.check_gradients(node, gins)
             inputs = node.inputs
             if len(gins) != len(inputs):
                 raise RuntimeError(f"{type(node).__name__}.backward returned {len(gins)} gradients, "
@@ -167,11 +174,16 @@ def run(roots, grads, retain_graph=False, targets=None):
             if not retain_graph:
                 node.__dict__.clear()
                 node.freed = True
+        node = None
         for leaf, g in hooked.values():
             _accumulate(leaf, _call_hooks(leaf._hooks, g) if leaf._hooks else g, owned)
             if remaining is not None:
                 backward_callbacks.run_post_hooks(leaf)
         finished = True
+    except Exception:
+        if anomaly and node is not None:
+            anomaly_mode.report(node)   # where the forward built the node that failed
+        raise
     finally:
         try:
             backward_callbacks.finish(run=finished)

@@ -34,7 +34,7 @@ written in place since the view was made first takes that tensor's new history
 """
 import numpy as np
 
-from . import autocast_state, grad_mode, versions, views
+from . import anomaly_mode, autocast_state, grad_mode, versions, views
 
 _ndarray = np.ndarray
 # The Tensor class. The tensor module imports autograd, so autograd cannot import it back:
@@ -45,6 +45,7 @@ Tensor = None
 _LEAF = (None, 0)   # the edge to a leaf: the engine finds the leaf itself in ctx.inputs
 _autocast = autocast_state.state          # per thread: .on is False unless autocast is enabled
 _autocast_rules = autocast_state.RULES    # the ops autocast casts the arguments of (minidl/amp/policy.py)
+_anomaly = False    # anomaly detection on: each node records its forward's stack (anomaly_mode.py)
 
 
 class Function:
@@ -99,6 +100,8 @@ class Function:
 
         ctx = cls.__new__(cls)
         ctx.needs_input_grad = tuple(needs)
+        if _anomaly and any_needs:
+            anomaly_mode.record(ctx)
         out = cls.forward(ctx, *arrays)
 
         node = ctx if any_needs else None
@@ -161,6 +164,14 @@ def _install_seam(on):
 
 
 autocast_state.install_seam = _install_seam
+
+
+def _set_anomaly(on):
+    global _anomaly
+    _anomaly = on
+
+
+anomaly_mode.on_change = _set_anomaly
 
 
 def register_tensor_type(cls):

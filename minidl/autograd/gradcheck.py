@@ -110,3 +110,10 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
                 raise GradcheckError(msg)
             return False
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, **kwargs):
+    """PyTorch's check of second derivatives (the gradients of ``func``'s backward pass, by
+    finite differences). Not supported: it needs the backward pass to be differentiable."""
+    raise NotImplementedError("gradgradcheck is not supported: it needs gradients of gradients, as create_graph=True "
+                              "does, and backward formulas run on arrays and record no graph")
