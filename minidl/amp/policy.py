@@ -63,6 +63,8 @@ TABLE = (
     ("linear_gelu:LinearGelu",                 "linear_gelu",                     LOWER,   LOWER),
     ("conv:Conv2d",                            "conv2d",                          LOWER,   LOWER),
     ("conv_transpose:ConvTranspose2d",         "conv_transpose2d",                LOWER,   LOWER),
+    ("conv3d:Conv3d",                          "conv3d",                          LOWER,   LOWER),
+    ("conv3d:ConvTranspose3d",                 "conv_transpose3d",                LOWER,   LOWER),
     ("attention:ScaledDotProductAttention",    "scaled_dot_product_attention",    LOWER,   LOWER),
     ("activation_elementwise:PReLU",           "prelu",                           LOWER,   LOWER),
     # recurrent layers (PyTorch: mkldnn_rnn_layer on the CPU, the cudnn RNN on cuda)

@@ -11,6 +11,7 @@ from .parameter_containers import ParameterDict, ParameterList  # noqa: F401
 from .conv import Conv2d  # noqa: F401
 from .ws_conv import WSConv2d  # noqa: F401
 from .conv_nd import Conv1d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .conv3d import Conv3d, ConvTranspose3d  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
 from .dropout import AlphaDropout, FeatureAlphaDropout  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
@@ -23,10 +24,13 @@ from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .loss_pointwise import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss  # noqa: F401
 from .loss_embedding import (CosineEmbeddingLoss, HingeEmbeddingLoss, MarginRankingLoss,  # noqa: F401
                              TripletMarginLoss)
+from .loss_extra import (CTCLoss, GaussianNLLLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,  # noqa: F401
+                         MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss, TripletMarginWithDistanceLoss)
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .pooling1d import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, Fold,  # noqa: F401
                         MaxPool1d, Unfold)
+from .pooling3d import AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .normalization import FixNorm, LayerNorm, RMSNorm, ScaleNorm  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
@@ -38,6 +42,8 @@ from .bilinear import Bilinear  # noqa: F401
 from .embedding_bag import EmbeddingBag  # noqa: F401
 from .local_response_norm import LocalResponseNorm  # noqa: F401
 from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
+from .instancenorm import InstanceNorm3d  # noqa: F401
+from .lazy_instancenorm import LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d  # noqa: F401
 from .groupnorm import GroupNorm  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding  # noqa: F401
@@ -45,3 +51,5 @@ from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBas
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoder, TransformerEncoderLayer)
 from .norm_lstm import BatchNormLSTM, LayerNormLSTM, NormLSTM  # noqa: F401
+from .pooling_extra import (FractionalMaxPool2d, LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d,  # noqa: F401
+                            UpsamplingBilinear2d, UpsamplingNearest2d)

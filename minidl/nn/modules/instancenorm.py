@@ -50,3 +50,8 @@ class InstanceNorm1d(_InstanceNorm):
 class InstanceNorm2d(_InstanceNorm):
     """InstanceNorm over (N, C, H, W) or unbatched (C, H, W)."""
     _batched_dim = 4
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """InstanceNorm over (N, C, D, H, W) or unbatched (C, D, H, W)."""
+    _batched_dim = 5
