@@ -17,6 +17,7 @@ from . import _namespace_aliases as _aliases
 from . import _namespace_arrange as _arrange
 from . import _namespace_elementwise as _elementwise
 from . import _namespace_extra as _extra
+from . import _namespace_more as _more
 from . import _namespace_statistics as _statistics
 from . import linalg as _linalg
 from .ops import addmm as _addmm
@@ -489,11 +490,13 @@ BOTH = {
     **_arrange.BOTH,
     **_statistics.BOTH,
     **_aliases.BOTH,
+    **_more.BOTH,
 }
 
 # module level only (a tensor method of these names would mean something else or nothing)
 MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like, **_extra.MODULE_ONLY, **_elementwise.MODULE_ONLY,
-               **_arrange.MODULE_ONLY, **_statistics.MODULE_ONLY, **_aliases.MODULE_ONLY}
+               **_arrange.MODULE_ONLY, **_statistics.MODULE_ONLY, **_aliases.MODULE_ONLY,
+               **_more.MODULE_ONLY}
 
 # at module level from the Tensor method of the same name
 FROM_METHODS = ("sqrt", "exp", "log", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "matmul", "transpose",
@@ -520,7 +523,7 @@ def install(module_globals):
         module_globals.setdefault(name, fn)
     for name, fn in {**_random_methods(), **_METHODS_ONLY, **_extra.METHODS_ONLY, **_elementwise.METHODS_ONLY,
                      **_arrange.METHODS_ONLY, **_statistics.METHODS_ONLY,
-                     **_aliases.METHODS_ONLY}.items():
+                     **_aliases.METHODS_ONLY, **_more.METHODS_ONLY}.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
     for name in FROM_METHODS:

@@ -11,7 +11,7 @@ _WHY = {
                        "sparse_bsc_tensor", "sparse_compressed_tensor", "to_sparse", "sparse_coo", "sparse_csr",
                        "smm", "hspmm", "spmm"),
     "complex numbers": ("complex", "complex32", "complex64", "complex128", "cfloat", "cdouble", "chalf",
-                        "view_as_complex", "view_as_real", "polar", "is_complex", "real", "imag", "conj",
+                        "view_as_complex", "view_as_real", "polar", "real", "imag", "conj",
                         "fft"),
     "TorchScript and graph capture": ("jit", "fx", "export", "onnx", "_dynamo", "_inductor", "package", "compiler"),
     "quantization": ("quantization", "ao", "quantize_per_tensor", "quantize_per_channel", "dequantize", "qint8",

@@ -18,6 +18,7 @@ The in-place methods (``add_``, ``+=``, ``fill_``...) are in inplace.py.
 Every differentiable method is a thin call into ``minidl.ops``, where the op's forward
 and backward are written out; this file only routes and wraps.
 """
+import sys
 import weakref
 
 import numpy as np
@@ -335,12 +336,12 @@ class Tensor(InplaceMethods):
 
     # printing --------------------------------------------------------------------
     def __repr__(self):
-        """As PyTorch prints: 4 decimals, the dtype when it is not the default float, int64 or
-        bool, the device when not the CPU, then grad_fn or requires_grad."""
+        """As PyTorch prints: 4 decimals (or as md.set_printoptions says), the dtype when it is not
+        the default float, int64 or bool, the device when not the CPU, then grad_fn or requires_grad."""
         values = self.numpy()
         if values.dtype.kind == "V":          # bfloat16: NumPy prints its raw bits otherwise
             values = values.astype(np.float32)
-        body = np.array2string(values, separator=", ", prefix="tensor(", precision=4)
+        body = np.array2string(values, separator=", ", prefix="tensor(", **_print_options())
         extra = ""
         if self.dtype not in (dtypes.DEFAULT_FLOAT, dtypes.int64, dtypes.bool_):
             extra += f", dtype={self.dtype}"
@@ -550,6 +551,25 @@ def _parse_to_args(args, kwargs):
 
 def _device_array_types():
     return tuple(b.array_type for b in backends._BACKENDS.values())
+
+
+# md.set_printoptions writes these (PyTorch's defaults); __repr__ hands them to np.array2string
+PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+
+
+def _print_options():
+    """PRINT_OPTIONS as np.array2string's arguments: sci_mode True formats every float in
+    scientific notation, False never (NumPy's suppress_small), None lets NumPy choose."""
+    opts = PRINT_OPTIONS
+    threshold = opts["threshold"]
+    out = {"precision": int(opts["precision"]), "edgeitems": int(opts["edgeitems"]),
+           "threshold": sys.maxsize if threshold >= sys.maxsize else int(threshold),
+           "max_line_width": int(opts["linewidth"])}
+    if opts["sci_mode"]:
+        out["formatter"] = {"float_kind": lambda v, p=out["precision"]: f"{v:.{p}e}"}
+    elif opts["sci_mode"] is not None:
+        out["suppress_small"] = True
+    return out
 
 
 def _as_array(value):
