@@ -8,6 +8,8 @@
 import math
 
 from . import accelerator, autograd, backends, cuda, ops, random, runtime
+from . import func  # noqa: F401  (md.func.functional_call; loads minidl.nn only when called)
+from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled  # noqa: F401
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                        set_grad_enabled)
 from .kernels.switch import get_implementation, implementation, set_implementation

@@ -5,6 +5,7 @@ p = inf takes the largest |g|, p = -inf the smallest); if total > max_norm every
 scaled in place by max_norm / (total + 1e-6), so the clipped norm is just under max_norm.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -138,3 +139,10 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     for p in parameters:
         if p.grad is not None:
             np.clip(p.grad._data, -clip_value, clip_value, out=p.grad._data)
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Deprecated alias of ``clip_grad_norm_`` (with PyTorch's FutureWarning)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+                  FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
