@@ -5,17 +5,21 @@ from ..tensor import dtype as dtypes
 from ..tensor.tensor import Tensor
 
 
+def _storage(data):
+    """The array a Parameter or Buffer wraps: data's own (shared) for a Tensor, an empty float32
+    array for None, else data as a native-order array."""
+    if data is None:
+        return np.zeros(0, np.float32)
+    if isinstance(data, Tensor):
+        return data._data
+    return dtypes.native(np.asarray(data))
+
+
 class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(cls, data=None, requires_grad=True):
-        if data is None:
-            array = np.zeros(0, np.float32)
-        elif isinstance(data, Tensor):
-            array = data._data
-        else:
-            array = dtypes.native(np.asarray(data))
-        p = cls._wrap(array, None, 0)
+        p = cls._wrap(_storage(data), None, 0)
         if requires_grad:
             p.requires_grad_(True)
         return p
@@ -35,13 +39,7 @@ class Buffer(Tensor):
     __slots__ = ("persistent",)
 
     def __new__(cls, data=None, *, persistent=True):
-        if data is None:
-            array = np.zeros(0, np.float32)
-        elif isinstance(data, Tensor):
-            array = data._data
-        else:
-            array = dtypes.native(np.asarray(data))
-        b = cls._wrap(array, None, 0)
+        b = cls._wrap(_storage(data), None, 0)
         if isinstance(data, Tensor):
             b._version_counter = data._version_counter
             if data.requires_grad:

@@ -28,6 +28,14 @@ def _reduced(loss, reduction):
     return loss.sum() if reduction == "sum" else loss.mean()
 
 
+def _reduced_array(loss, reduction):
+    """The per-sample losses (an array) reduced: the mean of none is NaN, without a warning."""
+    if reduction == "none":
+        return loss
+    with np.errstate(invalid="ignore"):
+        return np.asarray(loss.sum() if reduction == "sum" else loss.mean(), dtype=loss.dtype)
+
+
 def _no_grad_for(op, name, t):
     """PyTorch's refusal of a gradient its kernel does not compute (a target, a class weight)."""
     if isinstance(t, Tensor) and t.requires_grad and is_grad_enabled():
@@ -119,10 +127,7 @@ class MultiMargin(Function):
         loss = (wt * h.sum(1) / C).astype(x.dtype, copy=False)
         ctx.save_for_backward(z, active, t, wt)
         ctx.args = (p, reduction)
-        if reduction == "none":
-            return loss
-        with np.errstate(invalid="ignore"):
-            return np.asarray(loss.sum() if reduction == "sum" else loss.mean(), dtype=x.dtype)
+        return _reduced_array(loss, reduction)
 
     @staticmethod
     def backward(ctx, g):
@@ -218,10 +223,7 @@ class MultiLabelMargin(Function):
         loss = ((m * z).sum((1, 2)) / C).astype(x.dtype, copy=False)
         ctx.save_for_backward(m)
         ctx.args = (reduction, x.dtype)
-        if reduction == "none":
-            return loss
-        with np.errstate(invalid="ignore"):
-            return np.asarray(loss.sum() if reduction == "sum" else loss.mean(), dtype=x.dtype)
+        return _reduced_array(loss, reduction)
 
     @staticmethod
     def backward(ctx, g):

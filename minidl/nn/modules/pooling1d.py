@@ -4,22 +4,13 @@ from ...ops.adaptive_max_pool import adaptive_max_pool2d
 from ...ops.fold import fold, unfold
 from ...ops.pooling1d import adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, max_pool1d
 from .module import Module
+from .pooling import _MaxPoolNd
 
 
-class MaxPool1d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
+class MaxPool1d(_MaxPoolNd):
     def forward(self, input):
         return max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                           self.return_indices)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 def _single(v):
