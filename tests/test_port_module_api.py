@@ -576,3 +576,11 @@ def test_a_batch_norm_state_without_its_batch_counter_loads_as_pytorch():
     result = bn.load_state_dict(older)
     assert not result.missing_keys and not result.unexpected_keys and bn.num_batches_tracked.item() == 4
     assert isinstance(nn.Buffer(md.zeros(2)), md.Tensor)
+
+
+def test_to_empty_keeps_the_objects_and_drops_the_values():
+    m = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    weight = m[0].weight
+    assert m.to_empty(device="cpu") is m
+    assert m[0].weight is weight and weight.requires_grad and m[0].weight.abs().sum().item() == 0
+    assert m[1].num_batches_tracked.dtype == md.int64

@@ -69,6 +69,11 @@ class Function:
     def save_for_backward(self, *arrays):
         self.saved_tensors = arrays
 
+    def mark_non_differentiable(self, *arrays):
+        """The outputs among ``arrays`` (an index, a mask) come out not requiring grad, as in
+        PyTorch; backward still takes one gradient per output and gets zeros for these."""
+        self.non_differentiable = tuple(id(a) for a in arrays)
+
     @classmethod
     def apply(cls, *args):
         record = grad_mode._state.enabled
@@ -107,6 +112,10 @@ class Function:
         node = ctx if any_needs else None
         if isinstance(out, tuple):
             outs = tuple(Tensor._wrap(o, node, i) for i, o in enumerate(out))
+            if node is not None and "non_differentiable" in ctx.__dict__:
+                for o, a in zip(outs, out):
+                    if id(a) in ctx.non_differentiable:
+                        o._node, o._requires_grad = None, False
             ctx.n_outputs = len(out)
             ctx.output_meta = [(o.shape, o.dtype) for o in outs]
             _share_counters(outs, tensors)
@@ -115,6 +124,8 @@ class Function:
                 versions.snapshot(ctx, seen, outs)
             return outs
 
+        if node is not None and "non_differentiable" in ctx.__dict__ and id(out) in ctx.non_differentiable:
+            node = None
         o = Tensor._wrap(out, node, 0)
         data = o._data
         if type(data) is _ndarray and data.base is None:
