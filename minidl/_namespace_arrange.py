@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from .ops import _elementwise_args as _args
 from .ops import bitwise as _bitwise
 from .ops._broadcast import normalize_dim
 from .tensor import dtype as _dtypes
@@ -352,22 +353,17 @@ def combinations(input, r=2, with_replacement=False):
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
-    """A tensor whose diagonals (between dim1 and dim2, at ``offset``) are input's last dim."""
+    """A tensor whose diagonals (between dim1 and dim2, at ``offset``) are input's last dim:
+    input written into zeros at (k + max(-offset, 0), k + max(offset, 0)), a differentiable write."""
     n = input.shape[-1] + builtins.abs(offset)
     out_nd = input.ndim + 1
     d1, d2 = normalize_dim(dim1, out_nd, "diag_embed"), normalize_dim(dim2, out_nd, "diag_embed")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    eye = np.zeros((input.shape[-1], n, n), bool)
     k = np.arange(input.shape[-1])
-    eye[k, k + builtins.max(-offset, 0), k + builtins.max(offset, 0)] = True
-    mask = _md().tensor(eye).to(input.dtype)
-    out = (input.unsqueeze(-1).unsqueeze(-1) * mask).sum(-3)     # (..., n, n)
-    lead = list(range(input.ndim - 1))
-    order = lead[:]                                            # put the two new dims at d1 and d2
-    for d, src in sorted(((d1, out.ndim - 2), (d2, out.ndim - 1))):
-        order.insert(d, src)
-    return out.permute(*order)
+    out = input.new_zeros((*input.shape[:-1], n, n))
+    out[..., k + builtins.max(-offset, 0), k + builtins.max(offset, 0)] = input
+    return movedim(out, (-2, -1), (d1, d2))
 
 
 def diagflat(input, offset=0):
@@ -425,66 +421,33 @@ def put(input, index, source, accumulate=False):
     return flat.reshape(*input.shape)
 
 
-# dtype queries -----------------------------------------------------------------------------
-_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
-
-
-def _category(dtype):
-    return _CATEGORY[np.dtype(_dtypes.to_dtype(dtype)).kind]
+# dtype queries (PyTorch's promotion rules are written once, in ops/_elementwise_args.py) ----------
+def _storage(dtype):
+    return np.dtype(_dtypes.to_dtype(dtype))
 
 
 def promote_types(type1, type2):
     """PyTorch's promotion of two dtypes: the higher category (bool < integer < floating) wins
     whole (int64 with float16 is float16, where NumPy says float64); within a category the
     wider one, float16 with bfloat16 giving float32."""
-    a, b = np.dtype(_dtypes.to_dtype(type1)), np.dtype(_dtypes.to_dtype(type2))
-    ca, cb = _category(a), _category(b)
-    if ca != cb:
-        out = a if ca > cb else b
-    elif a == b:
-        out = a
-    elif {a.kind, b.kind} <= {"f", "V"} and a.itemsize == b.itemsize == 2:
-        out = np.dtype(np.float32)                  # float16 with bfloat16
-    elif a.kind == "V" or b.kind == "V":
-        out = b if a.kind == "V" else a              # bfloat16 with float32/float64: the wider float
-    else:
-        out = np.promote_types(a, b)
-    return _dtypes.wrap(out)
+    return _dtypes.wrap(_args._promote(_storage(type1), _storage(type2)))
 
 
 def result_type(tensor1, tensor2):
     """The dtype PyTorch's arithmetic gives ``tensor1 op tensor2``: tensors with dims decide,
-    then 0-d tensors, then Python numbers, a lower group counting only where its category
-    (bool < integer < floating) is higher (so int64 tensor + 1.5 is float32, float32 tensor +
-    float64 0-d tensor is float32)."""
-    groups = {0: [], 1: [], 2: []}
+    then 0-d tensors, then Python numbers, a lower group counting only where its category is
+    higher (so int64 tensor + 1.5 is float32, float32 tensor + float64 0-d tensor is float32)."""
     for v in (tensor1, tensor2):
-        if isinstance(v, Tensor):
-            groups[0 if v.ndim else 1].append(v.dtype)
-        elif isinstance(v, (bool, np.bool_)):
-            groups[2].append(_dtypes.to_dtype(bool))
-        elif isinstance(v, numbers.Integral):
-            groups[2].append(_dtypes.int64.dtype)
-        elif isinstance(v, numbers.Real):
-            groups[2].append(_dtypes.DEFAULT_FLOAT)
-        else:
+        if not isinstance(v, (Tensor, numbers.Real, np.bool_)):
             raise TypeError(f"result_type(): expected Tensors or numbers, got {type(v).__name__}")
-    out = None
-    for level in (0, 1, 2):
-        if not groups[level]:
-            continue
-        found = groups[level][0]
-        for d in groups[level][1:]:
-            found = promote_types(found, d)
-        if out is None or _category(found) > _category(out):
-            out = found
-    return _dtypes.wrap(np.dtype(_dtypes.to_dtype(out)))
+    return _dtypes.wrap(_args.result_dtype(tensor1, tensor2))
 
 
 def can_cast(from_, to):
     """Whether PyTorch casts ``from_`` to ``to`` implicitly: never floating to integer or
     anything but bool to bool; any width within a category."""
-    return _category(from_) <= _category(to) and not (_category(to) == 0 and _category(from_) != 0)
+    cf, ct = _args._category(_storage(from_)), _args._category(_storage(to))
+    return cf <= ct and not (ct == 0 and cf != 0)
 
 
 def is_nonzero(input):

@@ -152,6 +152,7 @@ def test_diag_embed_diagflat_and_triangle_indices():
     e = md.diag_embed(md.tensor(v))
     assert e.shape == (2, 3, 3) and np.array_equal(e.numpy()[1], np.diag(v[1]))
     assert np.array_equal(md.diag_embed(md.tensor(v), 1).numpy()[0], np.diag(v[0], 1))
+    assert np.array_equal(md.diag_embed(md.tensor(v), 1, -1, -2).numpy()[0], np.diag(v[0], 1).T)
     assert np.array_equal(md.diagflat(md.tensor(A[:2, :2])).numpy(), np.diagflat(A[:2, :2]))
     assert md.tril_indices(3, 4, 1).tolist() == [list(i) for i in np.tril_indices(3, 1, 4)]
     assert md.triu_indices(4, 3, -1).tolist() == [list(i) for i in np.triu_indices(4, -1, 3)]
@@ -326,7 +327,7 @@ def test_gradients(name):
 TORCH_CASES = [
     "lib.movedim(lib.ones(2, 3, 4), (0, 1), (2, 0)).shape", "[t.tolist() for t in lib.arange(7).tensor_split([5, 1])]",
     "lib.tensor(A).rot90(1, (1, 0))", "lib.tensor(A).diff(2, 0)", "lib.kron(lib.tensor([1., 2.]), lib.ones(2, 2))",
-    "lib.diag_embed(lib.tensor(A[:2, :3]), -1, 0, 2)",
+    "lib.diag_embed(lib.tensor(A[:2, :3]), -1, 0, 2)", "lib.diag_embed(lib.tensor(A[:2, :3]), 2, -1, -2)",
     "lib.tensor(A).masked_scatter(lib.tensor([True, False, True, False]), lib.arange(12.).double())",
     "lib.tensor(A).cummin(1)", "lib.tensor(A).quantile(0.45, 1, interpolation='nearest')",
     "lib.tensor(A).cov(aweights=lib.tensor([0.5, 1., 2., 1.], dtype=lib.float64))", "lib.tensor(A).renorm(1, 1, 0.5)",

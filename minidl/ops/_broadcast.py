@@ -3,6 +3,8 @@ arguments."""
 import numbers
 import operator
 
+from .shape_error import ShapeError
+
 
 def unbroadcast(grad, shape):
     """Sum ``grad`` down to ``shape``: the adjoint of NumPy broadcasting.
@@ -61,26 +63,34 @@ def normalize_dim(dim, ndim, op):
     return d % ndim
 
 
-def int_pair(v, name, op):
-    """An int or a pair of ints (kernel size, stride, padding...) as a pair of Python ints that
-    fit the kernels' int64, or a ValueError naming the op (PyTorch: "Overflow when unpacking
-    long long"), never an overflow inside a kernel. A float is a TypeError naming the argument,
-    as in PyTorch: int() would truncate a stride of 1.5 silently."""
+def int_tuple(v, n, name, op):
+    """An int or ``n`` ints (kernel size, stride, padding...) as a tuple of ``n`` Python ints that
+    fit the kernels' int64 (one int in a tuple stands for all, as PyTorch's), or an error naming
+    the op: a float is a TypeError naming the argument, as in PyTorch (int() would truncate a
+    stride of 1.5 silently); another length a ShapeError; an overflow a ValueError (PyTorch:
+    "Overflow when unpacking long long"), never an overflow inside a kernel."""
     if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-        t = (v, v)
+        t = (v,) * n
     elif hasattr(v, "__index__") and not isinstance(v, bool):   # an integer 0-d tensor
-        t = (operator.index(v),) * 2
+        t = (operator.index(v),) * n
     elif isinstance(v, (tuple, list)):
         from ..tensor.size import as_ints   # (minidl.tensor imports the ops: not at module level)
         t = as_ints(v, op, name)
+        if len(t) == 1:
+            t = t * n
     else:
         raise TypeError(f"{op}(): argument '{name}' must be an int or a tuple of ints, got {type(v).__name__} "
                         f"({v!r})")
-    if len(t) != 2:
-        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    if len(t) != n:
+        raise ShapeError(f"{op}: {name} must be an int or {'a pair' if n == 2 else f'a tuple of {n}'} ints, "
+                         f"got {v!r}")
     if not all(-2 ** 63 <= a < 2 ** 63 for a in t):
         raise ValueError(f"{op}: {name} {v!r} overflows a 64-bit integer")
     return tuple(int(a) for a in t)
+
+
+def int_pair(v, name, op):
+    return int_tuple(v, 2, name, op)
 
 
 def shape_of(value):

@@ -1,5 +1,5 @@
 """What the further elementwise functions (trigonometric.py, elementwise_binary.py, special.py,
-elementwise_parts.py) share: PyTorch's result dtype for two operands and the operands brought to
+elementwise_parts.py) and md.promote_types / result_type / can_cast share: PyTorch's result dtype for two operands and the operands brought to
 it, and the device checks, so that a function a device cannot compute raises NotImplementedError
 naming itself and the device.
 

@@ -37,8 +37,12 @@ import math
 
 import numpy as np
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erf = np.vectorize(math.erf, otypes=[np.float64])     # NumPy has no erf: math.erf per element
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def erf(x):
+    return _erf(np.asarray(x, np.float64))
 
 
 def erfc(x):

@@ -39,7 +39,6 @@ The NumPy references below are the implementation on the CPU (there are no Numba
 kernel offset). CUDA tensors raise NotImplementedError.
 """
 import numbers
-import operator
 
 import numpy as np
 
@@ -48,6 +47,7 @@ from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
+from ._broadcast import int_tuple
 from .conv import check_weight_and_groups
 from .fold import conv_output_size
 from .low_precision import float32_compute
@@ -55,26 +55,7 @@ from .shape_error import ShapeError
 
 
 def int_triple(v, name, op):
-    """An int or three ints (kernel size, stride, padding...) as a triple of Python ints, or an
-    error naming ``op`` and ``name``: a float is a TypeError (int() would truncate it), a tuple of
-    another length a ShapeError."""
-    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-        t = (int(v),) * 3
-    elif hasattr(v, "__index__") and not isinstance(v, bool):   # an integer 0-d tensor
-        t = (operator.index(v),) * 3
-    elif isinstance(v, (tuple, list)):
-        from ..tensor.size import as_ints
-        t = as_ints(v, op, name)
-        if len(t) == 1:
-            t = t * 3
-    else:
-        raise TypeError(f"{op}(): argument '{name}' must be an int or a tuple of ints, got {type(v).__name__} "
-                        f"({v!r})")
-    if len(t) != 3:
-        raise ShapeError(f"{op}: expected {name} to be a single int or a tuple of 3 ints, got {name}={v!r}")
-    if not all(-2 ** 63 <= a < 2 ** 63 for a in t):
-        raise ValueError(f"{op}: {name} {v!r} overflows a 64-bit integer")
-    return tuple(int(a) for a in t)
+    return int_tuple(v, 3, name, op)
 
 
 def check_on_cpu(op, *tensors):

@@ -7,6 +7,7 @@ import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
+from . import _special_math
 from ._broadcast import unbroadcast
 from .unary import _floating
 
@@ -114,9 +115,6 @@ class Expm1(Function):
         return g * (y + 1)
 
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
 class Erf(Function):
     """y = erf x = 2/sqrt(pi) int_0^x e**(-t**2) dt;  dy/dx = 2/sqrt(pi) e**(-x**2).
 
@@ -125,7 +123,7 @@ class Erf(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _erf(np.asarray(x)).astype(x.dtype, copy=False)
+        return _special_math.erf(x).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
