@@ -8,7 +8,10 @@
 import math
 
 from . import accelerator, autograd, backends, cuda, ops, random, runtime
-from . import func  # noqa: F401  (md.func.functional_call; loads minidl.nn only when called)
+from .cuda import OutOfMemoryError  # noqa: F401  (md.OutOfMemoryError, as torch.OutOfMemoryError)
+from . import func  # noqa: F401  (md.func: functional_call, grad, vmap...; loads minidl.nn only when called)
+from .func import vmap  # noqa: F401  (md.vmap, as torch.vmap)
+from . import distributions  # noqa: F401  (md.distributions, as torch.distributions)
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled  # noqa: F401
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                        set_grad_enabled)
@@ -16,7 +19,7 @@ from .kernels.switch import get_implementation, implementation, set_implementati
 from .ops import cat, stack
 from .ops.scatter import index_add, index_fill, scatter, scatter_add
 from .ops.scatter_reduce import scatter_reduce
-from .random import get_rng_state, set_rng_state
+from .random import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor
 from .tensor.dtype import bool_ as bool  # noqa: A001  (md.bool, as torch.bool)
 from .tensor.device import device
@@ -51,12 +54,6 @@ __version__ = "0.1.0"
 
 def is_tensor(obj):
     return isinstance(obj, Tensor)
-
-
-def manual_seed(seed):
-    """Seed the global generator (md.rand, dropout, shuffling, and the GPU's draws); returns
-    md.default_generator."""
-    return default_generator.manual_seed(seed)
 
 
 def seed():
@@ -95,6 +92,8 @@ def __getattr__(name):
         return getattr(_lazy("amp"), name)
     if name in ("save", "load"):
         return getattr(_lazy("io"), name)
+    if name == "profiler":        # torch.profiler
+        return _lazy("profiler")
     from ._unsupported import raise_for
     raise_for("minidl", name)   # NotImplementedError for what minidl leaves out on purpose
 
@@ -102,3 +101,4 @@ def __getattr__(name):
 from ._namespace import install as _install_namespace  # noqa: E402  (needs Tensor and the ops)
 
 _install_namespace(globals())
+from . import special  # noqa: E402,F401  (md.special, torch.special's namespace; needs the namespace)

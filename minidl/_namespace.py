@@ -15,10 +15,15 @@ import numpy as np
 
 from . import _namespace_aliases as _aliases
 from . import _namespace_arrange as _arrange
+from . import _namespace_decompositions as _decompositions
 from . import _namespace_elementwise as _elementwise
 from . import _namespace_extra as _extra
+from . import _namespace_linalg as _linalg_tables
 from . import _namespace_more as _more
+from . import _namespace_special as _special_tables
 from . import _namespace_statistics as _statistics
+from . import _namespace_tensor_methods as _tensor_methods
+from . import _namespace_toplevel as _toplevel
 from . import linalg as _linalg
 from .ops import addmm as _addmm
 from .ops import cumulative as _cum
@@ -114,11 +119,14 @@ def argmin(input, dim=None, keepdim=False):
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The p-norm (sum |x|**p)**(1/p) over ``dim`` (all elements by default); "fro" is p=2,
-    inf/-inf the largest/smallest |x|: minidl.linalg.vector_norm, which dispatches every p."""
+    inf/-inf the largest/smallest |x|: minidl.linalg.vector_norm, which dispatches every p;
+    "nuc" is the nuclear norm of the matrices over ``dim`` (the last two by default)."""
     if p == "fro":
         p = 2
+    if p == "nuc":
+        return _linalg.matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
     if isinstance(p, str) and p != "inf":
-        raise RuntimeError(f"norm: unsupported norm type {p!r}; expected a number or 'fro'")
+        raise RuntimeError(f"norm: unsupported norm type {p!r}; expected a number, 'fro' or 'nuc'")
     return _linalg.vector_norm(input, math.inf if p == "inf" else p, dim, keepdim, dtype=dtype)
 
 
@@ -461,13 +469,22 @@ _METHODS_ONLY = {
 }
 
 
+# the further tables, each a module with BOTH, MODULE_ONLY and METHODS_ONLY (no name is in two of them)
+_TABLES = (_extra, _elementwise, _arrange, _statistics, _aliases, _more, _special_tables, _decompositions,
+           _linalg_tables, _tensor_methods, _toplevel)
+
+
+def _merged(kind):
+    return {name: fn for table in _TABLES for name, fn in getattr(table, kind).items()}
+
+
 def _random_methods():
     from .tensor import sampling
     return {"bernoulli": sampling.bernoulli, "multinomial": sampling.multinomial}
 
 
 BOTH = {
-    **{n: getattr(_em, n) for n in ("sin", "cos", "tan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "trunc",
+    **{n: getattr(_em, n) for n in ("log1p", "expm1", "erf", "sign", "floor", "ceil", "trunc",
                                     "round", "maximum", "minimum")},
     **{n: getattr(_cum, n) for n in ("prod", "cumsum", "cumprod", "logsumexp")},
     **{n: getattr(_re, n) for n in ("flip", "roll", "tril", "triu", "diag", "gather", "index_select",
@@ -475,7 +492,8 @@ BOTH = {
     "sum": sum, "mean": mean, "var": var, "std": std, "var_mean": var_mean, "std_mean": std_mean,
     "max": max, "min": min, "amax": amax, "amin": amin,
     "argmax": argmax, "argmin": argmin, "norm": norm, "any": any, "all": all,
-    "mm": mm, "bmm": bmm, "addmm": _addmm.addmm, "baddbmm": _addmm.baddbmm, "addbmm": _addmm.addbmm, "outer": outer, "einsum": einsum, "view_as": view_as, "reshape_as": reshape_as,
+    "mm": mm, "bmm": bmm, "addmm": _addmm.addmm, "baddbmm": _addmm.baddbmm, "addbmm": _addmm.addbmm,
+    "outer": outer, "einsum": einsum, "view_as": view_as, "reshape_as": reshape_as,
     "expand_as": expand_as, "unflatten": unflatten, "split": split, "chunk": chunk, "unbind": unbind,
     "swapaxes": swapaxes, "cdist": cdist, "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor, "logical_not": logical_not,
@@ -485,18 +503,11 @@ BOTH = {
     "floor_divide": _rdiv.floor_divide, "remainder": _rdiv.remainder, "fmod": _rdiv.fmod,
     "subtract": subtract, "multiply": multiply, "divide": divide, "true_divide": true_divide,
     "rsqrt": rsqrt, "softmax": softmax, "log_softmax": log_softmax,
-    **_extra.BOTH,
-    **_elementwise.BOTH,
-    **_arrange.BOTH,
-    **_statistics.BOTH,
-    **_aliases.BOTH,
-    **_more.BOTH,
+    **_merged("BOTH"),
 }
 
 # module level only (a tensor method of these names would mean something else or nothing)
-MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like, **_extra.MODULE_ONLY, **_elementwise.MODULE_ONLY,
-               **_arrange.MODULE_ONLY, **_statistics.MODULE_ONLY, **_aliases.MODULE_ONLY,
-               **_more.MODULE_ONLY}
+MODULE_ONLY = {"meshgrid": meshgrid, "empty_like": empty_like, **_merged("MODULE_ONLY")}
 
 # at module level from the Tensor method of the same name
 FROM_METHODS = ("sqrt", "exp", "log", "tanh", "sigmoid", "relu", "abs", "neg", "pow", "matmul", "transpose",
@@ -521,9 +532,7 @@ def install(module_globals):
         Tensor.repeat = _re.repeat
     for name, fn in {**MODULE_ONLY, **_random_methods()}.items():
         module_globals.setdefault(name, fn)
-    for name, fn in {**_random_methods(), **_METHODS_ONLY, **_extra.METHODS_ONLY, **_elementwise.METHODS_ONLY,
-                     **_arrange.METHODS_ONLY, **_statistics.METHODS_ONLY,
-                     **_aliases.METHODS_ONLY, **_more.METHODS_ONLY}.items():
+    for name, fn in {**_random_methods(), **_METHODS_ONLY, **_merged("METHODS_ONLY")}.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
     for name in FROM_METHODS:

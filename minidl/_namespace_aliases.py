@@ -74,13 +74,10 @@ def _data_ptr(self):
 
 def _storage_offset(self):
     """The offset in elements of the first element from the start of its storage."""
-    data = self._data
-    if not isinstance(data, np.ndarray):
+    if not isinstance(self._data, np.ndarray):
         return 0
-    base = data
-    while isinstance(base.base, np.ndarray):
-        base = base.base
-    return (data.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // data.itemsize
+    from .ops.as_strided import flat_storage
+    return flat_storage(self._data)[1]
 
 
 def _functional(name):

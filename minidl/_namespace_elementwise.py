@@ -1,6 +1,6 @@
 """PyTorch's further elementwise functions, installed by _namespace.py's tables like the rest:
-the inverse trigonometric and hyperbolic functions (ops/trigonometric.py), the two-operand ones
-(atan2, hypot, xlogy, copysign, fmax/fmin, logaddexp(2), ldexp, float_power, heaviside:
+the trigonometric and hyperbolic functions and their inverses (ops/trigonometric.py), the
+two-operand ones (atan2, hypot, xlogy, copysign, fmax/fmin, logaddexp(2), ldexp, float_power, heaviside:
 ops/elementwise_binary.py), the special functions (erfinv, erfc, lgamma, digamma, i0, logit,
 exp2: ops/special.py) and a number's parts and sign (frexp, frac, fix, sgn, signbit, ...:
 ops/elementwise_parts.py), with NumPy's arc* names as aliases and their in-place methods
@@ -12,8 +12,8 @@ from .ops import trigonometric as _trig
 from .tensor.inplace import apply_inplace
 
 BOTH = {
-    **{n: getattr(_trig, n) for n in ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sinc",
-                                      "deg2rad", "rad2deg")},
+    **{n: getattr(_trig, n) for n in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+                                      "acosh", "atanh", "sinc", "deg2rad", "rad2deg")},
     **{n: getattr(_bin, n) for n in ("atan2", "hypot", "xlogy", "copysign", "fmax", "fmin", "logaddexp",
                                      "logaddexp2", "ldexp", "float_power", "heaviside")},
     **{n: getattr(_special, n) for n in ("erfinv", "erfc", "lgamma", "digamma", "i0", "logit", "exp2")},

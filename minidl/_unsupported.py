@@ -17,7 +17,6 @@ _WHY = {
     "quantization": ("quantization", "ao", "quantize_per_tensor", "quantize_per_channel", "dequantize", "qint8",
                      "quint8", "qint32", "quint4x2", "quint2x4", "qscheme", "per_tensor_affine",
                      "per_channel_affine"),
-    "probability distributions": ("distributions",),
     "torch.multiprocessing (minidl.distributed starts its ranks with mpiexec)": ("multiprocessing",),
     "other devices": ("xpu", "mps", "mtia"),
     "named and nested tensors": ("nested",),

@@ -23,6 +23,25 @@ def test_leaf_gradients_accumulate_across_backward_calls():
     np.testing.assert_allclose(x.grad.numpy(), [2 + 2, 2 + 4])
 
 
+@pytest.mark.parametrize("expr, slope", [
+    (lambda c: c + c + c, 3.0),                # Add returns one array for both of its inputs
+    (lambda c: c + (c + c), 3.0),              # ... the leaf first, the node second
+    (lambda c: c + c + c + c, 4.0),
+    (lambda c: (c + c) * 2 + c, 5.0),
+    (lambda c: c - (c + c), -1.0),
+    (lambda c: (c + c).expand(2, 3).sum(0) + c, 5.0),
+])
+def test_a_gradient_array_shared_by_two_inputs_is_kept_by_no_leaf(expr, slope):
+    w = np.array([0.5, -1.0, 2.0])
+    c = md.tensor([2.0, 3.0, 4.0], dtype=md.float64, requires_grad=True)
+    (expr(c) * md.tensor(w)).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), slope * w)
+    c.grad = None
+    (expr(c) * md.tensor(w)).sum().backward()      # and again, accumulating into a fresh .grad
+    (expr(c) * md.tensor(w)).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), 2 * slope * w)
+
+
 def test_gradients_of_a_reused_tensor_add_up():
     x = md.tensor([1.0, -2.0], requires_grad=True)
     h = x * 3                        # used by three consumers

@@ -278,6 +278,13 @@ def test_unary():
     check(lambda x: x.exp() + x.tanh() + x.sigmoid() + x.relu() + x.abs(), a)
     check(lambda x: x.log() + x.sqrt(), rnd(2, 4, positive=True))
     check(lambda x: x.clamp(-0.5, 0.5) + F.gelu(x, approximate="tanh"), a)
+    check(lambda x: x.sin() + x.cos() + x.tan() + x.expm1(), a)
+    check(lambda x: x.log1p() + x.log2(), rnd(2, 4, positive=True))
+    edges = np.array([-1.0, -2.0, 0.0, np.inf, -np.inf, 800.0])    # the simulator's math would raise here
+    with np.errstate(all="ignore"):
+        for name in ("sin", "cos", "tan", "log1p", "expm1", "log2"):
+            got = getattr(md, name)(md.tensor(edges, device="cuda")).numpy()
+            np.testing.assert_allclose(got, getattr(np, name)(edges), rtol=1e-12, equal_nan=True, err_msg=name)
 
 
 @pytest.mark.parametrize("dim", [None, 1, -1, (0, 2)])
@@ -328,6 +335,7 @@ def test_cat_stack_where_and_shape_ops():
     check(lambda x: x.masked_fill(x > 0.5, -1.0), a)
     check(lambda x: x.reshape(3, 2).t().unsqueeze(0).expand(2, 2, 3).flatten(), a)
     check(lambda x: x.permute(1, 0).reshape(6), a)
+    check(lambda x: x.tril(-1) * 2 + x.triu(1), rnd(2, 3, 4))
 
 
 def test_overlapping_writes_read_first():

@@ -78,15 +78,24 @@ def test_matrix_norm_values(ord, expected):
 def test_matrix_norm_matches_torch_on_batches():
     torch = pytest.importorskip("torch")
     a = np.random.default_rng(2).standard_normal((2, 3, 4))
-    for ord in ("fro", 1, -1, math.inf, -math.inf):
-        for dim, keepdim in (((-2, -1), False), ((2, 0), True), ((0, 1), False)):
+    for ord in ("fro", 1, -1, math.inf, -math.inf, "nuc", 2, -2):
+        for dim, keepdim in (((-2, -1), False), ((2, 0), True), ((0, 1), False), ((2, 1), True)):
             want = torch.linalg.matrix_norm(torch.tensor(a), ord, dim, keepdim).numpy()
             got = md.linalg.matrix_norm(md.tensor(a), ord, dim, keepdim).numpy()
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=f"ord={ord} dim={dim}")
 
 
-@pytest.mark.parametrize("ord", ["fro", 1, -1, math.inf, -math.inf])
+def test_singular_value_norms_match_numpy():
+    a = np.random.default_rng(4).standard_normal((2, 3, 4))
+    for ord in ("nuc", 2, -2):
+        want = np.linalg.norm(a, ord, axis=(2, 0))
+        np.testing.assert_allclose(md.linalg.matrix_norm(md.tensor(a), ord, (2, 0)).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(md.tensor(a).norm(p="nuc").numpy(), np.linalg.norm(a, "nuc", axis=(1, 2)),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("ord", ["fro", 1, -1, math.inf, -math.inf, "nuc", 2, -2])
 def test_matrix_norm_gradcheck(ord):
     a = md.tensor(np.random.default_rng(3).standard_normal((2, 3, 4)), requires_grad=True)
     assert gradcheck(lambda t: md.linalg.matrix_norm(t, ord), (a,))
@@ -97,8 +106,8 @@ def test_matrix_norm_errors():
         md.linalg.matrix_norm(md.ones(3))
     with pytest.raises(RuntimeError, match="Order 3 not supported"):
         md.linalg.matrix_norm(md.ones(2, 3), ord=3)
-    with pytest.raises(NotImplementedError, match="'nuc'.*not implemented"):
-        md.linalg.matrix_norm(md.ones(2, 3), ord="nuc")
+    with pytest.raises(RuntimeError, match="Order nucl not supported"):
+        md.linalg.matrix_norm(md.ones(2, 3), ord="nucl")
 
 
 def test_norm_dispatch_matches_torch():

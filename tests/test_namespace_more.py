@@ -517,3 +517,16 @@ def test_adafactor_matches_torch_over_20_steps(kwargs, dtype):
         assert set(state) == set(ts[i])
         for k in set(state) - {"step"}:
             np.testing.assert_allclose(state[k], ts[i][k].numpy(), rtol=tol * 10, atol=tol)
+
+
+def test_no_name_is_in_two_namespace_tables():
+    """Each md.X comes from one table, and each t.X: a name given twice would silently take one of
+    them (a name may be a module function in one table and a method in another, as asin_ is)."""
+    from minidl import _namespace
+    for kinds in (("BOTH", "MODULE_ONLY"), ("BOTH", "METHODS_ONLY")):
+        seen = {}
+        for kind in kinds:
+            for table in _namespace._TABLES:
+                for name in getattr(table, kind):
+                    assert name not in seen, f"{name} is in {seen[name]} and in {table.__name__}.{kind}"
+                    seen[name] = f"{table.__name__}.{kind}"

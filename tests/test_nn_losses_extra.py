@@ -131,6 +131,18 @@ def test_binary_cross_entropy_with_logits_matches_torch(reduction, options):
           reduction=reduction, **kw)
 
 
+@pytest.mark.parametrize("fn, name", [("binary_cross_entropy", "weight"),
+                                      ("binary_cross_entropy_with_logits", "weight"),
+                                      ("binary_cross_entropy_with_logits", "pos_weight")])
+def test_a_bce_weight_that_requires_grad_is_refused_as_torch_refuses_it(fn, name):
+    x = md.tensor(P, requires_grad=True)
+    w = md.tensor(rng.uniform(0.5, 2, 3), requires_grad=True)
+    with pytest.raises(RuntimeError, match=f"not differentiable with respect to argument '{name}'"):
+        getattr(F, fn)(x, md.tensor(Q), **{name: w})
+    with md.no_grad():     # evaluation: nothing would be differentiated
+        assert getattr(F, fn)(x, md.tensor(Q), **{name: w}).shape == ()
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("name,kw", [("l1_loss", {}), ("smooth_l1_loss", {}), ("smooth_l1_loss", {"beta": 0.3}),
                                      ("smooth_l1_loss", {"beta": 0.0}), ("huber_loss", {}),

@@ -19,7 +19,7 @@ import minidl.nn as nn
 from minidl.autograd import gradcheck
 from minidl.nn.utils import parametrizations as PZ
 from minidl.nn.utils import parametrize as P
-from minidl.nn.utils import _linalg
+from minidl import linalg as _linalg
 
 torch = pytest.importorskip("torch")
 tnn = torch.nn
@@ -822,7 +822,7 @@ def test_clip_grad_norm_deprecated_alias():
     np.testing.assert_allclose(p.grad.numpy(), [0.6, 0.8], rtol=1e-5)
 
 
-# the matrix functions behind orthogonal ------------------------------------------------------
+# the matrix functions behind orthogonal (minidl.linalg's) -------------------------------------------------
 def test_matrix_functions_gradcheck_and_values():
     rng = np.random.default_rng(23)
     a = md.tensor(rng.standard_normal((2, 4, 4)), requires_grad=True)

@@ -97,7 +97,7 @@ TABLE = (
     ("unary:Exp",                              "exp",                             None,    FP32),
     ("unary:Log",                              "log",                             None,    FP32),
     ("arithmetic:Pow",                         "pow",                             None,    FP32),
-    ("elementwise_math:Tan",                   "tan",                             None,    FP32),
+    ("trigonometric:Tan",                      "tan",                             None,    FP32),
     ("elementwise_math:Log1p",                 "log1p",                           None,    FP32),
     ("elementwise_math:Expm1",                 "expm1",                           None,    FP32),
     ("activation_elementwise:Softplus",        "softplus",                        None,    FP32),

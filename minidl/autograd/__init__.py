@@ -15,3 +15,12 @@ __all__ = ["Function", "GradcheckError", "RemovableHandle", "backward", "enable_
            "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "set_grad_enabled"]
 __all__ += ["Variable", "detect_anomaly", "functional", "gradgradcheck", "is_anomaly_check_nan_enabled",
             "is_anomaly_enabled", "set_detect_anomaly"]
+from . import graph
+from .graph import Node
+
+__all__ += ["Node", "graph"]
+from . import forward_ad, profiler
+from .engine_flags import is_multithreading_enabled, is_tensor_like, is_view_replay_enabled, set_multithreading_enabled
+
+__all__ += ["forward_ad", "is_multithreading_enabled", "is_tensor_like", "is_view_replay_enabled", "profiler",
+            "set_multithreading_enabled"]

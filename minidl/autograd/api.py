@@ -2,25 +2,51 @@
 calls) and ``grad``, with PyTorch's signatures. Both check the roots and their seed
 gradients here and leave the graph walk to the engine.
 
+``grad``'s inputs may also be GradientEdges (graph.get_gradient_edge): the gradient flowing
+into that output of that node, as in PyTorch.
+
 Seed gradients live on each root's own device: an implicit seed is ``ones`` from the
 root's array namespace, and a given one (a Tensor, an array or a number) is moved there.
+
+``create_graph=True`` runs the pass that records the graph of the gradients themselves
+(higher_order.py), so that they can be differentiated again; ``retain_graph`` then defaults to
+True, as in PyTorch, and a seed Tensor that requires grad is part of that graph.
 """
 import numpy as np
 
 from .. import backends
-from . import engine, function
-
-_NO_HIGHER_ORDER = ("create_graph=True (gradients of gradients) is not supported: backward formulas run on "
-                    "arrays and record no graph")
+from . import engine, function, higher_order
 
 
-def _as_list(tensors, what):
+def _as_list(tensors, what, edges=False):
+    """A list of Tensors (with ``edges``, GradientEdges stand for the tensors they belong to)."""
     Tensor = function.Tensor
-    items = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    items = list(tensors) if isinstance(tensors, (list, tuple)) and not _is_edge(tensors) else [tensors]
     for i, t in enumerate(items):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+        if edges and _is_edge(t):
+            items[i] = _edge_target(t)
+        elif not isinstance(t, Tensor):
+            raise TypeError(f"{what}[{i}] must be a Tensor{' or a GradientEdge' if edges else ''}, "
+                            f"got {type(t).__name__}")
     return items
+
+
+def _is_edge(x):
+    from .graph import GradientEdge
+    return isinstance(x, GradientEdge)
+
+
+def _edge_target(edge):
+    """The tensor whose gradient a GradientEdge names: a leaf's own, or a stand-in carrying the
+    edge's node and output (the graph is keyed by those; its values are never read)."""
+    from .node import AccumulateGrad
+    if isinstance(edge.node, AccumulateGrad):
+        return edge.node.variable
+    meta = edge.node.__dict__.get("output_meta")
+    shape, dtype = meta[edge.output_nr] if meta else ((0,), np.dtype(np.float32))
+    stand_in = function.Tensor._wrap(np.empty(shape, getattr(dtype, "dtype", dtype)), edge.node, edge.output_nr)
+    stand_in._requires_grad = True
+    return stand_in
 
 
 def _seeds(roots, grad_tensors, what):
@@ -56,16 +82,35 @@ def _seeds(roots, grad_tensors, what):
     return seeds
 
 
+def _seed_tensors(roots, grad_tensors, what):
+    """The seeds of a create_graph pass, as Tensors: a given Tensor is kept (moved and cast
+    differentiably where needed), so that the gradients are functions of it too."""
+    Tensor = function.Tensor
+    arrays = _seeds(roots, grad_tensors, what)
+    given = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(roots)
+    out = []
+    for t, g, a in zip(roots, given, arrays):
+        if isinstance(g, Tensor):
+            if g.device != t.device:
+                g = g.to(t.device)
+            out.append(g if g.dtype == t.dtype else g.to(t.dtype))
+        else:      # a copy: the recorded graph keeps its seed, and the caller may reuse the array
+            out.append(Tensor._wrap(a.copy() if a is g else a, None, 0))
+    return out
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate the gradients of ``tensors`` (weighted by ``grad_tensors``, which may be
     omitted for one-element tensors) into the ``.grad`` of the leaves, or only of
-    ``inputs`` when given."""
-    if create_graph:
-        raise NotImplementedError(_NO_HIGHER_ORDER)
+    ``inputs`` when given. With ``create_graph`` each ``.grad`` is a Tensor that carries the
+    graph of its computation (see higher_order.py)."""
     roots = _as_list(tensors, "tensors")
     for i, t in enumerate(roots):
         if not t.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    if create_graph:
+        _backward_create_graph(roots, grad_tensors, create_graph if retain_graph is None else retain_graph, inputs)
+        return
     seeds = _seeds(roots, grad_tensors, "backward")
     if inputs is None:
         engine.run(roots, seeds, bool(retain_graph))
@@ -77,14 +122,24 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             engine._accumulate(t, g._data, set())
 
 
+def _backward_create_graph(roots, grad_tensors, retain_graph, inputs):
+    seeds = _seed_tensors(roots, grad_tensors, "backward")
+    if inputs is None:
+        higher_order.run(roots, seeds, bool(retain_graph))
+        return
+    inputs = _as_list(inputs, "inputs")
+    for t, g in zip(inputs, higher_order.run(roots, seeds, bool(retain_graph), targets=inputs)):
+        if g is not None:
+            higher_order._accumulate(t, g)
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
          is_grads_batched=False, materialize_grads=False):
     """The gradients of ``outputs`` with respect to each of ``inputs``, as a tuple of
     Tensors; nothing is accumulated into any ``.grad``. An input that the outputs do not
     depend on is an error unless ``allow_unused`` (then its gradient is None, or zeros
-    with ``materialize_grads``)."""
-    if create_graph:
-        raise NotImplementedError(_NO_HIGHER_ORDER)
+    with ``materialize_grads``). With ``create_graph`` the gradients carry the graph of their
+    computation and can be differentiated again (see higher_order.py)."""
     if is_grads_batched:
         raise NotImplementedError("is_grads_batched=True is not supported")
     if allow_unused is None:
@@ -93,15 +148,19 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
     roots = _as_list(outputs, "outputs")
-    inputs_list = _as_list(inputs, "inputs")
+    inputs_list = _as_list(inputs, "inputs", edges=True)
     for i, t in enumerate(roots):
         if not t.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     for i, t in enumerate(inputs_list):
         if not t.requires_grad:
             raise RuntimeError(f"One of the differentiated Tensors does not require grad (inputs[{i}])")
-    seeds = _seeds(roots, grad_outputs, "grad")
-    grads = engine.run(roots, seeds, bool(retain_graph), targets=inputs_list)
+    if create_graph:
+        seeds = _seed_tensors(roots, grad_outputs, "grad")
+        grads = higher_order.run(roots, seeds, bool(create_graph if retain_graph is None else retain_graph),
+                                 targets=inputs_list)
+    else:
+        grads = engine.run(roots, _seeds(roots, grad_outputs, "grad"), bool(retain_graph), targets=inputs_list)
     out = []
     for i, (t, g) in enumerate(zip(inputs_list, grads)):
         if g is None:

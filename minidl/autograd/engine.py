@@ -8,12 +8,17 @@ index)`` that input's gradient goes to. ``run(roots, grads)``:
    100,000 ops is fine) and lists the nodes in reverse topological order, so that a node
    runs only after every node that consumes its outputs has passed its gradient back;
 2. runs each node's backward once, with the sum of the gradients of its outputs, after
-   the tensor hooks registered on those outputs (which may replace a gradient) and after
-   checking that nothing it saved was modified in place since (versions.py);
+   the tensor hooks registered on those outputs and the node's own pre-hooks (either may
+   replace a gradient) and after checking that nothing it saved was modified in place since
+   (versions.py); then the node's post hooks (node.py), which may replace what it returned;
 3. adds the resulting gradients into leaf tensors' ``.grad`` (accumulating across calls),
    and frees each node's saved arrays unless ``retain_graph`` is set;
 4. runs a leaf's post-accumulate-grad hooks as soon as its last gradient has arrived, and the
    callbacks queued during the pass once it is over (backward_callbacks.py).
+
+A node without hooks pays one test of its ``__dict__`` for all of them. Each pass is also a
+"graph task" of its thread (``current_graph_task_id``, ``will_execute``), which is what
+``register_multi_grad_hook`` (graph.py) asks to know how many gradients it should wait for.
 
 With ``targets`` (``autograd.grad``) it instead returns the gradients of those tensors,
 runs only the nodes that lead to them and leaves every ``.grad`` alone.
@@ -21,9 +26,12 @@ runs only the nodes that lead to them and leaves every ``.grad`` alone.
 With anomaly detection on (anomaly_mode.py), the gradients each backward returns are checked
 for NaN, and an error met while running a node is reported with the forward call that built it.
 """
+import itertools
+import threading
+
 import numpy as np
 
-from . import anomaly_mode, backward_callbacks, function, grad_mode, versions, views
+from . import anomaly_mode, backward_callbacks, function, grad_mode, node as node_api, versions, views
 from ..backends import device_of, namespace_of
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
@@ -51,6 +59,66 @@ def _topological_order(roots):
     return order
 
 
+def _output_metas(node):
+    """(shape, NumPy dtype) of each output of a node with several (a pre-hook may fill in the
+    gradient of one that none reached); None for a node with one output."""
+    meta = node.__dict__.get("output_meta")
+    return None if meta is None else [(tuple(shape), np.dtype(getattr(dt, "dtype", dt))) for shape, dt in meta]
+
+
+class _Tasks(threading.local):
+    def __init__(self):
+        self.stack = []      # this thread's backward passes now running, innermost last
+
+
+_tasks = _Tasks()
+_task_ids = itertools.count()
+
+
+# register_multi_grad_hook's "all" hooks alive: while there are any, each pass notes the leaves
+# it reaches before running (nodes forget their inputs as they are freed)
+leaf_queries = [0]
+
+
+class _GraphTask:
+    """One backward pass, as register_multi_grad_hook asks about it."""
+
+    def __init__(self, roots, order, capture, needed):
+        self.id = next(_task_ids)
+        self.order, self.capture, self.needed = order, capture, needed
+        self._nodes = None
+        self.leaves = None
+        if leaf_queries[0]:
+            self.leaves = {id(r) for r in roots if r._node is None}
+            self.leaves.update(id(t) for n in order for t, e in zip(n.inputs, n.edges)
+                               if e is not None and e[0] is None)
+
+    def will_execute(self, node):
+        """Will this pass run ``node`` (an op's node, or a leaf's AccumulateGrad)? A leaf's
+        counts when its gradient is delivered: into ``.grad``, or as a target of autograd.grad."""
+        capture = self.capture
+        if isinstance(node, node_api.AccumulateGrad):
+            key = id(node.variable)
+            return self.leaves is not None and key in self.leaves and (capture is None or key in capture.leaves)
+        if capture is not None:
+            return id(node) in self.needed or id(node) in capture.nodes
+        if self._nodes is None:
+            self._nodes = {id(n) for n in self.order}
+        return id(node) in self._nodes
+
+
+def current_graph_task_id():
+    """The id of the innermost backward pass running in this thread, -1 outside backward."""
+    stack = _tasks.stack
+    return stack[-1].id if stack else -1
+
+
+def will_execute(node):
+    """Will the innermost backward pass of this thread run ``node``? (False outside backward.)"""
+    stack = _tasks.stack
+    return bool(stack) and stack[-1].will_execute(node)
+
+
 def _shape_error(node, tensor, grad):
     raise RuntimeError(f"{type(node).__name__}.backward returned a gradient of shape {grad.shape} "
                        f"for an input of shape {tensor.shape}")
@@ -64,6 +132,16 @@ class _Targets:
             views.current(t)
         self.keys = [id(t) if t._node is None else (id(t._node), t._out_index) for t in tensors]
         self.grads = dict.fromkeys(self.keys)
+        self.nodes = {id(t._node) for t in tensors if t._node is not None}
+        self.leaves = {id(t): t for t in tensors if t._node is None}
+
+    def leaf_hooks(self):
+        """Run the tensor hooks of the target leaves on their summed gradients (PyTorch runs a
+        captured tensor's hooks; its AccumulateGrad node does not run)."""
+        for key, leaf in self.leaves.items():
+            g = self.grads[key]
+            if g is not None and leaf._hooks:
+                self.grads[key] = _call_hooks(leaf._hooks, g)
 
     def add(self, key, g):
         old = self.grads[key]
@@ -117,6 +195,8 @@ def run(roots, grads, retain_graph=False, targets=None):
     state.enabled = False   # backward formulas run on arrays; nothing in them is recorded
     anomaly = anomaly_mode._enabled
     node = None
+    tasks = _tasks.stack
+    tasks.append(_GraphTask(roots, order, capture, needed))
     try:
         for node in order:
             gouts = pending.pop(id(node), None)
@@ -125,33 +205,49 @@ def run(roots, grads, retain_graph=False, targets=None):
                     _leaf_edges_done(node, remaining, hooked, owned)
                 continue
             d = node.__dict__
-            if "_output_hooks" in d or "_retained" in d:
-                _output_hooks(node, gouts, owned, retain=capture is None)
-            if capture is not None:
+            extra = "_output_hooks" in d or "_retained" in d or "_node_hooks" in d
+            if capture is None:
+                if extra:
+                    _output_hooks(node, gouts, owned, retain=True)
+            else:
+                runs = id(node) in needed
+                if extra and (runs or id(node) in capture.nodes):
+                    _output_hooks(node, gouts, owned, retain=False)
                 for i, g in enumerate(gouts):
                     key = (id(node), i)
                     if g is not None and key in capture.grads:
                         capture.add(key, g)
-                if id(node) not in needed:
+                if not runs:
                     continue
             saved_versions = node._saved_versions
             if saved_versions is not None and saved_versions[0] != writes[0]:
                 versions.check(node)       # something was written in place since the forward
-            if node.n_outputs > 1 and any(g is None for g in gouts):
-                # an output that never reached the roots contributes a zero gradient (on the
-                # device of the gradients that did)
-                xp = namespace_of(next(g for g in gouts if g is not None))
-                gouts = [xp.zeros(shape, dtype) if g is None else g
-                         for g, (shape, dtype) in zip(gouts, node.output_meta)]
-            gins = type(node).backward(node, *gouts)
-            if type(gins) is not tuple:
-                gins = (gins,)
+            if extra:
+                node_hooks = d.get("_node_hooks")
+                if node_hooks is not None:
+                    gouts = hooked_gouts = node_api.run_prehooks(node_hooks, gouts, _output_metas(node))
+            if extra and node_hooks is not None and all(g is None for g in gouts):
+                gins = (None,) * len(node.inputs)     # pre-hooks dropped every gradient: none flows on
+            else:
+                if node.n_outputs > 1 and any(g is None for g in gouts):
+                    # an output that never reached the roots contributes a zero gradient (on the
+                    # device of the gradients that did)
+                    xp = namespace_of(next(g for g in gouts if g is not None))
+                    gouts = [xp.zeros(shape, dtype) if g is None else g
+                             for g, (shape, dtype) in zip(gouts, node.output_meta)]
+                gins = type(node).backward(node, *gouts)
+                if type(gins) is not tuple:
+                    gins = (gins,)
             if anomaly:
                 anomaly_mode.check_gradients(node, gins)
             inputs = node.inputs
             if len(gins) != len(inputs):
                 raise RuntimeError(f"{type(node).__name__}.backward returned {len(gins)} gradients, "
                                    f"expected {len(inputs)} (one per forward argument)")
+            if extra and node_hooks is not None:
+                gins = node_api.run_posthooks(node, node_hooks, gins, hooked_gouts)
+            if len(gins) > 1:
+                _mark_repeats(gins, owned)
             for t, e, g in zip(inputs, node.edges, gins):
                 if g is None or e is None:
                     continue
@@ -176,9 +272,9 @@ def run(roots, grads, retain_graph=False, targets=None):
                 node.freed = True
         node = None
         for leaf, g in hooked.values():
-            _accumulate(leaf, _call_hooks(leaf._hooks, g) if leaf._hooks else g, owned)
-            if remaining is not None:
-                backward_callbacks.run_post_hooks(leaf)
+            _deliver(leaf, g, owned, remaining is not None)
+        if capture is not None and capture.leaves:
+            capture.leaf_hooks()
         finished = True
     except Exception:
         if anomaly and node is not None:
@@ -189,6 +285,7 @@ def run(roots, grads, retain_graph=False, targets=None):
             backward_callbacks.finish(run=finished)
         finally:
             state.enabled = enabled
+            tasks.pop()
     if capture is None:
         return None
     return [_fresh(capture.grads[k], owned) for k in capture.keys]
@@ -229,8 +326,40 @@ def _leaf_edges_done(node, remaining, hooked, owned):
         del remaining[key]
         slot = hooked.pop(key, None)
         if slot is not None:
-            _accumulate(t, _call_hooks(t._hooks, slot[1]) if t._hooks else slot[1], owned)
-            backward_callbacks.run_post_hooks(t)
+            _deliver(t, slot[1], owned, True)
+
+
+def _deliver(leaf, g, owned, post_accumulate):
+    """A hooked leaf's gradient for this pass, into ``.grad``: through its tensor hooks, its
+    AccumulateGrad node's pre-hooks, then the accumulation, its post-accumulate-grad hooks (with
+    ``post_accumulate``) and the node's post hooks."""
+    hooks = leaf._hooks
+    node_hooks = None
+    if hooks:
+        g = _call_hooks(hooks, g)
+        node_hooks = node_api.leaf_node_hooks(hooks)
+        if node_hooks is not None:
+            g = node_api.run_prehooks(node_hooks, [g])[0]
+    if g is not None:
+        _accumulate(leaf, g, owned)
+    if post_accumulate:
+        backward_callbacks.run_post_hooks(leaf)
+    if node_hooks is not None:
+        grad_outputs = node_api._wrap_all([g])
+        for fn in list(node_hooks.post.values()):
+            fn((), grad_outputs)
+
+
+def _mark_repeats(gins, owned):
+    """An array a backward returns for two inputs (Add's g, for a and for b) may be kept by no
+    leaf: the leaf's later accumulations (``+=``) would change the gradient the other input
+    still carries, and one that reaches the same leaf twice would be added to itself."""
+    seen = set()
+    for g in gins:
+        if g is not None:
+            if id(g) in seen:
+                owned.add(id(g))
+            seen.add(id(g))
 
 
 def _add_pending(pending, node, i, g):
@@ -280,6 +409,8 @@ def _call_hooks(hooks, g):
     """Pass g through each hook in turn; a hook returning a Tensor replaces it."""
     Tensor = function.Tensor
     for fn in list(hooks.values()):
+        if type(fn) is node_api._AccumulateGradMarker:
+            continue       # the leaf's AccumulateGrad hooks: run by _deliver after all tensor hooks
         out = fn(Tensor._wrap(g, None, 0))
         if out is None:
             continue

@@ -18,13 +18,21 @@ Unlike PyTorch, forward and backward see *arrays*, not Tensors: an op is defined
 the array language (NumPy), and the Tensor layer around it only records the graph.
 Arguments that are not Tensors (dims, flags, Python numbers) reach forward unchanged and
 get ``None`` as their gradient. backward returns one gradient per forward argument (a
-single value when forward took one argument); ``None`` means "no gradient".
+single value when forward took one argument); ``None`` means "no gradient". For gradients of
+gradients (``create_graph=True``) a class also defines ``differentiable_backward(ctx, inputs,
+*grads)``, the same formula in Tensor operations, which higher_order.py's pass records.
 
 The ``ctx`` object *is* the graph node: ``apply`` records on it the input tensors and, per
 input, the edge ``(node, output index)`` its gradient flows to (or None where no gradient is
 needed); the engine later calls ``backward(ctx, ...)`` and then frees what the node saved.
 Edges are taken when the node is built because an in-place op later gives its tensor a new
 history, while this node must still send its gradient to the tensor's old one.
+
+The node is also what ``t.grad_fn`` returns, and answers PyTorch's ``torch.autograd.graph.Node``
+interface (``name()``, ``next_functions``, ``metadata``, ``register_hook``, ``register_prehook``:
+``NodeAPI`` in node.py). While saved-tensor hooks are set in some thread (saved_hooks.py), apply is
+wrapped so that what each recorded node keeps goes through the pack hook; as for autocast, the
+wrapper is installed only then, and ops pay nothing for either otherwise.
 
 ``apply`` also keeps the promises of the version counters (``versions.py``): an output
 that lives in an input's memory (a view) shares that input's counter, a recorded node notes
@@ -34,7 +42,8 @@ written in place since the view was made first takes that tensor's new history
 """
 import numpy as np
 
-from . import anomaly_mode, autocast_state, grad_mode, versions, views
+from . import anomaly_mode, autocast_state, grad_mode, saved_hooks, versions, views
+from .node import Node, NodeAPI
 
 _ndarray = np.ndarray
 # The Tensor class. The tensor module imports autograd, so autograd cannot import it back:
@@ -48,7 +57,7 @@ _autocast_rules = autocast_state.RULES    # the ops autocast casts the arguments
 _anomaly = False    # anomaly detection on: each node records its forward's stack (anomaly_mode.py)
 
 
-class Function:
+class Function(NodeAPI):
     # set on each node by apply
     inputs = ()             # the forward arguments that are Tensors (None elsewhere)
     edges = ()              # per forward argument: (node, output index) its gradient goes to, or None
@@ -168,13 +177,58 @@ def _apply_under_autocast(cls, *args):
     return _plain_apply(cls, *args)
 
 
+_seams = {"autocast": False, "saved_hooks": False}
+_inner_apply = _plain_apply     # the apply _apply_with_saved_hooks wraps
+
+
+def _apply_with_saved_hooks(cls, *args):
+    """Function.apply while saved-tensor hooks are set in some thread: in a thread where they
+    are, what the recorded node keeps goes through the innermost pack hook (saved_hooks.py)."""
+    out = _inner_apply(cls, *args)
+    s = saved_hooks.state
+    if s.stack and not s.packing:
+        saved_hooks.pack_outputs(out)
+    return out
+
+
+def _install(seam, on):
+    """Give Function the apply each seam needs: the one that checks for autocast while some
+    thread has it enabled, wrapped in the one that packs saved arrays while some thread has
+    saved-tensor hooks set; the plain apply while neither is, so ops pay nothing for them."""
+    global _inner_apply
+    _seams[seam] = on
+    _inner_apply = _apply_under_autocast if _seams["autocast"] else _plain_apply
+    Function.apply = classmethod(_apply_with_saved_hooks if _seams["saved_hooks"] else _inner_apply)
+    if _seams.get("profiler"):       # outermost: a profiler times the op with all the other seams in it
+        _timed[0] = Function.__dict__["apply"].__func__
+        Function.apply = classmethod(_apply_timed)
+
+
 def _install_seam(on):
-    """Give Function the apply that checks for autocast (on) or the plain one: while no thread has
-    autocast enabled, ops pay nothing for it (autocast_state switches on the first region)."""
-    Function.apply = classmethod(_apply_under_autocast if on else _plain_apply)
+    _install("autocast", on)
+
+
+def _install_saved_hooks_seam(on):
+    _install("saved_hooks", on)
+
+
+_timed = [_plain_apply]     # the apply a profiler times: whatever the other seams installed
+op_timer = None             # profiler.time_op(cls, args, apply), set by minidl/autograd/profiler.py
+
+
+def _apply_timed(cls, *args):
+    """Function.apply while a profiler records in some thread (profiler.py): the op, timed; as for
+    autocast, installed only then, so ops pay nothing for profiling otherwise."""
+    return op_timer(cls, args, _timed[0])
+
+
+def _install_profiler_seam(on):
+    _install("profiler", on)
 
 
 autocast_state.install_seam = _install_seam
+saved_hooks.install_seam = _install_saved_hooks_seam
+Node.register(Function)
 
 
 def _set_anomaly(on):

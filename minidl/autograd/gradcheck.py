@@ -13,6 +13,11 @@ The cotangents are random on purpose: with v = 1 a BatchNorm output sums to a co
 so dL/dx = 0 whatever backward returns, and a wrong formula would pass.
 Central differences have error O(eps**2) but need float64: in float32 the rounding
 error of L / eps swamps the answer, so other dtypes get a warning.
+
+``gradgradcheck`` checks second derivatives the same way: the function it hands to gradcheck
+maps (inputs, grad_outputs) to the first-order gradients, computed by a backward pass that
+records its graph (create_graph=True); their backward, differentiated by the engine, is compared
+with finite differences of that function, with respect to the inputs and the grad_outputs.
 """
 import warnings
 
@@ -68,7 +73,7 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     def objective():
         with grad_mode.no_grad():
             outs = _as_outputs(func(*leaves))
-        return sum(float(np.sum(o.numpy().astype(np.float64) * v)) for o, v in zip(outs, cotangents))
+        return sum(float(np.sum(o.detach().numpy().astype(np.float64) * v)) for o, v in zip(outs, cotangents))
 
     for i in checked:
         x = leaves[i]
@@ -112,8 +117,40 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     return True
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, **kwargs):
-    """PyTorch's check of second derivatives (the gradients of ``func``'s backward pass, by
-    finite differences). Not supported: it needs the backward pass to be differentiable."""
-    raise NotImplementedError("gradgradcheck is not supported: it needs gradients of gradients, as create_graph=True "
-                              "does, and backward formulas run on arrays and record no graph")
+def gradgradcheck(func, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, gen_non_contig_grad_outputs=False,
+                  raise_exception=True, seed=0):
+    """Check the second derivatives of ``func(*inputs)``, as PyTorch's gradgradcheck: gradcheck of
+    (inputs, grad_outputs) -> d<grad_outputs, func(*inputs)>/d inputs (the inputs that require
+    grad), whose backward differentiates func's backward. Without ``grad_outputs``, random ones
+    (uniform in [-1, 1), requiring grad, so they are checked too) are drawn for every floating
+    output that requires grad. Returns True, or raises GradcheckError (False with
+    ``raise_exception=False``)."""
+    Tensor = function.Tensor
+    from . import api
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed + 1)
+        grad_outputs = []
+        for o in _as_outputs(func(*inputs)):
+            if o.requires_grad:
+                v = rng.uniform(-1, 1, o.shape).astype(o._data.dtype)
+                if gen_non_contig_grad_outputs and v.ndim:
+                    v = np.repeat(v, 2, axis=-1)[..., ::2]     # the same values, every other element of a copy
+                g = Tensor._wrap(v if o.device == "cpu" else backends.get(o.device).from_host(v), None, 0)
+                grad_outputs.append(g.requires_grad_(True))
+    else:
+        grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+    n = len(inputs)
+
+    def first_derivatives(*args):
+        xs, vs = args[:n], args[n:]
+        with grad_mode.enable_grad():
+            outputs = [o for o in _as_outputs(func(*xs)) if o.requires_grad]
+            wrt = [x for x in xs if isinstance(x, Tensor) and x.requires_grad]
+            if not outputs or not wrt:
+                return ()
+            grads = api.grad(outputs, wrt, list(vs), create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_derivatives, inputs + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, seed=seed)

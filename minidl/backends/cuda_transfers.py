@@ -23,6 +23,8 @@ import sys
 
 from numba import cuda
 
+from ..cuda import allocator as _allocator
+
 _LOGS = []          # the open transfer_logs, innermost last
 TOTAL = {"h2d_count": 0, "h2d_bytes": 0, "d2h_count": 0, "d2h_bytes": 0}
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,9 +102,10 @@ def _record(direction, nbytes, shape):
 
 
 def upload(host):
-    """A numba device array holding a copy of the contiguous ndarray ``host``."""
+    """A numba device array holding a copy of the contiguous ndarray ``host`` (its bytes counted
+    by md.cuda's memory statistics, minidl/cuda/allocator.py)."""
     _record("h2d", host.nbytes, host.shape)
-    return cuda.to_device(host)
+    return _allocator.allocate(cuda.to_device, host, host.nbytes)
 
 
 def download(buf):

@@ -7,9 +7,15 @@ input to slot n of the shared ``Rendezvous``; the last rank to arrive checks tha
 made the same call (``calls.mismatch``), computes the result once, in rank order, and writes
 it into every rank's output arrays, so every rank holds the same bits, as after MPI.
 
+Point-to-point messages go through a mailbox per receiving rank instead: a send copies its
+tensor into the mailbox (or straight into the receive already waiting for it) and is done, as
+MPI's eager sends of small messages are; a receive takes the oldest message that matches its
+source (any, for ``src=None``) and tag, in the order the receives were posted, and checks
+that its dtype and shape are the ones it expects (``calls.p2p_mismatch``).
+
 Nothing waits forever: a rank that stops with an exception, or returns while others wait for
-it, fails the collectives left open with an error naming it, and a wait past the timeout
-fails too.
+it, fails the collectives and receives left open with an error naming it, and a wait past the
+timeout fails too.
 """
 import threading
 
@@ -40,15 +46,7 @@ class _Request:
         return False
 
     def wait(self, timeout, describe):
-        baton = self._rdv.baton
-        if baton is not None:
-            baton.release()         # let the other ranks run until they reach this collective
-        try:
-            done = self._slot.event.wait(timeout)
-        finally:
-            if baton is not None:
-                baton.acquire()
-        if not done:
+        if not _wait(self._rdv, self._slot.event, timeout):
             missing = [r for r, c in enumerate(self._slot.calls) if c is None]
             message = (f"rank {self._rank}: {describe} (collective #{self._seq}) timed out after {timeout:g} s "
                        f"waiting for ranks {missing}")
@@ -62,11 +60,75 @@ class _Request:
             raise RuntimeError(f"rank {self._rank}: {self._slot.error}")
 
 
+def _wait(rendezvous, event, timeout):
+    """Wait for ``event``, handing the baton (if the ranks take turns) to the others meanwhile."""
+    baton = rendezvous.baton
+    if baton is not None:
+        baton.release()         # let the other ranks run until they reach this collective
+    try:
+        return event.wait(timeout)
+    finally:
+        if baton is not None:
+            baton.acquire()
+
+
+class _Receive:
+    """One posted receive: what it waits for (``src`` None: any rank) and, once met, from whom."""
+
+    def __init__(self, rendezvous, rank, src, tag, channel, call, out):
+        self._rdv, self.rank, self.src, self.tag, self.channel = rendezvous, rank, src, tag, channel
+        self.call, self.out = call, out
+        self.source = None
+        self.error = None
+        self.event = threading.Event()
+
+    def matches(self, src, tag):
+        return self.tag == tag and self.src in (None, src)
+
+    def test(self):
+        if self.event.is_set():
+            self._raise()
+            return True
+        return False
+
+    def wait(self, timeout, describe):
+        self._rdv.blocked(self)
+        if not _wait(self._rdv, self.event, timeout):
+            self.cancel()
+            if not self.event.is_set():
+                peer = "any rank" if self.src is None else f"rank {self.src}"
+                raise RuntimeError(f"rank {self.rank}: {describe} timed out after {timeout:g} s waiting for {peer}")
+        self._raise()
+        return True
+
+    def cancel(self):
+        """Withdraw the receive if no message has met it yet (a later message stays in the mailbox)."""
+        self._rdv.withdraw(self)
+
+    def _raise(self):
+        if self.error is not None:
+            raise RuntimeError(f"rank {self.rank}: {self.error}")
+
+
+class _Sent:
+    """A send: done once its data is in the mailbox (or the receive), which is at once."""
+    source = None
+
+    def test(self):
+        return True
+
+    def wait(self, timeout, describe):
+        return True
+
+    def cancel(self):
+        pass
+
+
 class Rendezvous:
     """Where the ranks of one threaded world meet; shared by their communicators.
 
     With ``turns``, the ranks take turns: each holds the ``baton`` while it runs and hands it on
-    only while it waits in a collective, so no two ranks ever run at once (numba's CUDA
+    only while it waits (for a collective or a message), so no two ranks ever run at once (numba's CUDA
     simulator, for one, runs one kernel at a time in a process)."""
 
     def __init__(self, size, turns=False):
@@ -76,6 +138,8 @@ class Rendezvous:
         self._slots = {}
         self._stopped = {}      # rank -> why it will post nothing more
         self._abort = None
+        self._mail = {}         # (rank, channel) -> [(src, tag, call, array)], oldest first
+        self._receives = {}     # (rank, channel) -> [_Receive], in the order they were posted
 
     def post(self, rank, seq, call, payload):
         with self._lock:
@@ -120,6 +184,9 @@ class Rendezvous:
             self._stopped[rank] = why
             for seq, slot in list(self._slots.items()):
                 self._fail_waiting(slot, seq)
+            for waiting in self._receives.values():
+                for r in list(waiting):
+                    self._fail_unmatchable(r, waiting)
 
     def abort(self, why):
         with self._lock:
@@ -129,6 +196,72 @@ class Rendezvous:
                 if not slot.event.is_set():
                     slot.error = f"collective #{seq} aborted: {why}"
                     slot.event.set()
+            for waiting in self._receives.values():
+                for r in waiting:
+                    r.error = f"recv (tag {r.tag}) aborted: {why}"
+                    r.event.set()
+                waiting.clear()
+
+    # -- point to point ------------------------------------------------------------------------
+
+    def send(self, src, dst, tag, channel, call, array):
+        with self._lock:
+            if self._abort is not None:
+                raise RuntimeError(f"rank {src}: send to rank {dst} aborted: {self._abort}")
+            waiting = self._receives.get((dst, channel), [])
+            receive = next((r for r in waiting if r.matches(src, tag)), None)
+            if receive is None:
+                self._mail.setdefault((dst, channel), []).append((src, tag, call, array.copy()))
+            else:
+                waiting.remove(receive)
+                _deliver(receive, src, call, array)
+        return _Sent()
+
+    def receive(self, rank, src, tag, channel, call, out):
+        receive = _Receive(self, rank, src, tag, channel, call, out)
+        with self._lock:
+            if self._abort is not None:
+                raise RuntimeError(f"rank {rank}: recv (tag {tag}) aborted: {self._abort}")
+            mail = self._mail.get((rank, channel), [])
+            message = next((m for m in mail if receive.matches(m[0], m[1])), None)
+            if message is not None:
+                mail.remove(message)
+                _deliver(receive, message[0], message[2], message[3])
+            else:
+                waiting = self._receives.setdefault((rank, channel), [])
+                waiting.append(receive)
+                self._fail_unmatchable(receive, waiting)
+        return receive
+
+    def withdraw(self, receive):
+        with self._lock:
+            waiting = self._receives.get((receive.rank, receive.channel), [])
+            if receive in waiting:
+                waiting.remove(receive)
+
+    def blocked(self, receive):
+        """``receive``'s rank now waits for it, so it will send nothing meanwhile: fail the
+        receive if no other rank that could send it a message is running."""
+        with self._lock:
+            waiting = self._receives.get((receive.rank, receive.channel), [])
+            if receive in waiting:
+                self._fail_unmatchable(receive, waiting, waiting_self=True)
+
+    def _fail_unmatchable(self, receive, waiting, waiting_self=False):
+        """Fail ``receive`` if every rank that could still send it a message has stopped."""
+        senders = range(self.size) if receive.src is None else [receive.src]
+        if any(r not in self._stopped and not (waiting_self and r == receive.rank) for r in senders):
+            return
+        if receive.src is None:
+            reason = "every other rank has finished" if self.size > 1 else "no rank but this one, which waits"
+        elif receive.src == receive.rank and receive.src not in self._stopped:
+            reason = "the sender is this rank, which waits for it"
+        else:
+            reason = f"rank {receive.src} {self._stopped[receive.src]}"
+        peer = "any rank" if receive.src is None else f"rank {receive.src}"
+        receive.error = f"recv from {peer} (tag {receive.tag}) can never complete: {reason}"
+        waiting.remove(receive)
+        receive.event.set()
 
 
 class ThreadCommunicator:
@@ -162,6 +295,32 @@ class ThreadCommunicator:
     def barrier(self, call, timeout):
         return self._post(call, None)
 
+    def reduce(self, buf, root, op, call, timeout):
+        return self._post(call, (buf.copy(), buf if self.rank == root else None, (op, root)))
+
+    def gather(self, send, recv, root, call, timeout):
+        return self._post(call, (send.copy(), recv, root))
+
+    def scatter(self, send, recv, root, call, timeout):
+        return self._post(call, (send.copy() if self.rank == root else None, recv, root))
+
+    def all_to_all(self, send, sends, recv, recvs, call, timeout):
+        return self._post(call, (send.copy(), recv, (sends, recvs)))
+
+    def send(self, array, dst, tag, call, timeout, channel=0):
+        return self.rendezvous.send(self.rank, dst, tag, channel, call, array)
+
+    def recv(self, out, src, tag, call, timeout, channel=0):
+        return self.rendezvous.receive(self.rank, src, tag, channel, call, out)
+
+
+def _deliver(receive, src, call, array):
+    receive.error = calls.p2p_mismatch(call, receive.call, src, receive.tag)
+    if receive.error is None:
+        receive.out[...] = array
+    receive.source = src
+    receive.event.set()
+
 
 def _all_reduce(call, payloads):
     op = payloads[0][2]
@@ -190,6 +349,36 @@ def _reduce_scatter(call, payloads):
         reduce_op.combine(op, [s[r] for s in sends], out)
 
 
+def _reduce(call, payloads):
+    op, root = payloads[0][2]
+    reduce_op.combine(op, [p[0] for p in payloads], payloads[root][1])
+
+
+def _gather(call, payloads):
+    root = payloads[0][2]
+    payloads[root][1][...] = np.stack([p[0] for p in payloads])
+
+
+def _scatter(call, payloads):
+    pieces = payloads[payloads[0][2]][0]
+    for r, (_, out, _) in enumerate(payloads):
+        out[...] = pieces[r]
+
+
+def _offsets(counts):
+    return np.concatenate([[0], np.cumsum(counts)]).astype(int)
+
+
+def _all_to_all(call, payloads):
+    for j, (_, out, (_, recvs)) in enumerate(payloads):
+        at = _offsets(recvs)
+        for i, (send, _, (sends, _)) in enumerate(payloads):
+            start = _offsets(sends)[j]
+            out[at[i]:at[i + 1]] = send[start:start + sends[j]]
+
+
 _COMBINE = {"all_reduce": _all_reduce, "broadcast": _broadcast, "all_gather": _all_gather,
             "all_gather_into_tensor": _all_gather, "reduce_scatter": _reduce_scatter,
-            "reduce_scatter_tensor": _reduce_scatter, "barrier": lambda call, payloads: None}
+            "reduce_scatter_tensor": _reduce_scatter, "barrier": lambda call, payloads: None,
+            "reduce": _reduce, "gather": _gather, "scatter": _scatter, "all_to_all": _all_to_all,
+            "all_to_all_single": _all_to_all}

@@ -72,6 +72,14 @@ class Work:
         self.wait()
         return list(self._tensors)
 
+    def _source_rank(self):
+        """The rank a finished receive got its message from (PyTorch's name), after waiting."""
+        self.wait()
+        source = getattr(self._request, "source", None)
+        if source is None:
+            raise RuntimeError(f"{self._describe}: only a receive has a source rank")
+        return source
+
     def __repr__(self):
         state = "failed" if self._error is not None else "completed" if self._done else "pending"
         return f"Work({self._describe}, {state})"

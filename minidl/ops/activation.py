@@ -28,20 +28,20 @@ def gelu_backward_reference(x, g):
 
 class _KernelActivation(Function):
     """An elementwise activation with an array-namespace reference and a Numba kernel pair
-    (``kernels`` with the names ``<name>_forward`` and ``<name>_backward``): forward saves x,
-    backward recomputes what it needs from x. Subclasses set ``kernels`` and ``name``."""
-    kernels = name = None  # set by subclasses
+    (``kernels`` with the names ``<kernel_name>_forward`` and ``<kernel_name>_backward``): forward
+    saves x, backward recomputes what it needs from x. Subclasses set ``kernels`` and ``kernel_name``."""
+    kernels = kernel_name = None  # set by subclasses
 
     @classmethod
     def forward(cls, ctx, x):
         ctx.save_for_backward(x)
         ctx.impl = cls.kernels.select(x)
-        return getattr(ctx.impl, cls.name + "_forward")(_contiguous(x))
+        return getattr(ctx.impl, cls.kernel_name + "_forward")(_contiguous(x))
 
     @classmethod
     def backward(cls, ctx, g):
         (x,) = ctx.saved_tensors
-        return getattr(ctx.impl, cls.name + "_backward")(_contiguous(x), _contiguous(g))
+        return getattr(ctx.impl, cls.kernel_name + "_backward")(_contiguous(x), _contiguous(g))
 
 
 def _contiguous(a):
@@ -57,7 +57,14 @@ class Gelu(_KernelActivation):
     """y = x Phi(x), Phi the standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2;
     dy/dx = Phi(x) + x phi(x), with phi(x) = exp(-x**2/2) / sqrt(2 pi)."""
     kernels = LAYER.kernels(("gelu_forward", "gelu_backward"), __name__, cpu="minidl.kernels.cpu.gelu")
-    name = "gelu"
+    kernel_name = "gelu"
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        cdf = 0.5 * (1.0 + (x / math.sqrt(2.0)).erf())
+        pdf = (-0.5 * x * x).exp() / math.sqrt(2.0 * math.pi)
+        return g * (cdf + x * pdf)
 
 
 def gelu_tanh_reference(x):
@@ -79,7 +86,13 @@ class GeluTanh(_KernelActivation):
     """y = x (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x**3);
     dy/dx = (1 + t) / 2 + x (1 - t**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2), t = tanh u."""
     kernels = LAYER.kernels(("gelu_tanh_forward", "gelu_tanh_backward"), __name__, cpu="minidl.kernels.cpu.gelu")
-    name = "gelu_tanh"
+    kernel_name = "gelu_tanh"
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        t = (_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()
+        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
 
 
 def gelu(input, approximate="none"):

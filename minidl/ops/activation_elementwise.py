@@ -16,6 +16,7 @@ from ..tensor.dtype import check_floating
 from ..tensor.inplace import maybe_inplace
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
+from ._higher_order import keep_where
 
 
 class Elementwise(Function):
@@ -95,6 +96,13 @@ class LeakyReLU(Elementwise):
     @staticmethod
     def df(xp, x, y, slope):
         return xp.where(x > 0, 1.0, slope)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        (slope,) = ctx.constants
+        above = x._data > 0
+        return keep_where(above, g) + keep_where(~above, g * slope), None
 
 
 class Hardtanh(Elementwise):

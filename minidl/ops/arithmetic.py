@@ -9,6 +9,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
+from ._higher_order import keep_where, needed, sum_to
 from .shape_error import ShapeError
 
 
@@ -31,6 +32,11 @@ class Add(Function):
         na, nb = ctx.needs_input_grad
         return (unbroadcast(g, sa) if na else None), (unbroadcast(g, sb) if nb else None)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        sa, sb = ctx.shapes
+        return needed(ctx, (sum_to(g, sa), sum_to(g, sb)))
+
 
 class Sub(Function):
     """out = a - b;  dL/da = g,  dL/db = -g."""
@@ -45,6 +51,12 @@ class Sub(Function):
         sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
         return (unbroadcast(g, sa) if na else None), (unbroadcast(-g, sb) if nb else None)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        sa, sb = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        return (sum_to(g, sa) if na else None), (sum_to(-g, sb) if nb else None)
 
 
 class Mul(Function):
@@ -66,6 +78,13 @@ class Mul(Function):
         sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
         return (unbroadcast(g * b, sa) if na else None), (unbroadcast(g * a, sb) if nb else None)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        a, b = _operands(ctx, inputs)
+        sa, sb = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        return (sum_to(g * b, sa) if na else None), (sum_to(g * a, sb) if nb else None)
 
 
 class Div(Function):
@@ -89,6 +108,13 @@ class Div(Function):
         ga = unbroadcast(g / b, sa) if na else None
         gb = unbroadcast(-g * ((a / b) / b), sb) if nb else None
         return ga, gb
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        a, b = _operands(ctx, inputs)
+        sa, sb = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        return (sum_to(g / b, sa) if na else None), (sum_to(-g * ((a / b) / b), sb) if nb else None)
 
 
 class Pow(Function):
@@ -122,6 +148,33 @@ class Pow(Function):
                 gb = unbroadcast(xp.where((a == 0) & (b >= 0), 0, gb) if _any_zero(a) else gb, sb)
         return ga, gb
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        a, b = _operands(ctx, inputs)
+        raw_a, raw_b = ctx.saved_tensors[:2]
+        sa, sb = ctx.shapes
+        na, nb = ctx.needs_input_grad
+        xp = namespace_of(g._data)
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if na:
+                ga = g * b * a ** (b - 1)
+                ga = sum_to(keep_where(xp.asarray(raw_b != 0), ga) if _any_zero(raw_b) else ga, sa)
+            if nb:
+                log_a = a.log() if inputs[0] is not None else float(np.log(np.float64(a)))
+                gb = g * a ** b * log_a
+                if _any_zero(raw_a):
+                    gb = keep_where(xp.asarray(~((raw_a == 0) & (raw_b >= 0))), gb)
+                gb = sum_to(gb, sb)
+        return ga, gb
+
+
+def _operands(ctx, inputs):
+    """The two operands of a binary op for its differentiable backward: the input Tensors, and
+    for a Python number the value the forward saved."""
+    saved = ctx.saved_tensors
+    return tuple(t if t is not None else s for t, s in zip(inputs, saved[:2]))
+
 
 def _any_zero(v):
     """Whether v holds a 0 (a device array: assumed, rather than synchronising to find out)."""
@@ -139,6 +192,10 @@ class Neg(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return -g
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
         return -g
 
 

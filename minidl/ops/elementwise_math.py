@@ -1,4 +1,4 @@
-"""More elementwise functions: trigonometry, log1p/expm1, log2, erf, nan_to_num, the rounding
+"""More elementwise functions: log1p/expm1, log2, erf, nan_to_num, the rounding
 family, and maximum/minimum of two tensors. Each backward is dL/dx = g * f'(x)."""
 import math
 
@@ -9,50 +9,8 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from . import _special_math
 from ._broadcast import unbroadcast
+from ._higher_order import constant, sum_to
 from .unary import _floating
-
-
-class Sin(Function):
-    """y = sin x;  dy/dx = cos x."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return namespace_of(x).sin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * namespace_of(x).cos(x)
-
-
-class Cos(Function):
-    """y = cos x;  dy/dx = -sin x."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return namespace_of(x).cos(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return -g * namespace_of(x).sin(x)
-
-
-class Tan(Function):
-    """y = tan x;  dy/dx = 1 + y**2."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = namespace_of(x).tan(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (1 + y * y)
 
 
 class Log1p(Function):
@@ -130,6 +88,11 @@ class Erf(Function):
         (x,) = ctx.saved_tensors
         return g * (2 / math.sqrt(math.pi)) * np.exp(-x * x)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g * (2 / math.sqrt(math.pi)) * (-x * x).exp()
+
 
 class Piecewise(Function):
     """y = f(x) for a step function f (sign, floor, ceil, round, trunc);  dy/dx = 0 (almost
@@ -164,12 +127,21 @@ class Extremum(Function):
         gb = g * (1.0 - share).astype(g.dtype)
         return unbroadcast(ga, ctx.shapes[0]), unbroadcast(gb, ctx.shapes[1]), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        wins, tie = ctx.saved_tensors
+        share = wins + 0.5 * tie
+        na, nb = ctx.needs_input_grad[:2]
+        ga = sum_to(g * constant(share.astype(g.dtype)), ctx.shapes[0]) if na else None
+        gb = sum_to(g * constant((1.0 - share).astype(g.dtype)), ctx.shapes[1]) if nb else None
+        return ga, gb, None
+
 
 def _unary(cls):
     return lambda x: cls.apply(_floating(x))
 
 
-sin, cos, tan, log1p, expm1, erf, log2 = (_unary(c) for c in (Sin, Cos, Tan, Log1p, Expm1, Erf, Log2))
+log1p, expm1, erf, log2 = (_unary(c) for c in (Log1p, Expm1, Erf, Log2))
 
 
 def reciprocal(x):

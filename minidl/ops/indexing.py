@@ -10,6 +10,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
+from ._higher_order import constant, keep_where, sum_to
 from ._saved import keep_for_backward
 from .shape_error import ShapeError
 
@@ -63,6 +64,18 @@ class GetItem(Function):
             gx[ctx.index] = g
         return gx, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        from .index_put import IndexPutAccumulate   # (they import this module)
+        from .scatter_views import SliceScatter
+        zeros = constant(namespace_of(g._data).zeros(ctx.shape, dtype=g.dtype))
+        if ctx.advanced:
+            return IndexPutAccumulate.apply(zeros, g, ctx.index), None, None
+        index = ctx.index if isinstance(ctx.index, tuple) else (ctx.index,)
+        if not any(i is Ellipsis for i in index):
+            index += (Ellipsis,)    # a view even where every axis gets an int
+        return SliceScatter.apply(zeros, g, lambda a: a[index]), None, None
+
 
 class Where(Function):
     """out = a where cond else b;  dL/da = g where cond else 0,  dL/db = g where not cond else 0."""
@@ -83,6 +96,14 @@ class Where(Function):
         gb = unbroadcast(xp.where(cond, 0, g), ctx.shapes[1]) if nb else None
         return None, ga, gb
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (cond,) = ctx.saved_tensors
+        _, na, nb = ctx.needs_input_grad
+        ga = sum_to(keep_where(cond, g), ctx.shapes[0]) if na else None
+        gb = sum_to(keep_where(~cond, g), ctx.shapes[1]) if nb else None
+        return None, ga, gb
+
 
 class MaskedFill(Function):
     """out = value where mask else x;  dL/dx = 0 where mask else g."""
@@ -97,6 +118,11 @@ class MaskedFill(Function):
     def backward(ctx, g):
         (mask,) = ctx.saved_tensors
         return unbroadcast(namespace_of(g).where(mask, 0, g), g.shape), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (mask,) = ctx.saved_tensors
+        return sum_to(keep_where(~mask, g), g.shape), None, None
 
 
 def _own_index(ctx, index):

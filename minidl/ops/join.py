@@ -25,6 +25,16 @@ class Cat(Function):
             start += n
         return tuple(grads)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        grads, start = [None], 0
+        index = [slice(None)] * g.ndim
+        for n in ctx.sizes:
+            index[ctx.dim] = slice(start, start + n)
+            grads.append(g[tuple(index)])
+            start += n
+        return tuple(grads)
+
 
 class Stack(Function):
     """out[..., k, ...] = x_k along a new ``dim``;  dL/dx_k = g indexed at k on that dim."""
@@ -38,6 +48,11 @@ class Stack(Function):
     def backward(ctx, g):
         xp = namespace_of(g)
         return (None,) + tuple(xp.take(g, k, axis=ctx.dim) for k in range(ctx.n))
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        lead = (slice(None),) * ctx.dim
+        return (None,) + tuple(g[lead + (k,)] for k in range(ctx.n))
 
 
 def _check(ts, op, same_shape):

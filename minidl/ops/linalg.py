@@ -2,6 +2,7 @@
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
+from ._higher_order import sum_to
 from .low_precision import float32_compute
 from .shape_error import ShapeError
 
@@ -43,6 +44,23 @@ class MatMul(Function):
             ga = unbroadcast(xp.matmul(g, xp.swapaxes(b.reshape(sb2), -1, -2)), sa2).reshape(sa)
         if nb:
             gb = unbroadcast(xp.matmul(xp.swapaxes(a.reshape(sa2), -1, -2), g), sb2).reshape(sb)
+        return ga, gb
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        a, b = inputs
+        sa, sb = ctx.shapes
+        if len(sa) == 1 and len(sb) == 1:
+            g = g.reshape(1, 1)
+        elif len(sa) == 1:
+            g = g.unsqueeze(-2)
+        elif len(sb) == 1:
+            g = g.unsqueeze(-1)
+        sa2 = (1,) + sa if len(sa) == 1 else sa
+        sb2 = sb + (1,) if len(sb) == 1 else sb
+        na, nb = ctx.needs_input_grad
+        ga = sum_to(g @ b.reshape(sb2).transpose(-1, -2), sa2).reshape(sa) if na else None
+        gb = sum_to(a.reshape(sa2).transpose(-1, -2) @ g, sb2).reshape(sb) if nb else None
         return ga, gb
 
 

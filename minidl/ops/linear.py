@@ -19,6 +19,7 @@ import math
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
+from ._higher_order import rows
 from ._kernel_switch import LAYER
 from .low_precision import float32_compute
 from .shape_error import ShapeError
@@ -70,6 +71,16 @@ class Linear(Function):
         dx = xp.matmul(g2, w).reshape(ctx.x_shape) if nx else None
         dw = xp.matmul(g2.T, _rows(x)) if nw else None
         db = ctx.impl.bias_grad(g2) if nb else None
+        return dx, dw, db
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x, w, _ = inputs
+        nx, nw, nb = ctx.needs_input_grad
+        g2 = rows(g)
+        dx = (g2 @ w).reshape(ctx.x_shape) if nx else None
+        dw = g2.transpose(0, 1) @ rows(x) if nw else None
+        db = g2.sum(0) if nb else None
         return dx, dw, db
 
 

@@ -23,10 +23,12 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
+from ._higher_order import constant, keep_where, sum_to
 from ._kernel_switch import LAYER
 from .loss_pointwise import _legacy, elementwise_weight, warn_if_broadcast, weighted_reduction
 from .low_precision import float32_compute
 from .shape_error import ShapeError
+from .softmax import Softmax
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -147,6 +149,28 @@ class CrossEntropy(Function):
         dx = ctx.impl.cross_entropy_backward(logp, t, wt, weight, ignore_index, eps, r)
         return _unrow(dx, shape), None, None, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        _, t, wt, weight = ctx.saved_tensors
+        reduction, eps, denom, ignore_index, shape = ctx.args
+        xp = namespace_of(wt)
+        C = shape[1]
+        t_shape = (shape[0],) + tuple(shape[2:])
+        valid = (t != ignore_index).reshape(t_shape)
+        r = g / float(denom) if reduction == "mean" else g
+        a = keep_where(valid, (1.0 - eps) * r * constant(wt.reshape(t_shape)))     # weight of (p - onehot)
+        coef = a
+        if eps:
+            b = keep_where(valid, (eps / C) * r)                                     # weight of (W p - w)
+            coef = a + b * float(weight.sum() if weight is not None else C)
+        dx = Softmax.apply(x, 1) * coef.unsqueeze(1)
+        if eps:
+            dx = dx - b.unsqueeze(1) * (constant(_class_shape(weight, len(shape))) if weight is not None else 1.0)
+        onehot = xp.zeros(shape, dtype=wt.dtype)
+        xp.put_along_axis(onehot, xp.where(valid, t.reshape(t_shape), 0)[:, None], 1, axis=1)
+        return dx - constant(onehot) * a.unsqueeze(1), None, None, None, None, None
+
 
 @float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class CrossEntropyProbs(Function):
@@ -216,6 +240,17 @@ class NLLLoss(Function):
         xp.put_along_axis(dx, t, xp.expand_dims(picked, 1).astype(dtype), axis=1)
         return dx, None, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        t, wt, valid = ctx.saved_tensors
+        shape, dtype, reduction, denom = ctx.args
+        xp = namespace_of(wt)
+        r = g / float(denom) if reduction == "mean" else g
+        picked = keep_where(valid, -r * constant(wt))
+        onehot = xp.zeros(shape, dtype=dtype)
+        xp.put_along_axis(onehot, t, 1, axis=1)
+        return constant(onehot) * picked.unsqueeze(1), None, None, None, None
+
 
 class MSELoss(Function):
     """l = (a - b)**2 elementwise (broadcast), reduced;  dl/da = 2 (a - b) r,  dl/db = -2 (a - b) r."""
@@ -239,6 +274,20 @@ class MSELoss(Function):
         gd = (2 * d * r).astype(d.dtype, copy=False)
         na, nb = ctx.needs_input_grad[:2]
         return (unbroadcast(gd, ctx.shapes[0]) if na else None), (unbroadcast(-gd, ctx.shapes[1]) if nb else None), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (d,) = ctx.saved_tensors
+        a, b = inputs[:2]
+        if a is not None and b is not None:
+            diff = a - b
+        else:          # one operand is an array: d, plus the other's (zero) variation
+            t = a if a is not None else b
+            diff = constant(d) + (t - constant(t._data)) * (1 if a is not None else -1)
+        r = g / d.size if ctx.reduction == "mean" else g
+        gd = 2 * diff * r
+        na, nb = ctx.needs_input_grad[:2]
+        return (sum_to(gd, ctx.shapes[0]) if na else None), (sum_to(-gd, ctx.shapes[1]) if nb else None), None
 
 
 # functional entry points -----------------------------------------------------------------

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from ..autograd.function import Function
+from ..autograd.grad_mode import is_grad_enabled
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
@@ -251,11 +252,15 @@ def _broadcastable(op, name, shape, to):
 
 def _weight_array(op, name, weight, input, shape=None):
     """A constant weight's array, checked to broadcast to ``shape`` (default: the input's)
-    without enlarging it, in the input's dtype."""
+    without enlarging it, in the input's dtype. The op gives it no gradient, so a weight that
+    requires one (with grad mode on) is refused, as PyTorch refuses it."""
     if weight is None:
         return None
     if not isinstance(weight, Tensor):
         raise TypeError(f"{op}: expected {name} to be a Tensor or None, got {type(weight).__name__}")
+    if weight.requires_grad and is_grad_enabled():
+        raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument '{name}'. "
+                           "This input cannot have requires_grad True.")
     shape = tuple(input.shape) if shape is None else shape
     try:
         ok = np.broadcast_shapes(tuple(weight.shape), shape) == shape

@@ -5,7 +5,9 @@ import numbers
 
 import numpy as np
 
+from .. import backends
 from ..autograd.function import Function
+from ..backends import namespace_of
 from ..tensor.size import as_ints
 from ._broadcast import normalize_dim, normalize_dims
 from ._saved import keep_for_backward
@@ -49,8 +51,11 @@ class Triangle(Function):
         rows, cols = x.shape[-2:]
         keep = np.triu(np.ones((rows, cols), bool), diagonal) if upper else np.tril(np.ones((rows, cols), bool),
                                                                                        diagonal)
+        xp = namespace_of(x)
+        if xp is not np:      # the (rows, cols) mask is made on the host and moved once
+            keep = backends.get(backends.device_of(x)).from_host(keep)
         ctx.save_for_backward(keep)
-        return np.where(keep, x, 0).astype(x.dtype, copy=False)
+        return xp.where(keep, x, x.dtype.type(0))
 
     @staticmethod
     def backward(ctx, g):

@@ -12,6 +12,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, normalize_dims
+from ._higher_order import constant, keep_where
 
 
 def _keepdim_shape(shape, axes):
@@ -61,6 +62,10 @@ class Sum(Function):
     def backward(ctx, g):
         return _spread(g, ctx.shape, ctx.axes), None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g.reshape(_keepdim_shape(ctx.shape, ctx.axes)).expand(ctx.shape), None, None
+
 
 class Mean(Function):
     """out = (1/N) sum_i x_i;  dL/dx_i = g / N."""
@@ -73,6 +78,11 @@ class Mean(Function):
     @staticmethod
     def backward(ctx, g):
         return _spread(g / _count(ctx.shape, ctx.axes), ctx.shape, ctx.axes), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        n = _count(ctx.shape, ctx.axes)
+        return (g / n).reshape(_keepdim_shape(ctx.shape, ctx.axes)).expand(ctx.shape), None, None
 
 
 class Var(Function):
@@ -154,6 +164,23 @@ class VectorNorm(Function):
                 dx = xp.where(out == 0, 0, g / out ** (p - 1)) * xp.sign(x) * xp.abs(x) ** (p - 1)
                 dx = xp.where(x == 0, 0, dx)
         return (dx if dx.dtype == x.dtype else dx.astype(x.dtype)), None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        p = ctx.p
+        out_shape = ctx.saved_tensors[1].shape     # keepdim: 1 on the reduced axes (a size-1 axis sums to itself)
+        sign = constant(namespace_of(x._data).sign(x._data))
+        if p == 1:
+            return g.reshape(out_shape) * sign, None, None, None
+        out = VectorNorm.apply(x, tuple(i for i, n in enumerate(out_shape) if n == 1), p, True)
+        g = g.reshape(out_shape)
+        zero = out._data == 0
+        safe = keep_where(~zero, out) + constant(zero.astype(out._data.dtype))     # 1 where out = 0
+        if p == 2:
+            return keep_where(~zero, g / safe) * x, None, None, None
+        dx = keep_where(~zero, g / safe ** (p - 1)) * sign * x.abs() ** (p - 1)
+        return keep_where(x._data != 0, dx), None, None, None
 
 
 def _deviation(ctx, x, axes, correction):

@@ -7,6 +7,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, unbroadcast
+from ._higher_order import sum_to
 from .low_precision import cast_array
 from .shape_error import ShapeError
 
@@ -21,6 +22,10 @@ class Reshape(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return g.reshape(ctx.shape), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
         return g.reshape(ctx.shape), None
 
 
@@ -39,6 +44,13 @@ class Permute(Function):
             inverse[d] = i
         return g.transpose(inverse), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        inverse = [0] * len(ctx.dims)
+        for i, d in enumerate(ctx.dims):
+            inverse[d] = i
+        return g.permute(tuple(inverse)), None
+
 
 class Expand(Function):
     """out = x broadcast to ``shape`` (no copy);  dL/dx = g summed over the broadcast axes."""
@@ -52,6 +64,10 @@ class Expand(Function):
     def backward(ctx, g):
         return unbroadcast(g, ctx.shape), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return sum_to(g, ctx.shape), None
+
 
 class Cast(Function):
     """out = x converted to another dtype;  dL/dx = g converted back."""
@@ -64,6 +80,10 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, g):
         return cast_array(g, ctx.dtype), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g.to(ctx.dtype), None
 
 
 class ToDevice(Function):

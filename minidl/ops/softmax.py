@@ -27,6 +27,11 @@ class Softmax(Function):
         (y,) = ctx.saved_tensors
         return y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        y = Softmax.apply(inputs[0], ctx.dim)
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
+
 
 @float32_compute   # float16/bfloat16 inputs: computed in float32, rounded once (low_precision.py)
 class LogSoftmax(Function):
@@ -48,6 +53,10 @@ class LogSoftmax(Function):
         (y,) = ctx.saved_tensors
         xp = namespace_of(g)
         return g - xp.exp(y) * g.sum(axis=ctx.dim, keepdims=True), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g - Softmax.apply(inputs[0], ctx.dim) * g.sum(ctx.dim, keepdim=True), None
 
 
 def _saved(ctx, y, dim):

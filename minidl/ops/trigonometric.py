@@ -1,7 +1,8 @@
-"""The inverse trigonometric and the (inverse) hyperbolic functions, sinc, and the degree/radian
-conversions. Each backward is dL/dx = g * f'(x), written as PyTorch writes it, so the special
-points agree: asin'(+-1) = inf, asin' outside [-1, 1] = NaN, acosh'(1) = inf, atanh'(+-1) = inf,
-sinc'(0) = 0. Integer and bool inputs compute in the default float dtype, as PyTorch's.
+"""The trigonometric functions and their inverses, the (inverse) hyperbolic functions, sinc, and
+the degree/radian conversions. Each backward is dL/dx = g * f'(x), written as PyTorch writes it,
+so the special points agree: asin'(+-1) = inf, asin' outside [-1, 1] = NaN, acosh'(1) = inf,
+atanh'(+-1) = inf, sinc'(0) = 0. Integer and bool inputs compute in the default float dtype, as
+PyTorch's.
 
 At the domain's edges and outside it the values are NumPy's (NaN outside, +-inf at atanh(+-1)),
 which are PyTorch's; no warning is printed for them (PyTorch prints none).
@@ -16,6 +17,57 @@ from ._elementwise_args import floating, ufunc
 
 def _quiet():
     return np.errstate(all="ignore")
+
+
+class Sin(Function):
+    """y = sin x;  dy/dx = cos x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ufunc("sin", "sin", x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ufunc("cos", "cos", x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * inputs[0].cos()
+
+
+class Cos(Function):
+    """y = cos x;  dy/dx = -sin x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ufunc("cos", "cos", x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return -g * ufunc("sin", "sin", x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return -g * inputs[0].sin()
+
+
+class Tan(Function):
+    """y = tan x;  dy/dx = 1 + y**2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = ufunc("tan", "tan", x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 + y * y)
 
 
 class Asin(Function):
@@ -172,8 +224,8 @@ def _unary(cls):
     return fn
 
 
-asin, acos, atan, sinh, cosh, asinh, acosh, atanh, sinc = (
-    _unary(c) for c in (Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Sinc))
+sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, sinc = (
+    _unary(c) for c in (Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Sinc))
 
 
 def deg2rad(input):

@@ -7,6 +7,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
+from ._higher_order import constant, keep_where, sum_to
 from ._kernel_switch import LAYER
 
 
@@ -24,6 +25,10 @@ class Exp(Function):
         (y,) = ctx.saved_tensors
         return g * y
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * inputs[0].exp()
+
 
 class Log(Function):
     """y = ln x;  dy/dx = 1/x."""
@@ -37,6 +42,10 @@ class Log(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / x
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g / inputs[0]
 
 
 class Sqrt(Function):
@@ -53,6 +62,10 @@ class Sqrt(Function):
         (y,) = ctx.saved_tensors
         return g / (2 * y)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g / (2 * inputs[0].sqrt())
+
 
 class Tanh(Function):
     """y = tanh x;  dy/dx = 1 - y**2."""
@@ -66,6 +79,11 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
+        return g * (1 - y * y)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        y = inputs[0].tanh()
         return g * (1 - y * y)
 
 
@@ -85,6 +103,11 @@ class Sigmoid(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
+        return g * y * (1 - y)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        y = inputs[0].sigmoid()
         return g * y * (1 - y)
 
 
@@ -154,6 +177,11 @@ class Relu(Function):
             return np.where(positive, half[0], np.int16(0)).view(g.dtype)
         return ctx.impl.relu_backward(positive, g)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (positive,) = ctx.saved_tensors
+        return keep_where(positive, g)
+
 
 class AddRelu(Function):
     """y = relu(a + b) for a and b of one shape and dtype, the residual add of a ResNet block and
@@ -175,6 +203,13 @@ class AddRelu(Function):
         d = ctx.impl.relu_backward(positive, g) if na or nb else None
         return (d if na else None), (d if nb else None)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (positive,) = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        d = keep_where(positive, g)
+        return (d if na else None), (d if nb else None)
+
 
 class Abs(Function):
     """y = |x|;  dy/dx = sign(x) (0 at x = 0, as PyTorch)."""
@@ -189,6 +224,11 @@ class Abs(Function):
     def backward(ctx, g):
         (sign,) = ctx.saved_tensors
         return g * sign
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (sign,) = ctx.saved_tensors
+        return g * constant(sign)
 
 
 class Clamp(Function):
@@ -223,6 +263,18 @@ class Clamp(Function):
             ghi = unbroadcast(g * above, shi)
         return unbroadcast(g * inside, sx), glo, ghi
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x, lo, hi, inside = ctx.saved_tensors
+        sx, slo, shi = ctx.shapes
+        _, need_lo, need_hi = ctx.needs_input_grad
+        glo = ghi = None
+        if need_lo:
+            glo = sum_to(keep_where((x < lo) & ((lo < hi) if hi is not None else True), g), slo)
+        if need_hi:
+            ghi = sum_to(keep_where((x > hi) | ((hi < lo) if lo is not None else False), g), shi)
+        return sum_to(keep_where(inside, g), sx), glo, ghi
+
 
 class Clone(Function):
     """y = x (a copy);  dy/dx = 1."""
@@ -233,6 +285,10 @@ class Clone(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return g
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
         return g
 
 

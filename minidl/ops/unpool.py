@@ -17,6 +17,8 @@ gradient of that position). 1-D unpooling is 2-D unpooling of a width-1 image, a
 The default output size along each axis is (in - 1) stride + kernel - 2 padding; an explicit
 one (of 2 or 4 entries in 2-D) must lie strictly within a stride of it.
 """
+import math
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -80,11 +82,14 @@ def unpool_output_size(in_spatial, kernel_size, stride, padding, output_size):
     return out
 
 
-def _unpool(input, indices, out_hw, op):
-    """Checks as PyTorch's max_unpooling2d, then the op on a 4-D view."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor with "
-                           f"{input.ndim} dimensions.")
+def check_unpool_inputs(input, indices, out, op):
+    """PyTorch's checks of max_unpooling{2,3}d: ``input`` with a batch dim or without (out's rank
+    + 1 or + 2 dims), int64 ``indices`` of input's shape, a floating input, and every index
+    inside one output plane of size ``out``."""
+    n = len(out)
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"Input to max_unpooling{n}d should be a {n + 1}d or {n + 2}d Tensor, but got a tensor "
+                           f"with {input.ndim} dimensions.")
     if not isinstance(indices, Tensor) or indices.dtype != np.int64:
         got = indices.dtype if isinstance(indices, Tensor) else type(indices).__name__
         raise RuntimeError(f"elements in indices should be type int64 but got: {got}")
@@ -93,15 +98,20 @@ def _unpool(input, indices, out_hw, op):
                            f"but got indices tensor with shape: {list(indices.shape)}")
     if input.dtype.kind not in "fV":   # V: bfloat16
         raise NotImplementedError(f'"{op}" not implemented for {input.dtype}: expected a floating point input')
-    oh, ow = out_hw
     data = indices._data
     if data.size:
-        bad = (data < 0) | (data >= oh * ow)
+        bad = (data < 0) | (data >= math.prod(out))
         if bool(bad.any()):
             first = int(data.reshape(-1)[int(bad.reshape(-1).argmax())])
-            raise RuntimeError(f"Found an invalid max index: {first} (output volumes are of size {oh}x{ow})")
+            raise RuntimeError(f"Found an invalid max index: {first} (output volumes are of size "
+                               f"{'x'.join(map(str, out))})")
+
+
+def _unpool(input, indices, out_hw, op):
+    """Checks as PyTorch's max_unpooling2d, then the op on a 4-D view."""
+    check_unpool_inputs(input, indices, out_hw, op)
     x, i = (input, indices) if input.ndim == 4 else (input.unsqueeze(0), indices.unsqueeze(0))
-    y = MaxUnpool2d.apply(x, i._data, (oh, ow))
+    y = MaxUnpool2d.apply(x, i._data, tuple(out_hw))
     return y if input.ndim == 4 else y.squeeze(0)
 
 

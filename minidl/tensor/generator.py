@@ -91,10 +91,7 @@ class _DefaultGenerator(Generator):
         _random._generator = rng
 
     def manual_seed(self, seed):
-        seed = _check_seed(seed)
-        _random.manual_seed(seed)
-        self._seed = seed
-        return self
+        return _random.manual_seed(seed)   # which records the seed here and returns self
 
 
 def _check_seed(seed):

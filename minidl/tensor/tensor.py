@@ -509,7 +509,10 @@ class Tensor(InplaceMethods):
     def scatter(self, dim, index, src=None, value=None, *, reduce=None):
         return _scatter.scatter(self, dim, index, src, value, reduce=reduce)
 
-    def t(self): return _ops.transpose(self, 0, 1) if self.ndim == 2 else self
+    def t(self):
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+        return _ops.transpose(self, 0, 1) if self.ndim == 2 else self
 
     @property
     def T(self):

@@ -3,3 +3,5 @@
 from . import checkpoint, data
 
 __all__ = ["checkpoint", "data"]
+from . import benchmark, hooks  # noqa: E402,F401  (torch.utils.benchmark, torch.utils.hooks)
+__all__ += ["benchmark", "hooks"]

@@ -29,6 +29,7 @@ import types
 import numpy as np
 from numba import cuda
 
+from ...cuda import allocator as _allocator
 from ...kernels.cuda import checks as _checks
 from ...kernels.cuda._common import SIMULATOR
 from ...kernels.cuda.bfloat16 import STORAGE as _BF16_STORAGE
@@ -85,9 +86,11 @@ class CudaArray:
     @classmethod
     def empty(cls, shape, dtype):
         shape, dtype = tuple(int(n) for n in shape), np.dtype(dtype)
+        n = _prod(shape)    # counted by md.cuda's memory statistics (minidl/cuda/allocator.py)
         if is_bfloat16(dtype):
-            return cls(cuda.device_array(_prod(shape), dtype=_BF16_STORAGE), shape, dtype=dtype)
-        return cls(cuda.device_array(_prod(shape), dtype=dtype), shape)
+            buf = _allocator.allocate(cuda.device_array, n, n * dtype.itemsize, dtype=_BF16_STORAGE)
+            return cls(buf, shape, dtype=dtype)
+        return cls(_allocator.allocate(cuda.device_array, n, n * dtype.itemsize, dtype=dtype), shape)
 
     @classmethod
     def from_host(cls, array):

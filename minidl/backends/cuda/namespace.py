@@ -186,6 +186,7 @@ class CudaNamespace:
     exp, log, sqrt, tanh, sign, negative, isfinite, logical_not, erf = (_ufunc1(n) for n in (
         "exp", "log", "sqrt", "tanh", "sign", "negative", "isfinite", "logical_not", "erf"))
     abs = absolute = _ufunc1("absolute")
+    sin, cos, tan, log1p, expm1, log2 = (_ufunc1(n) for n in ("sin", "cos", "tan", "log1p", "expm1", "log2"))
 
     matmul = staticmethod(matmul)
     where = staticmethod(_where)

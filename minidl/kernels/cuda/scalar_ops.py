@@ -71,6 +71,52 @@ def erf(x, c):
 
 
 @_d
+def sin(x, c):
+    if math.isinf(x):
+        return math.nan
+    return math.sin(x)
+
+
+@_d
+def cos(x, c):
+    if math.isinf(x):
+        return math.nan
+    return math.cos(x)
+
+
+@_d
+def tan(x, c):
+    if math.isinf(x):
+        return math.nan
+    return math.tan(x)
+
+
+@_d
+def log1p(x, c):
+    if x > -1:
+        return math.log1p(x)
+    if x == -1:
+        return -math.inf
+    return math.nan
+
+
+@_d
+def expm1(x, c):
+    if x > 709.0:
+        return math.inf
+    return math.expm1(x)
+
+
+@_d
+def log2(x, c):
+    if x > 0:
+        return math.log2(x)
+    if x == 0:
+        return -math.inf
+    return math.nan
+
+
+@_d
 def logical_not(x, c):
     return not x
 
@@ -174,7 +220,8 @@ def logical_or(a, b):
 
 
 UNARY = dict(identity=identity, negative=neg, exp=exp, log=log, sqrt=sqrt, tanh=tanh, absolute=absolute,
-             sign=sign, erf=erf, logical_not=logical_not, isfinite=isfinite)
+             sign=sign, erf=erf, logical_not=logical_not, isfinite=isfinite, sin=sin, cos=cos, tan=tan,
+             log1p=log1p, expm1=expm1, log2=log2)
 BINARY = dict(add=add, subtract=subtract, multiply=multiply, divide=divide, floor_divide=floor_divide,
               remainder=remainder, power=power, maximum=maximum, minimum=minimum, less=less,
               less_equal=less_equal, greater=greater, greater_equal=greater_equal, equal=equal,

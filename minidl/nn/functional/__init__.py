@@ -41,3 +41,8 @@ from .pooling_extra import (adaptive_max_pool1d_with_indices, adaptive_max_pool2
                             affine_grid, fractional_max_pool2d, fractional_max_pool2d_with_indices, grid_sample,
                             lp_pool1d, lp_pool2d, max_pool1d_with_indices, max_pool2d_with_indices, max_unpool1d,
                             max_unpool2d, upsample, upsample_bilinear, upsample_nearest)
+from .pooling3d_extra import (adaptive_max_pool3d_with_indices, fractional_max_pool3d,  # noqa: F401
+                              fractional_max_pool3d_with_indices, lp_pool3d, max_pool3d_with_indices, max_unpool3d)
+from .multi_head_attention import multi_head_attention_forward  # noqa: F401
+from .conv_tbc import conv_tbc  # noqa: F401
+from ...ops.channel_shuffle import channel_shuffle as native_channel_shuffle  # noqa: F401

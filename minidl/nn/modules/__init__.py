@@ -53,3 +53,9 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 from .norm_lstm import BatchNormLSTM, LayerNormLSTM, NormLSTM  # noqa: F401
 from .pooling_extra import (FractionalMaxPool2d, LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d,  # noqa: F401
                             UpsamplingBilinear2d, UpsamplingNearest2d)
+from .lazy import LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d  # noqa: F401
+from .uninitialized import UninitializedBuffer, UninitializedParameter  # noqa: F401
+from .pooling3d_extra import FractionalMaxPool3d, LPPool3d, MaxUnpool3d  # noqa: F401
+from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
+from .cross_map_lrn import CrossMapLRN2d  # noqa: F401
+from .deprecated import Container, NLLLoss2d  # noqa: F401

@@ -22,27 +22,14 @@ every sequence's projected keys and values, ``add_zero_attn`` then appends a key
 zeros (score 0 for every query); both are visible to every query (the masks are padded with
 "allowed" for them), so S grows by one for each and the weights are (B, L, S + extra).
 
-Masks use PyTorch's MultiheadAttention convention (the opposite of scaled_dot_product_attention's):
-a bool ``attn_mask`` (L, S) or (B*H, L, S) / ``key_padding_mask`` (B, S) is True where attention
-is NOT allowed; a float mask is added to the scores. ``is_causal`` is PyTorch's hint that
-``attn_mask`` is the causal mask: without a key_padding_mask and with need_weights=False the
-causal mask replaces ``attn_mask``, otherwise ``attn_mask`` is used as given. (PyTorch requires
-the mask with the hint; here it may be omitted, and the causal mask then applies.)
-
-need_weights=False runs the fused ``scaled_dot_product_attention`` op (a fully masked query
-row then gives 0, not NaN). need_weights=True runs PyTorch's explicit path (softmax, dropout,
-matmul as separate differentiable ops) so the returned weights (averaged over heads when
-``average_attn_weights``, as PyTorch's default) are differentiable; there, as in PyTorch, a
-fully masked row gives NaN.
+forward is ``F.multi_head_attention_forward`` called with these parameters (with
+``batch_first`` the inputs are passed as sequence-first views, as PyTorch does); that
+function's docstring describes the masks, ``is_causal`` and the two computation paths.
 """
-import math
-
 import numpy as np
 
-from ...ops.attention import scaled_dot_product_attention
-from ...ops.join import cat
 from ...tensor import dtype as dtypes
-from ...tensor.tensor import Tensor
+from ..functional.multi_head_attention import _views, multi_head_attention_forward
 from ..parameter import Parameter
 from .module import Module
 
@@ -107,152 +94,14 @@ class MultiheadAttention(Module):
     # -----------------------------------------------------------------------------------
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
-        from .. import functional as F
-        batched = query.ndim == 3
-        if not batched:
-            if query.ndim != 2:
-                raise ValueError(f"MultiheadAttention: query must be (L, E) or 3-D, got shape {list(query.shape)}")
-            if key.ndim != 2 or value.ndim != 2:
-                raise ValueError(f"MultiheadAttention: for unbatched (2-D) query, key and value must be 2-D, got "
-                                 f"key {list(key.shape)} and value {list(value.shape)}")
-            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.reshape(1, -1) if isinstance(key_padding_mask, Tensor) \
-                    else np.asarray(key_padding_mask)[None]
-        elif not self.batch_first:
-            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        B, L, E = query.shape
-        S = key.shape[1]
-        if E != self.embed_dim or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
-            raise ValueError(f"MultiheadAttention: expected query, key and value with {self.embed_dim}, {self.kdim} "
-                             f"and {self.vdim} features, got query {list(query.shape)}, key {list(key.shape)}, "
-                             f"value {list(value.shape)} (batch-first view)")
-        if key.shape[:2] != value.shape[:2] or key.shape[0] != B:
-            raise ValueError(f"MultiheadAttention: key {list(key.shape)} and value {list(value.shape)} must share "
-                             f"batch and length, and match query's batch {B}")
-        H, D = self.num_heads, self.head_dim
-
-        q, k, v = self._project(query, key, value)          # (B, L, E), (B, S, E), (B, S, E)
-        k, v, extra = self._extra_keys(k, v)                 # (B, S + extra, E)
-        mask = _merge_masks(attn_mask, key_padding_mask, B, H, L, S, q.dtype)
-        if is_causal and attn_mask is not None:
-            if key_padding_mask is None and not need_weights:
-                mask = None            # the hint: the causal mask replaces attn_mask
-            else:
-                is_causal = False      # attn_mask (the causal one, by the hint) is used as given
-        if extra and mask is not None:
-            mask = _pad_keys(mask, extra)
-        S += extra
-        q = q.reshape(B, L, H, D).transpose(1, 2)           # (B, H, L, D)
-        k = k.reshape(B, S, H, D).transpose(1, 2)
-        v = v.reshape(B, S, H, D).transpose(1, 2)
-
-        dropout_p = self.dropout if self.training else 0.0
-        if not need_weights:
-            # scaled_dot_product_attention's convention: bool True = may attend
-            if mask is not None and _data(mask).dtype == np.bool_:
-                mask = ~_data(mask)
-            out = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
-            weights = None
-        else:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-            if is_causal:
-                scores = scores.masked_fill(~np.tril(np.ones((L, S), bool)), -math.inf)
-            if mask is not None:
-                m = _data(mask)
-                scores = scores.masked_fill(m, -math.inf) if m.dtype == np.bool_ else scores + mask
-            p = scores.softmax(-1)
-            if dropout_p > 0:
-                p = F.dropout(p, p=dropout_p, training=True)
-            out = p @ v
-            weights = p.mean(dim=1) if average_attn_weights else p
-            if not batched:
-                weights = weights.squeeze(0)
-        out = out.transpose(1, 2).reshape(B, L, E)
-        out = self.out_proj(out)
-        if not batched:
-            out = out.squeeze(0)
-        elif not self.batch_first:
-            out = out.transpose(0, 1)
-        return out, weights
-
-    def _project(self, query, key, value):
-        from .. import functional as F
-        E = self.embed_dim
-        b = self.in_proj_bias
-        bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
-        if not self._qkv_same_embed_dim:
-            return (F.linear(query, self.q_proj_weight, bq), F.linear(key, self.k_proj_weight, bk),
-                    F.linear(value, self.v_proj_weight, bv))
-        w = self.in_proj_weight
-        if query is key and key is value:  # self-attention: one (E -> 3E) matmul
-            qkv = F.linear(query, w, b)
-            return qkv[..., :E], qkv[..., E:2 * E], qkv[..., 2 * E:]
-        return F.linear(query, w[:E], bq), F.linear(key, w[E:2 * E], bk), F.linear(value, w[2 * E:], bv)
-
-    def _extra_keys(self, k, v):
-        """k, v (B, S, E) with bias_k / bias_v appended (add_bias_kv), then a zero key and value
-        (add_zero_attn), and how many keys were appended."""
-        from ...tensor.factories import zeros
-        B, _, E = k.shape
-        extra = 0
-        if self.bias_k is not None:
-            k = cat([k, self.bias_k.expand(B, 1, E)], 1)
-            v = cat([v, self.bias_v.expand(B, 1, E)], 1)
-            extra += 1
-        if self.add_zero_attn:
-            k = cat([k, zeros(B, 1, E, dtype=k.dtype, device=k.device)], 1)
-            v = cat([v, zeros(B, 1, E, dtype=v.dtype, device=v.device)], 1)
-            extra += 1
-        return k, v, extra
-
-
-def _data(m):
-    return m._data if isinstance(m, Tensor) else np.asarray(m)
-
-
-def _pad_keys(mask, extra):
-    """The merged mask with ``extra`` trailing keys every query may attend to (False / 0)."""
-    if isinstance(mask, Tensor):
-        from ...tensor.factories import zeros
-        return cat([mask, zeros(*mask.shape[:-1], extra, dtype=mask.dtype, device=mask.device)], -1)
-    mask = np.asarray(mask)
-    return np.concatenate([mask, np.zeros(mask.shape[:-1] + (extra,), mask.dtype)], -1)
-
-
-def _merge_masks(attn_mask, key_padding_mask, B, H, L, S, dtype):
-    """One mask broadcastable to (B, H, L, S) in MHA's convention: a bool array (True = masked
-    out) when both masks are bool, else a float Tensor/array to add to the scores."""
-    parts = []
-    if attn_mask is not None:
-        m = attn_mask
-        shape = tuple(m.shape)
-        if shape == (L, S):
-            pass
-        elif shape == (B * H, L, S):
-            m = m.reshape(B, H, L, S)
-        else:
-            raise ValueError(f"MultiheadAttention: attn_mask must have shape {(L, S)} or {(B * H, L, S)}, "
-                             f"got {list(shape)}")
-        parts.append(m)
-    if key_padding_mask is not None:
-        m = key_padding_mask
-        if tuple(m.shape) != (B, S):
-            raise ValueError(f"MultiheadAttention: key_padding_mask must have shape {(B, S)}, got {list(m.shape)}")
-        parts.append(m.reshape(B, 1, 1, S))
-    if not parts:
-        return None
-    if all(_data(p).dtype == np.bool_ for p in parts):
-        out = _data(parts[0])
-        for p in parts[1:]:
-            out = out | _data(p)
-        return out
-    total = None
-    for p in parts:
-        d = _data(p)
-        if d.dtype == np.bool_:
-            p = np.where(d, -np.inf, 0.0).astype(dtype)
-        elif not isinstance(p, Tensor):
-            p = d.astype(dtype)
-        total = p if total is None else total + p
-    return total
+        swap = self.batch_first and query.ndim == 3
+        if swap:   # (B, L, E) -> the function's (L, B, E), as views; a shared argument stays shared
+            query, key, value = _views(lambda t: t.transpose(0, 1), (query, key, value))
+        out, weights = multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
+        return (out.transpose(0, 1) if swap else out), weights

@@ -1,21 +1,22 @@
 """Lazy modules: layers whose input size is read from their first input, as PyTorch's
-LazyLinear, LazyConv1d/2d and LazyBatchNorm1d/2d/3d.
+LazyLinear, LazyConv1d/2d/3d, LazyConvTranspose1d/2d/3d and LazyBatchNorm1d/2d/3d.
 
-Before the first forward the parameters exist but are empty (0 elements); that forward
+Before the first forward the parameters are ``UninitializedParameter`` placeholders (and a
+lazy batch norm's running statistics ``UninitializedBuffer``s, uninitialized.py); that forward
 builds the real layer (Linear, Conv2d, ...) with the inferred size and this module becomes
-it: it takes the real layer's class and state, and each placeholder Parameter takes the
-real one's data, so an optimizer given ``parameters()`` before the first forward holds the
-trained tensors. (As in PyTorch, run one batch through a lazy model before building
+it: it takes the real layer's class and state, and each placeholder becomes a Parameter
+holding the real one's data, so an optimizer given ``parameters()`` before the first forward
+holds the trained tensors. (As in PyTorch, run one batch through a lazy model before building
 anything that reads the parameters' shapes.)
 """
-import numpy as np
-
-from ..parameter import Parameter
+from ...tensor.factories import zeros
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .conv import Conv2d
-from .conv_nd import Conv1d, _tuple
+from .conv3d import Conv3d, ConvTranspose3d
+from .conv_nd import Conv1d, ConvTranspose1d, ConvTranspose2d, _ConvNd, _tuple
 from .linear import Linear
 from .module import _HOOK_REGISTRIES, Module
+from .uninitialized import UninitializedBuffer, UninitializedParameter
 
 
 class LazyModuleMixin(Module):
@@ -29,17 +30,22 @@ class LazyModuleMixin(Module):
         kwargs = {k: v for k, v in kwargs.items() if not (k in ("device", "dtype") and v is None)}
         object.__setattr__(self, "_lazy_args", (args, kwargs))
         with_bias = kwargs.get("bias", True) if "bias" in self._bias_arg() else True
+        factory = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
         for name in self._lazy_params:
             if name == "bias" and not with_bias:
                 self.register_parameter("bias", None)
             else:
-                setattr(self, name, Parameter(np.empty(0, np.float32)))
+                setattr(self, name, UninitializedParameter(**factory))
+        for name in self._lazy_buffers:
+            self.register_buffer(name, UninitializedBuffer(**factory))
 
     def _bias_arg(self):
         return ("bias",)
 
     def has_uninitialized_params(self):
-        return True
+        """Whether a parameter or buffer is still a placeholder (PyTorch's check)."""
+        return any(isinstance(t, (UninitializedParameter, UninitializedBuffer))
+                   for t in list(self._parameters.values()) + list(self._buffers.values()))
 
     def initialize_parameters(self, input):
         """Build the real layer for this input and become it (see the module docstring)."""
@@ -48,8 +54,8 @@ class LazyModuleMixin(Module):
         real.train(self.training)
         for name, placeholder in self._parameters.items():
             new = real._parameters.get(name)
-            if placeholder is not None and new is not None:
-                placeholder._data = new._data
+            if isinstance(placeholder, UninitializedParameter) and new is not None:
+                placeholder._become(new._data)
                 real._parameters[name] = placeholder
         state = real.__dict__
         for key in _HOOK_REGISTRIES:
@@ -60,11 +66,11 @@ class LazyModuleMixin(Module):
         self.__class__ = type(real)
 
     def __call__(self, *args, **kwargs):
-        if self.has_uninitialized_params():
-            if not args:
-                raise RuntimeError(f"{type(self).__name__}: the first call needs the input as a positional argument "
-                                   "to infer its size")
-            self.initialize_parameters(args[0])
+        # only the first call gets here: it makes this module the real layer, whose __call__ is Module's
+        if not args:
+            raise RuntimeError(f"{type(self).__name__}: the first call needs the input as a positional argument "
+                               "to infer its size")
+        self.initialize_parameters(args[0])
         return Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
@@ -98,6 +104,8 @@ class LazyLinear(LazyModuleMixin):
 
 
 class _LazyConv(LazyModuleMixin):
+    """The conv layers' arguments (the transposed ones' order for the transposed layers), kept as
+    the real layer's attributes so that the repr is the real layer's with in_channels=0."""
     _lazy_params = ("weight", "bias")
     _spatial = 2
 
@@ -105,15 +113,33 @@ class _LazyConv(LazyModuleMixin):
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias=bias,
                          padding_mode=padding_mode, device=device, dtype=dtype)
+        self._set_geometry(out_channels, kernel_size, stride, padding, dilation, groups, 0)
+
+    def _set_geometry(self, out_channels, kernel_size, stride, padding, dilation, groups, output_padding):
+        n = self._spatial
         object.__setattr__(self, "in_channels", 0)
         object.__setattr__(self, "out_channels", int(out_channels))
+        for name, v in (("kernel_size", kernel_size), ("stride", stride), ("dilation", dilation),
+                        ("output_padding", output_padding), ("padding", padding)):
+            object.__setattr__(self, name, v if isinstance(v, str) else _tuple(v, n))
+        object.__setattr__(self, "groups", int(groups))
 
     def _in_size(self, input):
         return _channels(type(self).__name__, input, self._spatial + 1)
 
-    def extra_repr(self):
-        args, n = self._lazy_args[0], self._spatial
-        return f"0, {self.out_channels}, kernel_size={_tuple(args[1], n)}, stride={_tuple(args[2], n)}"
+    @property
+    def dims(self):
+        return self._spatial
+
+    extra_repr = _ConvNd.extra_repr
+
+
+class _LazyConvTranspose(_LazyConv):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
+                 dilation=1, padding_mode="zeros", device=None, dtype=None):
+        LazyModuleMixin.__init__(self, out_channels, kernel_size, stride, padding, output_padding, groups,
+                                 bias=bias, dilation=dilation, padding_mode=padding_mode, device=device, dtype=dtype)
+        self._set_geometry(out_channels, kernel_size, stride, padding, dilation, groups, output_padding)
 
 
 class LazyConv1d(_LazyConv):
@@ -126,6 +152,26 @@ class LazyConv2d(_LazyConv):
     cls_to_become, _spatial = Conv2d, 2
 
 
+class LazyConv3d(_LazyConv):
+    """Conv3d with in_channels read from the first input."""
+    cls_to_become, _spatial = Conv3d, 3
+
+
+class LazyConvTranspose1d(_LazyConvTranspose):
+    """ConvTranspose1d with in_channels read from the first input."""
+    cls_to_become, _spatial = ConvTranspose1d, 1
+
+
+class LazyConvTranspose2d(_LazyConvTranspose):
+    """ConvTranspose2d with in_channels read from the first input."""
+    cls_to_become, _spatial = ConvTranspose2d, 2
+
+
+class LazyConvTranspose3d(_LazyConvTranspose):
+    """ConvTranspose3d with in_channels read from the first input."""
+    cls_to_become, _spatial = ConvTranspose3d, 3
+
+
 class _LazyBatchNorm(LazyModuleMixin):
     _lazy_params = ("weight", "bias")
     _unbatched = 2   # the smallest input ndim: (N, C) for 1d
@@ -135,6 +181,10 @@ class _LazyBatchNorm(LazyModuleMixin):
         if not affine:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if track_running_stats:   # PyTorch's placeholders: running stats of unknown size, a count of 0
+            for name in ("running_mean", "running_var"):
+                self.register_buffer(name, UninitializedBuffer(device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", zeros((), dtype="int64", device=device or "cpu"))
         object.__setattr__(self, "num_features", 0)
 
     def _bias_arg(self):

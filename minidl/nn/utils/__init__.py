@@ -11,3 +11,6 @@ from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval
 from .init import skip_init  # noqa: F401
 from .spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 
+from . import memory_format  # noqa: F401
+from .memory_format import convert_conv2d_weight_memory_format, convert_conv3d_weight_memory_format  # noqa: F401
+from . import prune  # noqa: F401

@@ -14,7 +14,7 @@ from .. import functional as F
 from ..modules.conv_nd import _ConvTransposeNd
 from ..modules.module import Module
 from . import parametrize
-from ._linalg import householder_product, matrix_exp, solve
+from ...linalg import householder_product, matrix_exp, solve
 from .weight_norm import _norm_except_dim
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]

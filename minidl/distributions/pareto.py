@@ -1,0 +1,49 @@
+"""Pareto(scale, alpha): density alpha scale**alpha / x**(alpha + 1) on x >= scale, as
+torch.distributions.Pareto: scale e**e for e ~ Exponential(alpha) (a TransformedDistribution by
+ExpTransform then AffineTransform(0, scale), so rsample is differentiable in both).
+
+    mean = alpha scale / (alpha - 1) (inf for alpha <= 1),
+    variance = scale**2 alpha / ((alpha - 1)**2 (alpha - 2)) (inf for alpha <= 2),
+    H = ln(scale / alpha) + 1 + 1 / alpha
+"""
+from . import constraints
+from .exponential import Exponential
+from .transformed_distribution import TransformedDistribution
+from .transforms import AffineTransform, ExpTransform
+from .utils import broadcast_all
+
+__all__ = ["Pareto"]
+
+
+class Pareto(TransformedDistribution):
+    arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
+
+    def __init__(self, scale, alpha, validate_args=None):
+        self.scale, self.alpha = broadcast_all(scale, alpha)
+        base_dist = Exponential(self.alpha, validate_args=validate_args)
+        super().__init__(base_dist, [ExpTransform(), AffineTransform(loc=0, scale=self.scale)],
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return super().expand(batch_shape, self._get_checked_instance(Pareto, _instance))
+
+    @property
+    def mean(self):
+        a = self.alpha.clamp(min=1)
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = self.alpha.clamp(min=2)
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.greater_than_eq(self.scale)
+
+    def entropy(self):
+        return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())

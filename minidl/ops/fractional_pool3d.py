@@ -1,0 +1,140 @@
+"""F.fractional_max_pool3d: fractional max pooling over (N, C, T, H, W) volumes, as
+``torch.nn.functional.fractional_max_pool3d`` (the 2-D op, ``fractional_pool.py``, with one more axis).
+
+Each (n, c) volume draws three numbers in [0, 1) (``_random_samples[n, c]`` = (u_t, u_h, u_w),
+in that order, unlike the 2-D op's (u_w, u_h)); along each axis the window starts are the 2-D
+op's ``window_starts`` of that axis's sample. Output (i, j, l) is the max over the
+k_t x k_h x k_w window at (start_t[i], start_h[j], start_w[l]) and its index the flat position
+t H W + h W + w of the max in the volume (the first maximum, or the last NaN, as PyTorch's
+``v > max || isnan(v)``). The max is a selection, so
+
+    dL/dx[p] = sum of g over the outputs whose index is p          (a scatter-add)
+
+which is max_pool3d's backward (``scatter_to_argmax``). PyTorch requires each window to leave
+room: output + kernel - 1 < input along every axis (strictly, unlike the 2-D op's <=).
+"""
+import numbers
+
+import numpy as np
+
+from .. import backends
+from ..autograd.function import Function
+from ..backends import namespace_of
+from ..tensor.tensor import Tensor
+from .conv3d import int_triple
+from .fractional_pool import window_starts
+from .pooling3d import scatter_to_argmax
+
+_AXES = ("time", "height", "width")
+
+
+class FractionalMaxPool3d(Function):
+    """See the module docstring. Returns the values and the flat t H W + h W + w indices."""
+
+    @staticmethod
+    def forward(ctx, x, samples, kernel, out_size):
+        xp = namespace_of(x)
+        N, C, T, H, W = x.shape
+        host = backends.get(backends.device_of(samples)).to_host(samples)    # the starts are index arithmetic
+        st, sh, sw = (window_starts(host[:N, :, a], n, o, k, x.dtype)         # (N, C, o) per axis
+                      for a, n, o, k in zip(range(3), (T, H, W), out_size, kernel))
+        kt, kh, kw = kernel
+        dt, dh, dw = (a.reshape(-1) for a in np.indices(kernel))               # window offsets, t-major
+        pos = ((st[:, :, :, None, None, None] + dt) * H + (sh[:, :, None, :, None, None] + dh)) * W \
+            + (sw[:, :, None, None, :, None] + dw)                              # (N, C, ot, oh, ow, K)
+        pos = xp.asarray(pos)
+        v = xp.take_along_axis(x.reshape(N, C, T * H * W), pos.reshape(N, C, -1), axis=2).reshape(pos.shape)
+        nan = v != v
+        last_nan = kt * kh * kw - 1 - nan[..., ::-1].argmax(axis=-1)
+        k = xp.where(nan.any(axis=-1), last_nan, v.argmax(axis=-1))
+        out = xp.take_along_axis(v, k[..., None], axis=-1)[..., 0]
+        idx = xp.take_along_axis(pos, k[..., None], axis=-1)[..., 0]
+        ctx.save_for_backward(idx)
+        ctx.size = (T, H, W)
+        return out, idx
+
+    @staticmethod
+    def backward(ctx, g, _gidx):
+        (idx,) = ctx.saved_tensors
+        return scatter_to_argmax(g, idx, ctx.size), None, None, None
+
+
+def _output_size(input, output_size, output_ratio, op):
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+    if output_size is not None:
+        return int_triple(output_size, "output_size", op)
+    ratio = (output_ratio,) * 3 if isinstance(output_ratio, numbers.Real) else tuple(output_ratio)
+    if len(ratio) == 1:
+        ratio = ratio * 3
+    if len(ratio) != 3:
+        raise ValueError(f"{op} requires output_ratio to be a single number or a tuple of three, got {output_ratio!r}")
+    return tuple(int(n * r) for n, r in zip(input.shape[-3:], ratio))
+
+
+def _check_samples(samples, input, N, C, op):
+    if not isinstance(samples, Tensor) or samples.ndim != 3:
+        raise RuntimeError(f"{op}(): expected _random_samples to be a 3-D tensor (N, C, 3), got "
+                           f"{list(getattr(samples, 'shape', [])) or type(samples).__name__}")
+    if samples.dtype != input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.shape[0] < N:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != C:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if samples.shape[2] != 3:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to 3; got {samples.shape[2]}.")
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """As ``torch.nn.functional.fractional_max_pool3d_with_indices``: (out, indices)."""
+    op = "fractional_max_pool3d"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}(): argument 'input' must be a Tensor, got {type(input).__name__}")
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"{op}_out(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
+    if isinstance(kernel_size, (tuple, list)) and len(kernel_size) not in (1, 3):
+        raise RuntimeError(f"{op}: kernel_size must either be a single Int or tuple of three Ints")
+    kernel = int_triple(kernel_size, "kernel_size", op)
+    out = _output_size(input, output_size, output_ratio, op)
+    if input.dtype.kind != "f":
+        raise NotImplementedError(f"{op}: expected a floating point input, got {input.dtype}")
+    x = input if input.ndim == 5 else input.unsqueeze(0)
+    N, C = x.shape[:2]
+    for d in range(1, 5):
+        if x.shape[d] == 0:
+            raise RuntimeError(f"{op}_out(): Expected input to have non-zero size for non-batch dimensions, but "
+                               f"got{list(input.shape)} with dimension {d - (input.ndim == 4)} being empty.")
+    if min(kernel) < 1 or min(out) < 0:
+        raise RuntimeError(f"{op}(): expected a positive kernel_size and a non-negative output_size, got "
+                           f"kernel_size={kernel}, output_size={out}")
+    for axis, o, k, n in zip(_AXES, out, kernel, x.shape[2:]):
+        if not o + k - 1 < n:
+            raise RuntimeError(f"{op}_out(): pool {axis} {k} too large relative to input {axis} {n}")
+    if _random_samples is None:
+        from ..tensor.factories import rand
+        samples = rand(N, C, 3, dtype=input.dtype, device=input.device)
+    else:
+        samples = _random_samples
+        _check_samples(samples, input, N, C, op)
+    if 0 in (N,) + out:
+        xp = namespace_of(x._data)
+        y = Tensor._wrap(xp.zeros((N, C) + out, dtype=x._data.dtype), None, 0)
+        idx = Tensor._wrap(xp.zeros((N, C) + out, dtype=np.int64), None, 0)
+    else:
+        y, idx = FractionalMaxPool3d.apply(x, samples._data, kernel, out)
+        if idx.grad_fn is not None:   # backward's scatter reads the saved indices: the caller gets a copy
+            idx = idx.clone()
+    if input.ndim == 4:
+        y, idx = y.squeeze(0), idx.squeeze(0)
+    return y, idx
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """As ``torch.nn.functional.fractional_max_pool3d``: the pooled values, and the indices
+    (for max_unpool3d) with ``return_indices``. See the module docstring."""
+    out, idx = fractional_max_pool3d_with_indices(input, kernel_size, output_size, output_ratio, return_indices,
+                                                  _random_samples)
+    return (out, idx) if return_indices else out

@@ -1,0 +1,106 @@
+"""torch.special's Bessel and Airy functions. The math (Cephes' approximations) is in
+special_functions_bessel_math.py; values are computed in float64 on the host and rounded once
+to the input's dtype (integer and bool inputs become the default float dtype).
+
+Differentiable, as in PyTorch, are the modified Bessel functions of the first kind under their
+short names, with the derivatives (DLMF 10.29.3, I0' = I1, I1' = I0 - I1/x):
+
+    d/dx i0e(x) = i1e(x) - sgn(x) i0e(x)                   (i0e = e**-|x| I0)
+    d/dx i1(x)  = i0(x) - i1(x)/x,             1/2 at 0
+    d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 1/2 at 0  (i1e = e**-|x| I1)
+
+(i0 itself is md.i0, in special.py). The rest (bessel_j0/j1/y0/y1, modified_bessel_i0/i1/k0/k1,
+scaled_modified_bessel_k0/k1, spherical_bessel_j0, airy_ai) have no derivative in PyTorch: their
+results do not require grad, here likewise.
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from . import special_functions_bessel_math as bm
+from ._elementwise_args import floating, host_only
+from .special_functions import _grad, _host
+
+
+class I0e(Function):
+    """y = e**-|x| I0(x);  dy/dx = e**-|x| I1(x) - sgn(x) y."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = _host(bm.i0e, x)
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x = np.asarray(ctx.saved_tensors[0], np.float64)
+        return _grad(g, bm.i1e(x) - np.sign(x) * bm.i0e(x))
+
+
+class I1(Function):
+    """y = I1(x);  dy/dx = I0(x) - I1(x)/x (the limit 1/2 at 0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _host(bm.i1, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = np.asarray(ctx.saved_tensors[0], np.float64)
+        with np.errstate(all="ignore"):
+            d = np.where(x == 0, 0.5, bm.i0(x) - bm.i1(x) / x)
+        return _grad(g, d)
+
+
+class I1e(Function):
+    """y = e**-|x| I1(x);  dy/dx = e**-|x| (I0 - I1/x) - sgn(x) y = i0e(x) - y (sgn(x) + 1/x)
+    (1/2 at 0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _host(bm.i1e, x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = np.asarray(ctx.saved_tensors[0], np.float64)
+        with np.errstate(all="ignore"):
+            d = np.where(x == 0, 0.5, bm.i0e(x) - bm.i1e(x) * (np.sign(x) + 1 / x))
+        return _grad(g, d)
+
+
+class Nondifferentiable(Function):
+    """y = fn(x) for a function PyTorch gives no derivative: y does not require grad."""
+
+    @staticmethod
+    def forward(ctx, x, fn):
+        y = _host(fn, x)
+        ctx.mark_non_differentiable(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, None
+
+
+def _unary(name, cls=None, fn=None):
+    def op(input):
+        host_only(name, input._data)
+        x = floating(input)
+        return cls.apply(x) if cls is not None else Nondifferentiable.apply(x, fn)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (cls.__doc__ if cls is not None else
+                  f"{name}(input), elementwise (Cephes' approximation; the result takes no gradient, as PyTorch's).")
+    return op
+
+
+i0e, i1, i1e = _unary("i0e", I0e), _unary("i1", I1), _unary("i1e", I1e)
+
+NONDIFFERENTIABLE = {
+    "bessel_j0": bm.j0, "bessel_j1": bm.j1, "bessel_y0": bm.y0, "bessel_y1": bm.y1,
+    "modified_bessel_i0": bm.i0, "modified_bessel_i1": bm.i1, "modified_bessel_k0": bm.k0,
+    "modified_bessel_k1": bm.k1, "scaled_modified_bessel_k0": lambda x: bm.k0(x, scaled=True),
+    "scaled_modified_bessel_k1": lambda x: bm.k1(x, scaled=True), "spherical_bessel_j0": bm.spherical_j0,
+    "airy_ai": bm.airy_ai,
+}
+FUNCTIONS = {name: _unary(name, fn=f) for name, f in NONDIFFERENTIABLE.items()}
