@@ -7,8 +7,8 @@ per step, whether to record: NONE (not recording), WARMUP (PyTorch warms its tra
 records nothing), RECORD, and RECORD_AND_SAVE, the last step of a cycle, after which the cycle's
 events are kept as the profile's result and ``on_trace_ready(prof)`` is called (for example
 ``tensorboard_trace_handler(dir)``, which writes them as a Chrome trace). Each recorded step is a
-region named ``ProfilerStep#<n>``. Without a schedule every step is recorded and the trace is
-ready when the profile stops.
+region named ``ProfilerStep*`` (one row in key_averages, as PyTorch's; ``ProfilerStep#<n>`` in the
+trace). Without a schedule every step is recorded and the trace is ready when the profile stops.
 
 Activities: minidl times on the host, so the CPU activity is what is recorded; asking for CUDA
 warns (a cuda op is timed as the host sees it, with no device timeline).
@@ -180,8 +180,11 @@ class profile:  # noqa: N801  (PyTorch's name)
 
     def _enter_step(self):
         if self.record_steps and self._recorder is not None:
-            self._step_region = record_function(f"ProfilerStep#{self.step_num}")
+            self._step_region = record_function("ProfilerStep*")   # one key for all steps, as PyTorch
             self._step_region.__enter__()
+            event = self._step_region._events[-1]
+            if event is not None:
+                event.trace_name = f"ProfilerStep#{self.step_num}"
 
     def _leave_step(self):
         if self._step_region is not None:

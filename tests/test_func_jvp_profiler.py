@@ -337,7 +337,10 @@ def test_torch_profiler_schedule_steps_and_trace_handler(tmp_path):
             prof.step()
     assert ready == [4]
     keys = [e.key for e in prof.key_averages()]
-    assert keys == ["ProfilerStep#2", "Mul", "ProfilerStep#3"]
+    assert keys == ["ProfilerStep*", "Mul"]
+    steps = [e for e in prof.events() if e.name == "ProfilerStep*"]
+    assert [e.trace_name for e in steps] == ["ProfilerStep#2", "ProfilerStep#3"]
+    assert [a.count for a in prof.key_averages() if a.key == "ProfilerStep*"] == [2]
     files = list(tmp_path.glob("w.*.pt.trace.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["traceEvents"]
     with mdprofiler.profile() as whole:

@@ -70,6 +70,7 @@ class FunctionEvent(_Times):
         self.cpu_children = []
         self.cpu_parent = None
         self.children_time = 0.0      # the time of the children, filled as they close
+        self.trace_name = name        # the name in the chrome trace (a profiler step's carries its number)
 
     @property
     def key(self):
@@ -169,7 +170,7 @@ class EventList(list):
             if not isinstance(e, FunctionEvent):
                 raise TypeError("export_chrome_trace needs the recorded events, not their averages "
                                 f"(got {type(e).__name__})")
-            entry = {"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op", "name": e.name,
+            entry = {"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op", "name": e.trace_name,
                      "pid": pid, "tid": e.thread, "ts": e.time_range.start, "dur": e.time_range.elapsed_us(),
                      "args": {"External id": e.id}}
             if e.input_shapes:

@@ -4,8 +4,7 @@ Calling one builds a tensor of its dtype on the GPU (from data, or zeros of the 
 as ``md.FloatTensor`` does on the CPU: see minidl/tensor/legacy.py); ``isinstance(x,
 md.cuda.FloatTensor)`` asks whether x is a float32 tensor on the GPU.
 """
-from ..tensor import dtype as dtypes
-from ..tensor.legacy import LegacyTensorType, construct
+from ..tensor.legacy import LegacyTensorType, construct, legacy_types
 
 
 class CudaLegacyTensorType(LegacyTensorType):
@@ -27,11 +26,4 @@ class CudaLegacyTensorType(LegacyTensorType):
 
 def cuda_legacy_types():
     """``{"FloatTensor": type, ...}`` for every dtype minidl has."""
-    out = {}
-    for name, prefix in dtypes.LEGACY_TYPE_NAMES.items():
-        dtype = getattr(dtypes, "bool_" if name == "bool" else name, None)
-        if dtype is not None:
-            out[f"{prefix}Tensor"] = CudaLegacyTensorType(f"{prefix}Tensor", (), {
-                "dtype": dtype, "__module__": "minidl.cuda",
-                "__doc__": f"md.cuda.{prefix}Tensor(data) or md.cuda.{prefix}Tensor(*sizes): a {dtype} GPU tensor."})
-    return out
+    return legacy_types(CudaLegacyTensorType, "minidl.cuda", "md.cuda", "GPU tensor")

@@ -33,16 +33,6 @@ def same_dtype(tensor, tensors):
             raise ValueError(f"Invalid usage of tensors with different dtypes. Found {tensor.dtype} and {t.dtype}")
 
 
-def _root_list(name, values, am_root, collective, role):
-    """``values`` checked as the list only the root gives (PyTorch's messages), or []."""
-    values = [] if not values else check_tensor_list(name, values, collective)
-    if am_root and not values:
-        raise ValueError(f"Argument ``{name}`` must be specified on {role} rank.")
-    if not am_root and values:
-        raise ValueError(f"Argument ``{name}`` must NOT be specified on non-{role} ranks.")
-    return values
-
-
 def _check_pieces(values, tensor, size, collective, which):
     if len(values) != size:
         raise RuntimeError(f"{collective}: Incorrect {which} list size {len(values)}. {which.capitalize()} list size "
@@ -51,6 +41,26 @@ def _check_pieces(values, tensor, size, collective, which):
         if tuple(t.shape) != tuple(tensor.shape):
             raise RuntimeError(f"{collective}: invalid tensor size at index {i} (expected {tuple(tensor.shape)}, "
                                f"got {tuple(t.shape)})")
+
+
+def _with_root_list(collective, tensor, values, name, rank, group_rank, group, role, which):
+    """What gather and scatter check before any data moves: ``tensor``, the root (0 by default), and
+    ``values`` as the list only the root gives, one tensor per rank of ``tensor``'s shape and dtype
+    (PyTorch's messages). Returns the group, the root, whether this rank is it, and the list ([]
+    elsewhere)."""
+    _check_tensor("tensor", tensor, collective)
+    g = resolve(group)
+    root = check_rank(rank, group_rank, g.size(), collective, "root", default=0)
+    am_root = g.rank() == root
+    values = [] if not values else check_tensor_list(name, values, collective)
+    if am_root and not values:
+        raise ValueError(f"Argument ``{name}`` must be specified on {role} rank.")
+    if not am_root and values:
+        raise ValueError(f"Argument ``{name}`` must NOT be specified on non-{role} ranks.")
+    same_dtype(tensor, values)
+    if am_root:
+        _check_pieces(values, tensor, g.size(), collective, which)
+    return g, root, am_root, values
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -82,14 +92,8 @@ def _fill(tensors, stacked):
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
     """Fill ``gather_list[r]`` on rank ``dst`` (0 by default) with rank r's ``tensor``."""
-    _check_tensor("tensor", tensor, "gather")
-    g = resolve(group)
-    root = check_rank(dst, group_dst, g.size(), "gather", "root", default=0)
-    am_root = g.rank() == root
-    gather_list = _root_list("gather_list", gather_list, am_root, "gather", "destination")
-    same_dtype(tensor, gather_list)
-    if am_root:
-        _check_pieces(gather_list, tensor, g.size(), "gather", "output")
+    g, root, am_root, gather_list = _with_root_list("gather", tensor, gather_list, "gather_list", dst, group_dst,
+                                                    group, "destination", "output")
     send = staging.Staged(tensor)
     recv = np.empty((g.size(),) + tuple(send.array.shape), send.array.dtype) if am_root else None
     call = calls.call("gather", tensor._data, None, root)
@@ -100,15 +104,10 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
     """Copy ``scatter_list[r]`` of rank ``src`` (0 by default) into ``tensor`` on rank r."""
-    _check_tensor("tensor", tensor, "scatter")
-    g = resolve(group)
-    root = check_rank(src, group_src, g.size(), "scatter", "root", default=0)
-    am_root = g.rank() == root
-    scatter_list = _root_list("scatter_list", scatter_list, am_root, "scatter", "source")
-    same_dtype(tensor, scatter_list)
+    g, root, am_root, scatter_list = _with_root_list("scatter", tensor, scatter_list, "scatter_list", src, group_src,
+                                                     group, "source", "input")
     send = None
     if am_root:
-        _check_pieces(scatter_list, tensor, g.size(), "scatter", "input")
         wire = staging.wire_dtype(tensor._data.dtype)
         send = np.stack([staging.Staged(t).array for t in scatter_list]).astype(wire, copy=False)
     recv = staging.Staged(tensor, copy_in=False)

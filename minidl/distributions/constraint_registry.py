@@ -58,15 +58,19 @@ def _transform_to_real(constraint):
     return transforms.identity_transform
 
 
-@biject_to.register(constraints.independent)
-def _biject_to_independent(constraint):
-    return transforms.IndependentTransform(biject_to(constraint.base_constraint), constraint.reinterpreted_batch_ndims)
+def _register_in_both(constraint_type):
+    """Register ``factory(constraint, registry)`` with biject_to and with transform_to, for constraints built
+    of others: ``registry`` is the one to look their parts up in (a bijection's parts are bijections)."""
+    def decorator(factory):
+        for registry in (biject_to, transform_to):
+            registry.register(constraint_type, lambda constraint, registry=registry: factory(constraint, registry))
+        return factory
+    return decorator
 
 
-@transform_to.register(constraints.independent)
-def _transform_to_independent(constraint):
-    return transforms.IndependentTransform(transform_to(constraint.base_constraint),
-                                           constraint.reinterpreted_batch_ndims)
+@_register_in_both(constraints.independent)
+def _transform_to_independent(constraint, registry):
+    return transforms.IndependentTransform(registry(constraint.base_constraint), constraint.reinterpreted_batch_ndims)
 
 
 # positive and nonnegative are instances of greater_than and greater_than_eq, whose registration below
@@ -140,21 +144,11 @@ def _transform_to_corr_cholesky(constraint):
     return transforms.CorrCholeskyTransform()
 
 
-@biject_to.register(constraints._Cat)
-def _biject_to_cat(constraint):
-    return transforms.CatTransform([biject_to(c) for c in constraint.cseq], constraint.dim, constraint.lengths)
+@_register_in_both(constraints._Cat)
+def _transform_to_cat(constraint, registry):
+    return transforms.CatTransform([registry(c) for c in constraint.cseq], constraint.dim, constraint.lengths)
 
 
-@transform_to.register(constraints._Cat)
-def _transform_to_cat(constraint):
-    return transforms.CatTransform([transform_to(c) for c in constraint.cseq], constraint.dim, constraint.lengths)
-
-
-@biject_to.register(constraints._Stack)
-def _biject_to_stack(constraint):
-    return transforms.StackTransform([biject_to(c) for c in constraint.cseq], constraint.dim)
-
-
-@transform_to.register(constraints._Stack)
-def _transform_to_stack(constraint):
-    return transforms.StackTransform([transform_to(c) for c in constraint.cseq], constraint.dim)
+@_register_in_both(constraints._Stack)
+def _transform_to_stack(constraint, registry):
+    return transforms.StackTransform([registry(c) for c in constraint.cseq], constraint.dim)

@@ -320,21 +320,32 @@ class _CorrCholesky(Constraint):
         return lower_cholesky.check(value) & ((row_norm - 1.0).abs() <= tol).all(-1)
 
 
-class _Cat(Constraint):
-    """The constraints ``cseq`` applied to consecutive slices of ``lengths`` along ``dim``, as md.cat joins them."""
+class _Joined(Constraint):
+    """What _Cat and _Stack share: the constraints ``cseq`` applied to pieces of a value along ``dim``."""
 
-    def __init__(self, cseq, dim=0, lengths=None):
+    def __init__(self, cseq, dim):
         if not all(isinstance(c, Constraint) for c in cseq):
             raise AssertionError("All elements of cseq must be Constraint instances")
         self.cseq = list(cseq)
-        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
-        if len(self.lengths) != len(self.cseq):
-            raise AssertionError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
         self.dim = dim
 
     @property
     def is_discrete(self):
         return any(c.is_discrete for c in self.cseq)
+
+    def _check_dim(self, value):
+        if not -value.dim() <= self.dim < value.dim():
+            raise AssertionError(f"dim {self.dim} out of range for value with {value.dim()} dimensions")
+
+
+class _Cat(_Joined):
+    """The constraints ``cseq`` applied to consecutive slices of ``lengths`` along ``dim``, as md.cat joins them."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        super().__init__(cseq, dim)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
 
     @property
     def event_dim(self):
@@ -342,8 +353,7 @@ class _Cat(Constraint):
 
     def check(self, value):
         import minidl as md
-        if not -value.dim() <= self.dim < value.dim():
-            raise AssertionError(f"dim {self.dim} out of range for value with {value.dim()} dimensions")
+        self._check_dim(value)
         checks, start = [], 0
         for constr, length in zip(self.cseq, self.lengths):
             checks.append(constr.check(value.narrow(self.dim, start, length)))
@@ -351,18 +361,11 @@ class _Cat(Constraint):
         return md.cat(checks, self.dim)
 
 
-class _Stack(Constraint):
+class _Stack(_Joined):
     """The constraints ``cseq`` applied to the slices along ``dim``, as md.stack joins them."""
 
     def __init__(self, cseq, dim=0):
-        if not all(isinstance(c, Constraint) for c in cseq):
-            raise AssertionError("All elements of cseq must be Constraint instances")
-        self.cseq = list(cseq)
-        self.dim = dim
-
-    @property
-    def is_discrete(self):
-        return any(c.is_discrete for c in self.cseq)
+        super().__init__(cseq, dim)
 
     @property
     def event_dim(self):
@@ -371,8 +374,7 @@ class _Stack(Constraint):
 
     def check(self, value):
         import minidl as md
-        if not -value.dim() <= self.dim < value.dim():
-            raise AssertionError(f"dim {self.dim} out of range for value with {value.dim()} dimensions")
+        self._check_dim(value)
         vs = [value.select(self.dim, i) for i in range(value.size(self.dim))]
         return md.stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
 

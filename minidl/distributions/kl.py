@@ -96,6 +96,23 @@ def kl_divergence(p, q):
 _INF = float("inf")
 
 
+def _infinite_like(t):
+    import minidl as md
+    return md.full_like(t, _INF)
+
+
+def _x_log_x(t):
+    """x ln x, 0 at x = 0."""
+    import minidl as md
+    return md.xlogy(t, t)
+
+
+def _kl_infinity(p, q):
+    """inf over p's batch: p has mass where q has no density. kl_cross.py and kl_more.py register it
+    for the pairs where that holds on the whole parameter space."""
+    return _infinite_like(p.mean)
+
+
 @register_kl(Normal, Normal)
 def _kl_normal_normal(p, q):
     """(s_p / s_q)**2 / 2 + (m_p - m_q)**2 / (2 s_q**2) - 1/2 - ln(s_p / s_q)."""

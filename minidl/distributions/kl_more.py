@@ -6,8 +6,6 @@ A pair whose q gives zero density where p does not (a Pareto's support starts at
 ContinuousBernoulli's is [0, 1]) is inf, as PyTorch returns; a closed form that needs a finite
 moment p lacks (a Pareto's mean for alpha <= 1) is inf there too.
 """
-import math
-
 from .beta import Beta
 from .cauchy import Cauchy
 from .continuous_bernoulli import ContinuousBernoulli
@@ -15,7 +13,8 @@ from .exponential import Exponential
 from .gamma import Gamma
 from .gumbel import Gumbel
 from .half_normal import HalfNormal
-from .kl import _kl_normal_normal, register_kl
+from .kl import _INF, _kl_infinity, _kl_normal_normal, register_kl
+from .kl_cross import _exponential_cross_entropy, _gamma_cross_entropy, _normal_cross_entropy, _uniform_mean_log
 from .laplace import Laplace
 from .lowrank_multivariate_normal import LowRankMultivariateNormal, _batch_lowrank_logdet, \
     _batch_lowrank_mahalanobis, _batch_trace_XXT
@@ -26,19 +25,6 @@ from .uniform import Uniform
 from .utils import _where
 
 __all__ = []
-
-_INF = float("inf")
-
-
-def _infinite_like(t):
-    import minidl as md
-    return md.full_like(t, _INF)
-
-
-def _x_log_x(t):
-    import minidl as md
-    return md.xlogy(t, t)   # 0 at x = 0
-
 
 def _capacitance_solve(q):
     """A = L_C^-1 W^T D^-1 of a LowRankMultivariateNormal q, so that S_q^-1 = D^-1 - A^T A."""
@@ -148,24 +134,12 @@ def _kl_lowrankmultivariatenormal_multivariatenormal(p, q):
 # with a ContinuousBernoulli or a Pareto: q with no density on part of p's support gives inf
 
 
-@register_kl(Beta, Pareto)
-@register_kl(ContinuousBernoulli, Pareto)
-@register_kl(Exponential, ContinuousBernoulli)
-@register_kl(Exponential, Pareto)
-@register_kl(Gamma, ContinuousBernoulli)
-@register_kl(Gamma, Pareto)
-@register_kl(Gumbel, ContinuousBernoulli)
-@register_kl(Gumbel, Pareto)
-@register_kl(Laplace, ContinuousBernoulli)
-@register_kl(Laplace, Pareto)
-@register_kl(Normal, ContinuousBernoulli)
-@register_kl(Normal, Pareto)
-@register_kl(Pareto, Beta)
-@register_kl(Pareto, ContinuousBernoulli)
-@register_kl(Pareto, Uniform)
-def _kl_infinity(p, q):
-    """inf over p's batch: p has mass where q has no density (outside [0, 1], or below q's scale)."""
-    return _infinite_like(p.mean)
+# p has mass where q has no density (outside [0, 1], or below q's scale)
+for _p, _q in ((Beta, Pareto), (ContinuousBernoulli, Pareto), (Exponential, ContinuousBernoulli), (Exponential, Pareto),
+               (Gamma, ContinuousBernoulli), (Gamma, Pareto), (Gumbel, ContinuousBernoulli), (Gumbel, Pareto),
+               (Laplace, ContinuousBernoulli), (Laplace, Pareto), (Normal, ContinuousBernoulli), (Normal, Pareto),
+               (Pareto, Beta), (Pareto, ContinuousBernoulli), (Pareto, Uniform)):
+    register_kl(_p, _q)(_kl_infinity)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,15 +166,12 @@ def _kl_uniform_continuous_bernoulli(p, q):
 
 @register_kl(ContinuousBernoulli, Exponential)
 def _kl_continuous_bernoulli_exponential(p, q):
-    return -p.entropy() - q.rate.log() + q.rate * p.mean
+    return -p.entropy() + _exponential_cross_entropy(q, p.mean)
 
 
 @register_kl(ContinuousBernoulli, Normal)
 def _kl_continuous_bernoulli_normal(p, q):
-    t1 = -p.entropy()
-    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).square()) + q.scale.log()
-    t3 = (p.variance + p.mean.square() - 2.0 * q.loc * p.mean) / (2.0 * q.scale.square())
-    return t1 + t2 + t3
+    return -p.entropy() + _normal_cross_entropy(q, p.mean, p.variance)
 
 
 @register_kl(ContinuousBernoulli, Uniform)
@@ -213,43 +184,35 @@ def _kl_continuous_bernoulli_uniform(p, q):
 
 
 # --------------------------------------------------------------------------------------------------
-# from a Pareto (inf where the needed moment of p is infinite) and into one
+# from a Pareto(s, a) and into one. A Pareto's E x = a s / (a - 1) is finite for a > 1 only, its
+# Var = a s**2 / ((a - 1)**2 (a - 2)) for a > 2 only: inf where the closed form needs the missing one
+# (written out here rather than p.mean and p.variance, whose clamps would feed the masked entries' gradients).
+
+
+def _pareto_mean(p):
+    return p.alpha * p.scale / (p.alpha - 1)
 
 
 @register_kl(Pareto, Exponential)
 def _kl_pareto_exponential(p, q):
-    scale_rate_prod = p.scale * q.rate
-    t1 = (p.alpha / scale_rate_prod).log()
-    t2 = p.alpha.reciprocal()
-    t3 = p.alpha * scale_rate_prod / (p.alpha - 1)
-    return _where(p.alpha <= 1, _INF, t1 - t2 + t3 - 1)
+    return _where(p.alpha <= 1, _INF, -p.entropy() + _exponential_cross_entropy(q, _pareto_mean(p)))
 
 
 @register_kl(Pareto, Gamma)
 def _kl_pareto_gamma(p, q):
-    common_term = p.scale.log() + p.alpha.reciprocal()
-    t1 = p.alpha.log() - common_term
-    t2 = q.concentration.lgamma() - q.concentration * q.rate.log()
-    t3 = (1 - q.concentration) * common_term
-    t4 = q.rate * p.alpha * p.scale / (p.alpha - 1)
-    return _where(p.alpha <= 1, _INF, t1 + t2 + t3 + t4 - 1)
+    """E ln x = ln s + 1 / a."""
+    mean_log = p.scale.log() + p.alpha.reciprocal()
+    return _where(p.alpha <= 1, _INF, -p.entropy() + _gamma_cross_entropy(q, _pareto_mean(p), mean_log))
 
 
 @register_kl(Pareto, Normal)
 def _kl_pareto_normal(p, q):
-    var_normal = 2 * q.scale.pow(2)
-    common_term = p.scale / (p.alpha - 1)
-    t1 = (math.sqrt(2 * math.pi) * q.scale * p.alpha / p.scale).log()
-    t2 = p.alpha.reciprocal()
-    t3 = p.alpha * common_term.pow(2) / (p.alpha - 2)
-    t4 = (p.alpha * common_term - q.loc).pow(2)
-    return _where(p.alpha <= 2, _INF, t1 - t2 + (t3 + t4) / var_normal - 1)
+    variance = p.alpha * (p.scale / (p.alpha - 1)).pow(2) / (p.alpha - 2)
+    return _where(p.alpha <= 2, _INF, -p.entropy() + _normal_cross_entropy(q, _pareto_mean(p), variance))
 
 
 @register_kl(Uniform, Pareto)
 def _kl_uniform_pareto(p, q):
-    support_uniform = p.high - p.low
-    t1 = (q.alpha * q.scale.pow(q.alpha) * support_uniform).log()
-    t2 = (_x_log_x(p.high) - _x_log_x(p.low) - support_uniform) / support_uniform
-    result = t2 * (q.alpha + 1) - t1
+    """-ln q(x) = (a + 1) ln x - ln(a s**a); inf where the Uniform reaches below q's scale."""
+    result = -p.entropy() + (q.alpha + 1) * _uniform_mean_log(p.low, p.high) - (q.alpha * q.scale.pow(q.alpha)).log()
     return _where(p.low < q.support.lower_bound, _INF, result)

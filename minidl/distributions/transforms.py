@@ -85,6 +85,28 @@ class Transform:
         return type(self).__name__ + "()"
 
 
+class _ParameterFreeTransform(Transform):
+    """A transform without parameters: every instance of the class that derives from this one is equal to
+    every other (``__eq__`` by isinstance, as PyTorch writes out per class; hashed by identity)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if _ParameterFreeTransform in cls.__bases__:
+            cls._equal_class = cls
+
+    def __eq__(self, other):
+        return isinstance(other, self._equal_class)
+
+    __hash__ = object.__hash__
+
+
+def _at_least_dims(shape, n):
+    """``shape``, checked to have the ``n`` rightmost dims a shape map reads."""
+    if len(shape) < n:
+        raise ValueError("Too few dimensions on input")
+    return shape
+
+
 class _InverseTransform(Transform):
     """The inverse of a transform: domain and codomain swapped, log |det J| negated."""
 
@@ -232,17 +254,12 @@ class ComposeTransform(Transform):
 identity_transform = ComposeTransform([])
 
 
-class ExpTransform(Transform):
+class ExpTransform(_ParameterFreeTransform):
     """y = e**x;  log |dy/dx| = x."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.exp()
@@ -254,18 +271,13 @@ class ExpTransform(Transform):
         return x
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_ParameterFreeTransform):
     """y = sigmoid(x), clamped into [tiny, 1 - eps] so the inverse stays finite;
     log |dy/dx| = ln(y (1 - y)) = -softplus(-x) - softplus(x)."""
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         fi = finfo(x.dtype)
@@ -280,18 +292,13 @@ class SigmoidTransform(Transform):
         return -_softplus(-x) - _softplus(x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_ParameterFreeTransform):
     """y = tanh(x);  log |dy/dx| = ln(1 - tanh(x)**2) = 2 (ln 2 - x - softplus(-2x)), the form that
     stays finite for large |x|."""
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tanh()

@@ -8,27 +8,17 @@ import math
 from ..tensor.dtype_info import finfo
 from ..tensor.size import Size
 from . import constraints
-from .transforms import Transform
-from .utils import _softplus, tril_matrix_to_vec, vec_to_tril_matrix
+from .transforms import Transform, _at_least_dims, _ParameterFreeTransform
+from .utils import _pad_last, _softplus, tril_matrix_to_vec, vec_to_tril_matrix
 
 __all__ = ["CorrCholeskyTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform"]
 
 
-def _pad_last(x, left, right, value):
-    from ..nn import functional as F
-    return F.pad(x, (left, right), value=value)
-
-
-class LowerCholeskyTransform(Transform):
+class LowerCholeskyTransform(_ParameterFreeTransform):
     """Square matrices to lower-triangular ones with a positive diagonal: the strict lower triangle kept,
     the diagonal exponentiated (the upper triangle dropped, so not injective)."""
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.lower_cholesky
-
-    def __eq__(self, other):
-        return isinstance(other, LowerCholeskyTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tril(-1) + x.diagonal(dim1=-2, dim2=-1).exp().diag_embed()
@@ -37,16 +27,11 @@ class LowerCholeskyTransform(Transform):
         return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
 
 
-class PositiveDefiniteTransform(Transform):
+class PositiveDefiniteTransform(_ParameterFreeTransform):
     """Square matrices to positive-definite ones, L L^T with L = LowerCholeskyTransform()(x); ``inv``
     takes the Cholesky factor back."""
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.positive_definite
-
-    def __eq__(self, other):
-        return isinstance(other, PositiveDefiniteTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         lower = LowerCholeskyTransform()(x)
@@ -93,18 +78,14 @@ class CorrCholeskyTransform(Transform):
         return stick_breaking_logdet + tanh_logdet
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
-        n = shape[-1]
+        n = _at_least_dims(shape, 1)[-1]
         d = round((0.25 + 2 * n) ** 0.5 + 0.5)
         if d * (d - 1) // 2 != n:
             raise ValueError("Input is not a flattened lower-diagonal number")
         return Size(tuple(shape[:-1]) + (d, d))
 
     def inverse_shape(self, shape):
-        if len(shape) < 2:
-            raise ValueError("Too few dimensions on input")
-        if shape[-2] != shape[-1]:
+        if _at_least_dims(shape, 2)[-2] != shape[-1]:
             raise ValueError("Input is not square")
         d = shape[-1]
         return Size(tuple(shape[:-2]) + (d * (d - 1) // 2,))

@@ -14,17 +14,12 @@ SoftmaxTransform and AbsTransform are not bijections of their domains and, as in
 from ..tensor.dtype_info import finfo
 from ..tensor.size import Size
 from . import constraints
-from .transforms import Transform
-from .utils import _softplus, _sum_rightmost
+from .transforms import Transform, _at_least_dims, _ParameterFreeTransform
+from .utils import _pad_last, _softplus, _sum_rightmost
 
 __all__ = ["AbsTransform", "CatTransform", "CumulativeDistributionTransform", "IndependentTransform",
            "PowerTransform", "ReshapeTransform", "SoftmaxTransform", "SoftplusTransform", "StackTransform",
            "StickBreakingTransform"]
-
-
-def _pad_last(x, left, right, value):
-    from ..nn import functional as F
-    return F.pad(x, (left, right), value=value)
 
 
 def _check_dim(name, dim, value, size, expected):
@@ -34,7 +29,6 @@ def _check_dim(name, dim, value, size, expected):
         raise AssertionError(f"{name}.size({dim}) = {value.size(dim)} must equal {size} {expected}")
 
 
-# --------------------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------------------
 # wrappers
 
@@ -131,20 +125,50 @@ class ReshapeTransform(Transform):
         return self._reshaped(shape, self.out_shape, self.in_shape)
 
 
-class CatTransform(Transform):
+class _JoinTransform(Transform):
+    """What CatTransform and StackTransform share: the transforms ``tseq`` applied to the pieces of the
+    input along ``dim`` (``_pieces``), their results joined back along ``dim`` (``_join``); the domain and
+    codomain are theirs joined by the matching constraint (``_constraint``)."""
+
+    def __init__(self, tseq, dim, cache_size):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise AssertionError("All elements of tseq must be Transform instances")
+        super().__init__(cache_size)
+        self.transforms = list(tseq)
+        self.dim = dim
+
+    def _map(self, z, fns):
+        return self._join([fn(piece) for fn, piece in zip(fns, self._pieces("x", z))])
+
+    def _call(self, x):
+        return self._map(x, self.transforms)
+
+    def _inverse(self, y):
+        return self._map(y, [t.inv for t in self.transforms])
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        return self._constraint([t.domain for t in self.transforms])
+
+    @constraints.dependent_property
+    def codomain(self):
+        return self._constraint([t.codomain for t in self.transforms])
+
+
+class CatTransform(_JoinTransform):
     """The transforms ``tseq`` applied to consecutive slices of ``lengths`` along ``dim`` (as md.cat joins
     them). log |det J| is theirs, concatenated along ``dim`` when it is a batch dim, summed when it is an
     event dim."""
 
     def __init__(self, tseq, dim=0, lengths=None, cache_size=0):
-        if not all(isinstance(t, Transform) for t in tseq):
-            raise AssertionError("All elements of tseq must be Transform instances")
-        super().__init__(cache_size)
-        self.transforms = list(tseq)
+        super().__init__(tseq, dim, cache_size)
         self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
         if len(self.lengths) != len(self.transforms):
             raise AssertionError(f"lengths ({len(self.lengths)}) must match transforms ({len(self.transforms)})")
-        self.dim = dim
 
     @property
     def event_dim(self):
@@ -154,93 +178,57 @@ class CatTransform(Transform):
     def length(self):
         return sum(self.lengths)
 
-    def _map(self, z, fns):
-        import minidl as md
-        _check_dim("x", self.dim, z, "length", self.length)
-        out, start = [], 0
-        for fn, length in zip(fns, self.lengths):
-            out.append(fn(z.narrow(self.dim, start, length)))
+    def _pieces(self, name, z):
+        _check_dim(name, self.dim, z, "length", self.length)
+        pieces, start = [], 0
+        for length in self.lengths:
+            pieces.append(z.narrow(self.dim, start, length))
             start = start + length
-        return md.cat(out, self.dim)
+        return pieces
 
-    def _call(self, x):
-        return self._map(x, self.transforms)
+    def _join(self, parts):
+        import minidl as md
+        return md.cat(parts, self.dim)
 
-    def _inverse(self, y):
-        return self._map(y, [t.inv for t in self.transforms])
+    def _constraint(self, cseq):
+        return constraints.cat(cseq, self.dim, self.lengths)
 
     def log_abs_det_jacobian(self, x, y):
         import minidl as md
-        _check_dim("x", self.dim, x, "length", self.length)
-        _check_dim("y", self.dim, y, "length", self.length)
-        terms, start = [], 0
-        for t, length in zip(self.transforms, self.lengths):
-            term = t.log_abs_det_jacobian(x.narrow(self.dim, start, length), y.narrow(self.dim, start, length))
+        terms = []
+        for t, a, b in zip(self.transforms, self._pieces("x", x), self._pieces("y", y)):
+            term = t.log_abs_det_jacobian(a, b)
             if t.event_dim < self.event_dim:
                 term = _sum_rightmost(term, self.event_dim - t.event_dim)
             terms.append(term)
-            start = start + length
         dim = (self.dim - x.dim() if self.dim >= 0 else self.dim) + self.event_dim
         if dim < 0:
             return md.cat(terms, dim)
         return sum(terms)
 
-    @property
-    def bijective(self):
-        return all(t.bijective for t in self.transforms)
 
-    @constraints.dependent_property
-    def domain(self):
-        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
-
-    @constraints.dependent_property
-    def codomain(self):
-        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
-
-
-class StackTransform(Transform):
+class StackTransform(_JoinTransform):
     """The transforms ``tseq`` applied to the slices along ``dim`` (as md.stack joins them); log |det J| is
     theirs, stacked along ``dim``."""
 
     def __init__(self, tseq, dim=0, cache_size=0):
-        if not all(isinstance(t, Transform) for t in tseq):
-            raise AssertionError("All elements of tseq must be Transform instances")
-        super().__init__(cache_size)
-        self.transforms = list(tseq)
-        self.dim = dim
+        super().__init__(tseq, dim, cache_size)
 
-    def _slice(self, z):
+    def _pieces(self, name, z):
+        _check_dim(name, self.dim, z, "len(transforms)", len(self.transforms))
         return [z.select(self.dim, i) for i in range(z.size(self.dim))]
 
-    def _map(self, z, fns):
+    def _join(self, parts):
         import minidl as md
-        _check_dim("x", self.dim, z, "len(transforms)", len(self.transforms))
-        return md.stack([fn(s) for s, fn in zip(self._slice(z), fns)], self.dim)
+        return md.stack(parts, self.dim)
 
-    def _call(self, x):
-        return self._map(x, self.transforms)
-
-    def _inverse(self, y):
-        return self._map(y, [t.inv for t in self.transforms])
+    def _constraint(self, cseq):
+        return constraints.stack(cseq, self.dim)
 
     def log_abs_det_jacobian(self, x, y):
-        import minidl as md
-        _check_dim("x", self.dim, x, "len(transforms)", len(self.transforms))
-        _check_dim("y", self.dim, y, "len(transforms)", len(self.transforms))
-        terms = [t.log_abs_det_jacobian(a, b) for a, b, t in zip(self._slice(x), self._slice(y), self.transforms)]
-        return md.stack(terms, self.dim)
-
-    @property
-    def bijective(self):
-        return all(t.bijective for t in self.transforms)
-
-    @constraints.dependent_property
-    def domain(self):
-        return constraints.stack([t.domain for t in self.transforms], self.dim)
-
-    @constraints.dependent_property
-    def codomain(self):
-        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+        terms = [t.log_abs_det_jacobian(a, b)
+                 for t, a, b in zip(self.transforms, self._pieces("x", x), self._pieces("y", y))]
+        return self._join(terms)
 
 
 class CumulativeDistributionTransform(Transform):
@@ -313,18 +301,13 @@ class PowerTransform(Transform):
     inverse_shape = forward_shape
 
 
-class SoftplusTransform(Transform):
+class SoftplusTransform(_ParameterFreeTransform):
     """y = softplus(x) = ln(1 + e**x);  x = y + ln(1 - e**-y) = y + ln(-expm1(-y));
     dy/dx = sigmoid(x), so log |dy/dx| = -softplus(-x)."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SoftplusTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return _softplus(x)
@@ -336,15 +319,10 @@ class SoftplusTransform(Transform):
         return -_softplus(-x)
 
 
-class AbsTransform(Transform):
+class AbsTransform(_ParameterFreeTransform):
     """y = |x| (not injective: ``inv`` returns the positive preimage)."""
     domain = constraints.real
     codomain = constraints.positive
-
-    def __eq__(self, other):
-        return isinstance(other, AbsTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.abs()
@@ -357,16 +335,11 @@ class AbsTransform(Transform):
 # onto the simplex
 
 
-class SoftmaxTransform(Transform):
+class SoftmaxTransform(_ParameterFreeTransform):
     """y = e**x / sum e**x over the last dim; ``inv`` is ln y (one of the preimages, as it is only
     determined up to an additive constant). Not bijective: use it to optimise, StickBreaking to sample."""
     domain = constraints.real_vector
     codomain = constraints.simplex
-
-    def __eq__(self, other):
-        return isinstance(other, SoftmaxTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.softmax(-1)
@@ -375,9 +348,7 @@ class SoftmaxTransform(Transform):
         return y.log()
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
-        return shape
+        return _at_least_dims(shape, 1)
 
     inverse_shape = forward_shape
 
@@ -388,7 +359,7 @@ def _stick_offsets(x):
     return x.new_ones(k).cumsum(-1).neg().add(k + 1).log()
 
 
-class StickBreakingTransform(Transform):
+class StickBreakingTransform(_ParameterFreeTransform):
     """x in R**(K-1) to the K-simplex by breaking a unit stick: z_i = sigmoid(x_i - ln(K - i)) of what is
     left, y_i = z_i prod_{j<i} (1 - z_j), y_K = prod_j (1 - z_j). The Jacobian of the first K-1 outputs is
     triangular with diagonal dy_i/dx_i = z_i (1 - z_i) prod_{j<i}(1 - z_j) = (1 - z_i) y_i, so
@@ -396,11 +367,6 @@ class StickBreakingTransform(Transform):
     domain = constraints.real_vector
     codomain = constraints.simplex
     bijective = True
-
-    def __eq__(self, other):
-        return isinstance(other, StickBreakingTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         fi = finfo(x.dtype)
@@ -421,11 +387,7 @@ class StickBreakingTransform(Transform):
         return (-x + logsigmoid(x) + y[..., :-1].log()).sum(-1)
 
     def forward_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
-        return Size(tuple(shape[:-1]) + (shape[-1] + 1,))
+        return Size(tuple(shape[:-1]) + (_at_least_dims(shape, 1)[-1] + 1,))
 
     def inverse_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError("Too few dimensions on input")
-        return Size(tuple(shape[:-1]) + (shape[-1] - 1,))
+        return Size(tuple(shape[:-1]) + (_at_least_dims(shape, 1)[-1] - 1,))

@@ -52,6 +52,12 @@ def _uniform01(shape, dtype, device):
     return md.rand(tuple(shape), dtype=dtype, device=device)
 
 
+def _pad_last(x, left, right, value):
+    """``x`` padded with ``value``: ``left`` entries before and ``right`` after along its last dim."""
+    from ..nn import functional as F
+    return F.pad(x, (left, right), value=value)
+
+
 def _sum_rightmost(value, dim):
     """Sum out the ``dim`` rightmost dims of ``value``."""
     if dim == 0:

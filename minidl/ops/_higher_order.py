@@ -43,3 +43,56 @@ def rows(t):
 def needed(ctx, grads):
     """``grads`` with None where the forward argument needs no gradient."""
     return tuple(g if n else None for g, n in zip(grads, ctx.needs_input_grad))
+
+
+def scatter_to_indices(g, idx, spatial):
+    """The max pools' backward for a Tensor g (N, C, *out): dx (N, C, *spatial) with each
+    g[n, c, o] added at the flat position idx[n, c, o] of its plane (an int array; -1 sends
+    nothing). A scatter-add (index_put with accumulate), so dL/dg is the gather dx[idx]."""
+    from ..backends import namespace_of
+    from .index_put import IndexPutAccumulate
+    xp = namespace_of(idx)
+    N, C = g.shape[:2]
+    L, S = math.prod(g.shape[2:]), math.prod(spatial)
+    valid = idx >= 0
+    if not bool(valid.all()):
+        g = keep_where(valid, g)
+        idx = xp.where(valid, idx, 0)
+    rows = xp.broadcast_to(xp.arange(N * C).reshape(N * C, 1), (N * C, L))
+    zeros = constant(xp.zeros((N * C, S), dtype=g.dtype))
+    dx = IndexPutAccumulate.apply(zeros, g.reshape(N * C, L), (rows, idx.reshape(N * C, L)))
+    return dx.reshape((N, C) + tuple(spatial))
+
+
+def _masked_mean(t, dims, weight, count):
+    """mean of t over ``dims`` (kept), or with a 0/1 ``weight`` Tensor the mean over its ones."""
+    if weight is None:
+        return t.mean(dim=dims, keepdim=True)
+    return (t * weight).sum(dim=dims, keepdim=True) / count
+
+
+def norm_statistics(x, dims, eps, centered=True, weight=None, count=None):
+    """(xhat, rstd) of a norm, recomputed from the Tensor x with recorded ops (so that they move
+    with x): mean and biased variance over ``dims`` (or the mean square, ``centered=False``:
+    RMSNorm), rstd = (var + eps)^(-1/2), xhat = (x - mean) rstd. ``weight``, a constant 0/1 Tensor
+    broadcasting against x, and ``count``, its number of ones per group, restrict the statistics
+    to the positions it marks (masked BatchNorm)."""
+    xc = x - _masked_mean(x, dims, weight, count) if centered else x
+    rstd = (_masked_mean(xc * xc, dims, weight, count) + eps) ** -0.5
+    return xc * rstd, rstd
+
+
+def norm_input_grad(d, xhat, rstd, dims, centered=True, weight=None, count=None):
+    """The norms' closed-form dL/dx for d = dL/dxhat, as Tensors:
+    rstd (d - mean(d) - xhat mean(d xhat)) over ``dims`` (no mean(d) term for ``centered=False``);
+    ``weight`` and ``count`` as in norm_statistics (d is expected to be 0 off the mask)."""
+    out = d - xhat * _masked_mean(d * xhat, dims, weight, count)
+    if centered:
+        out = out - _masked_mean(d, dims, weight, count)
+    return out * rstd
+
+
+def channel_sum(t, shape):
+    """t (N, C, *) summed over every dim but 1, as a Tensor of ``shape`` (a per-channel parameter's)."""
+    dims = (0,) + tuple(range(2, t.ndim))
+    return t.sum(dim=dims).reshape(shape)

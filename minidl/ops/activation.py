@@ -8,6 +8,7 @@ from ..backends import namespace_of
 from ..tensor.dtype import check_floating, is_floating
 from ..tensor.inplace import maybe_inplace
 from ._kernel_switch import LAYER
+from ._higher_order import constant
 from .low_precision import float32_compute
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -118,6 +119,11 @@ class Dropout(Function):
     def backward(ctx, g):
         (mask,) = ctx.saved_tensors
         return g * mask, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (mask,) = ctx.saved_tensors
+        return g * constant(mask), None
 
 
 def dropout_mask(shape, p, dtype):

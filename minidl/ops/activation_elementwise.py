@@ -16,7 +16,7 @@ from ..tensor.dtype import check_floating
 from ..tensor.inplace import maybe_inplace
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
-from ._higher_order import keep_where
+from ._higher_order import keep_where, sum_to
 
 
 class Elementwise(Function):
@@ -67,6 +67,12 @@ class SiLU(Elementwise):
         s = _sigmoid(xp, x)
         return s * (1 + x * (1 - s))
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        s = x.sigmoid()
+        return g * (s * (1 + x * (1 - s)))
+
 
 class ELU(Elementwise):
     """y = scale * (x if x > 0 else alpha (e**(c x) - 1)) with c the input scale (scale = c = 1
@@ -81,9 +87,28 @@ class ELU(Elementwise):
     def df(xp, x, y, alpha, scale, input_scale=1.0):
         return scale * xp.where(x > 0, 1.0, alpha * input_scale * xp.exp(xp.minimum(x, 0) * input_scale))
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return _elu_differentiable_backward(ctx, inputs, g)
+
+
+def _elu_differentiable_backward(ctx, inputs, g):
+    """ELU's (and CELU's) f' on Tensors: scale where x > 0, scale alpha c e**(c x) elsewhere."""
+    x = inputs[0]
+    alpha, scale, input_scale = (tuple(ctx.constants) + (1.0,))[:3]
+    above = x._data > 0
+    below = keep_where(~above, x)        # 0 where x > 0: no overflow in the exp that is not used
+    slope = (scale * alpha * input_scale) * (below * input_scale).exp()
+    dx = keep_where(above, g * scale) + keep_where(~above, g * slope)
+    return (dx,) + (None,) * len(ctx.constants)
+
 
 class CELU(ELU):
     """celu: ELU with scale 1 and input scale c = 1 / alpha (f and f' as stated there)."""
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return _elu_differentiable_backward(ctx, inputs, g)
 
 
 class LeakyReLU(Elementwise):
@@ -116,6 +141,12 @@ class Hardtanh(Elementwise):
     def df(xp, x, y, lo, hi):
         return ((x > lo) & (x < hi)).astype(x.dtype)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]._data
+        lo, hi = ctx.constants
+        return keep_where((x > lo) & (x < hi), g), None, None
+
 
 class Hardsigmoid(Elementwise):
     """y = relu6(x + 3) / 6;  dy/dx = 1/6 where -3 < x < 3, else 0 (0 at the kinks, as PyTorch)."""
@@ -127,6 +158,11 @@ class Hardsigmoid(Elementwise):
     @staticmethod
     def df(xp, x, y):
         return ((x > -3) & (x < 3)).astype(x.dtype) / 6
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]._data
+        return keep_where((x > -3) & (x < 3), g / 6)
 
 
 class Hardswish(Elementwise):
@@ -141,6 +177,12 @@ class Hardswish(Elementwise):
     def df(xp, x, y):
         return xp.where(x <= -3, 0.0, xp.where(x < 3, x / 3 + 0.5, 1.0))
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        a = x._data
+        return keep_where((a > -3) & (a < 3), g * (x / 3 + 0.5)) + keep_where(a >= 3, g)
+
 
 class Softplus(Elementwise):
     """y = log(1 + e**(beta x)) / beta, and y = x where beta x > threshold (where the two agree
@@ -154,6 +196,13 @@ class Softplus(Elementwise):
     def df(xp, x, y, beta, threshold):
         return xp.where(beta * x > threshold, 1.0, _sigmoid(xp, beta * x))
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        beta, threshold = ctx.constants
+        linear = beta * x._data > threshold
+        return keep_where(linear, g) + keep_where(~linear, g * (beta * x).sigmoid()), None, None
+
 
 class Softsign(Elementwise):
     """y = x / (1 + |x|);  dy/dx = 1 / (1 + |x|)**2."""
@@ -165,6 +214,10 @@ class Softsign(Elementwise):
     @staticmethod
     def df(xp, x, y):
         return 1 / (1 + xp.abs(x)) ** 2
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g / (1 + inputs[0].abs()) ** 2
 
 
 class Mish(Elementwise):
@@ -180,6 +233,12 @@ class Mish(Elementwise):
         t = xp.tanh(_softplus(xp, x))
         return t + x * _sigmoid(xp, x) * (1 - t * t)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        t = (-LogSigmoid.apply(-x)).tanh()      # tanh(softplus(x)), softplus(x) = -log s(-x)
+        return g * (t + x * x.sigmoid() * (1 - t * t))
+
 
 class LogSigmoid(Elementwise):
     """y = log s(x) = -softplus(-x);  dy/dx = 1 - s(x) = s(-x)."""
@@ -191,6 +250,10 @@ class LogSigmoid(Elementwise):
     @staticmethod
     def df(xp, x, y):
         return _sigmoid(xp, -x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * (-inputs[0]).sigmoid()
 
 
 class Tanhshrink(Elementwise):
@@ -204,6 +267,11 @@ class Tanhshrink(Elementwise):
     def df(xp, x, y):
         t = xp.tanh(x)
         return t * t
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        t = inputs[0].tanh()
+        return g * (t * t)
 
 
 class PReLU(Function):
@@ -226,6 +294,16 @@ class PReLU(Function):
         dw = unbroadcast(xp.where(pos, 0, g * x), wb.shape).reshape(ctx.w_shape) if ctx.needs_input_grad[1] else None
         return dx, dw, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x, w = inputs[:2]
+        _, wb = ctx.saved_tensors
+        pos = x._data > 0
+        nx, nw = ctx.needs_input_grad[:2]
+        dx = keep_where(pos, g) + keep_where(~pos, g * w.reshape(wb.shape)) if nx else None
+        dw = sum_to(keep_where(~pos, g * x), wb.shape).reshape(ctx.w_shape) if nw else None
+        return dx, dw, None
+
 
 class GLU(Function):
     """With input split in halves a, b along dim: y = a s(b);
@@ -244,6 +322,15 @@ class GLU(Function):
     def backward(ctx, g):
         a, s = ctx.saved_tensors
         return namespace_of(a).concatenate([g * s, g * a * s * (1 - s)], axis=ctx.dim), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        from .join import cat
+        x = inputs[0]
+        half = x.shape[ctx.dim] // 2
+        a, b = x.narrow(ctx.dim, 0, half), x.narrow(ctx.dim, half, half)
+        s = b.sigmoid()
+        return cat([g * s, g * a * s * (1 - s)], ctx.dim), None
 
 
 # functional entry points -----------------------------------------------------------------

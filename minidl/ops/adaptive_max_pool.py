@@ -8,6 +8,7 @@
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
+from ._higher_order import scatter_to_indices
 
 
 def adaptive_windows(n, out):
@@ -44,6 +45,11 @@ class AdaptiveMaxPool2d(Function):
         cells = idx.shape[2] * idx.shape[3]
         xp.add.at(dx, (rows, idx.reshape(N * C, cells)), g.reshape(N * C, cells))
         return dx.reshape(N, C, H, W), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g, _gidx):
+        (idx,) = ctx.saved_tensors
+        return scatter_to_indices(g, idx, ctx.shape[2:]), None
 
 
 def _output_size(output_size, spatial, op):

@@ -24,6 +24,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.inplace import maybe_inplace
+from ._higher_order import constant
 from .activation import check_dropout_dtype, dropout_mask
 
 SELU_NEGATIVE_SATURATION = -1.7580993408473766   # alpha' = -scale * alpha of selu
@@ -41,6 +42,11 @@ class AlphaDropout(Function):
     def backward(ctx, g):
         (m,) = ctx.saved_tensors
         return g * m, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (m,) = ctx.saved_tensors
+        return g * constant(m), None, None
 
 
 def alpha_dropout_coefficients(keep, p, dtype):

@@ -162,7 +162,7 @@ class ScaledDotProductAttention(Function):
         elif dropout_p > 0:
             keep = random.generator().random(batch + (L, S)) >= dropout_p
             drop = keep.astype(q.dtype) * q.dtype.type(1.0 / (1.0 - dropout_p))
-        ctx.scale, ctx.causal = scale, causal
+        ctx.scale, ctx.causal, ctx.masks = scale, causal, (bias, allow)
         ctx.bias_shape = None if bias is None else bias.shape
         ctx.no_scores = L == 0 or S == 0 or 0 in batch
         if ctx.no_scores:
@@ -223,6 +223,61 @@ class ScaledDotProductAttention(Function):
         if ctx.needs_input_grad[3]:
             dbias = unbroadcast(ds, ctx.bias_shape)
         return dq, dk, dv, dbias, None, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        """The reference backward (module docstring) on Tensors, with P recomputed from q, k and the
+        float mask by matmul and softmax; the bool and causal masks and the dropout multiplier are
+        constants. A fully masked row keeps P = 0 (its scores are replaced before the softmax
+        and its probabilities zeroed after)."""
+        from ._higher_order import constant, keep_where, sum_to
+        from .indexing import Where
+        from .softmax import Softmax
+        q, k, v, bias_t = inputs[:4]
+        nq, nk, nv, nb = ctx.needs_input_grad[:4]
+        if ctx.no_scores:
+            xp = namespace_of(g._data)
+            zeros = [constant(xp.zeros(s, dtype=g.dtype)) if n else None for s, n in zip(ctx.shapes, (nq, nk, nv))]
+            db = constant(xp.zeros(ctx.bias_shape, dtype=g.dtype)) if nb else None
+            return tuple(zeros) + (db, None, None, None, None)
+        xp = namespace_of(q._data)
+        bias, allow = ctx.masks
+        L, S = q.shape[-2], k.shape[-2]
+        scale = ctx.scale
+        s = (q * scale if scale != 1 else q) @ k.transpose(-2, -1)
+        if bias is not None:
+            s = s + (bias_t if bias_t is not None else constant(bias))
+        if ctx.causal:
+            tril = xp.arange(S)[None, :] <= xp.arange(L)[:, None]
+            allow = tril if allow is None else allow & tril
+        if allow is not None:
+            seen = allow.any(axis=-1, keepdims=True)      # False: a fully masked row
+            s = Where.apply(allow | ~seen, s, -xp.inf)
+            p = keep_where(seen, Softmax.apply(s, s.ndim - 1))
+        else:
+            p = Softmax.apply(s, s.ndim - 1)
+        drop = _dropout_multiplier(ctx, q, k, v)
+        pd = p if drop is None else p * constant(drop)
+        dv = pd.transpose(-2, -1) @ g if nv else None
+        dp = g @ v.transpose(-2, -1)
+        if drop is not None:
+            dp = dp * constant(drop)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        dq = sum_to((ds @ k) * scale, q.shape) if nq else None
+        dk = sum_to((ds.transpose(-2, -1) @ q) * scale, k.shape) if nk else None
+        return (dq, dk, None if dv is None else sum_to(dv, v.shape),
+                sum_to(ds, ctx.bias_shape) if nb else None, None, None, None, None)
+
+
+def _dropout_multiplier(ctx, q, k, v):
+    """The forward's dropout multiplier D (batch + (L, S)), or None without dropout."""
+    drop = ctx.saved_tensors[5]
+    if ctx.impl != "numba":
+        return drop
+    if drop.size == 0:
+        return None
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    return drop.reshape(batch + drop.shape[-2:])
 
 
 # Shares of the batch on the block workers ------------------------------------------------------

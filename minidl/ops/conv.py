@@ -180,6 +180,7 @@ class Conv2d(Function):
         xp = namespace_of(x)
         if not getattr(getattr(x, "flags", None), "c_contiguous", True):
             x = xp.ascontiguousarray(x)           # the kernels read x as one C-ordered block per image
+        ctx.options = (stride, padding, dilation, groups)     # (read by differentiable_backward)
         ctx.winograd = use_winograd(x, w, stride, dilation, groups)
         ctx.direct = use_direct(x, w, stride, dilation, groups, ctx.winograd)
         if ctx.direct:
@@ -249,6 +250,41 @@ class Conv2d(Function):
             dw_ = (dwr.reshape(ctx.wshape) if path is UNFOLD_COLUMNS else
                    dwr.reshape(G, O // G, kh, kw, Cg).transpose(0, 1, 4, 2, 3).reshape(ctx.wshape))
         return dx, dw_, db, None, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        # dx: the adjoint of the convolution in x, a transposed convolution of g with the same
+        # weight and options, of x's size (rows and columns no window reached get 0);
+        # dW: a convolution of x with g (conv_weight_grad); db: g summed over n, oh, ow
+        from .conv_transpose import ConvTranspose2d
+        x, w = inputs[:2]
+        stride, padding, dilation, groups = ctx.options
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx = ConvTranspose2d.apply(g, w, None, stride, padding, dilation, groups, tuple(x.shape[2:])) if nx else None
+        dw = conv_weight_grad(Conv2d, x, g, stride, padding, dilation, groups, w.shape[2:]) if nw else None
+        return dx, dw, g.sum(dim=(0, 2, 3)) if nb else None, None, None, None, None
+
+
+def conv_weight_grad(conv, x, g, stride, padding, dilation, groups, kernel):
+    """The weight gradient of a convolution (any rank) for Tensors, itself a convolution:
+
+        dW[o, c, k] = sum_{n, q} g[n, o, q] x[n, c, q s - p + k d]          (q the output positions)
+
+    is, with the batch and channel axes of x and of g swapped, the convolution of x^T
+    (C/G, G N, ...) with the "weight" g^T (O, N, ...) at stride d, dilation s, padding p and G
+    groups; its output (C/G, O, k'...) has k' >= k (the remainder of the forward's floor division
+    adds taps past the kernel), so it is cropped to the kernel and transposed to (O, C/G, k...).
+    ``conv`` is the Function (Conv2d or Conv3d), so the result can be differentiated again."""
+    N, C, O, G = x.shape[0], x.shape[1], g.shape[1], groups
+    r = len(kernel)
+    rest = tuple(range(3, 3 + r))
+    xt = x.reshape((N, G, C // G) + tuple(x.shape[2:])).permute((2, 1, 0) + rest)
+    gt = g.reshape((N, G, O // G) + tuple(g.shape[2:])).permute((1, 2, 0) + rest)
+    dw = conv.apply(xt.reshape((C // G, G * N) + tuple(x.shape[2:])), gt.reshape((O, N) + tuple(g.shape[2:])),
+                    None, tuple(dilation), tuple(padding), tuple(stride), G)
+    if tuple(dw.shape[2:]) != tuple(kernel):
+        dw = dw[(slice(None), slice(None)) + tuple(slice(0, k) for k in kernel)]
+    return dw.transpose(0, 1)
 
 
 def check_weight_and_groups(op, input_shape, weight_shape, bias, groups):
@@ -332,6 +368,11 @@ class _PadBottomRight(Function):
 
     @staticmethod
     def backward(ctx, g):
+        H, W = ctx.hw
+        return g[:, :, :H, :W], None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
         H, W = ctx.hw
         return g[:, :, :H, :W], None
 

@@ -172,6 +172,17 @@ class Conv3d(Function):
         db = g.sum(axis=(0, 2, 3, 4)) if nb else None
         return dx, dw, db, None, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        # as Conv2d's: dx = conv_transpose3d of g, dW = conv3d of x with g (conv.conv_weight_grad)
+        from .conv import conv_weight_grad
+        x, w = inputs[:2]
+        wshape, stride, padding, dilation, G, _ = ctx.geom
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx = ConvTranspose3d.apply(g, w, None, stride, padding, dilation, G, tuple(x.shape[2:])) if nx else None
+        dw = conv_weight_grad(Conv3d, x, g, stride, padding, dilation, G, wshape[2:]) if nw else None
+        return dx, dw, g.sum(dim=(0, 2, 3, 4)) if nb else None, None, None, None, None
+
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class ConvTranspose3d(Function):
@@ -208,6 +219,22 @@ class ConvTranspose3d(Function):
             dw = dwr.reshape((G, Cin // G) + tuple(wshape[2:]) + (Cog,)).transpose(0, 1, 5, 2, 3, 4).reshape(wshape)
         db = g.sum(axis=(0, 2, 3, 4)) if nb else None
         return dx, dw, db, None, None, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        # as ConvTranspose2d's: dx = conv3d of g cropped to x, dW = conv_weight_grad(g, x)
+        from .conv import conv_weight_grad
+        xshape, wshape, stride, padding, dilation, G = ctx.geom
+        x, w = inputs[:2]
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx = dw = None
+        if nx:
+            dx = Conv3d.apply(g, w, None, stride, padding, dilation, G)
+            if tuple(dx.shape[2:]) != tuple(xshape[2:]):
+                dx = dx[(slice(None), slice(None)) + tuple(slice(0, n) for n in xshape[2:])]
+        if nw:
+            dw = conv_weight_grad(Conv3d, g, x, stride, padding, dilation, G, wshape[2:])
+        return dx, dw, g.sum(dim=(0, 2, 3, 4)) if nb else None, None, None, None, None, None
 
 
 # functional entry points -----------------------------------------------------------------

@@ -41,7 +41,8 @@ class ConvTranspose2d(Function):
         G, (kh, kw), Cout = groups, w.shape[2:], w.shape[1] * groups
         xr = x.reshape(N, G, Cin // G, H * W)
         wr = _weight_rows(w, G)
-        cols = xp.einsum("ngcp,gck->npgk", xr, wr, optimize=True).reshape(N, H, W, G * wr.shape[2])
+        # cols[n, p, g, k] = sum_c xr[n, g, c, p] wr[g, c, k]: one product per image and group
+        cols = xp.matmul(xr.transpose(0, 1, 3, 2), wr).transpose(0, 2, 1, 3).reshape(N, H, W, G * wr.shape[2])
         out = col2im_reference(xp.ascontiguousarray(cols), N, Cout, *out_hw, kh, kw, *stride, *padding, *dilation,
                                groups=G)
         if b is not None:
@@ -60,12 +61,33 @@ class ConvTranspose2d(Function):
         dcols = im2col_reference(xp.ascontiguousarray(g), kh, kw, *stride, *padding, *dilation, H, W, groups=G)
         dcols = dcols.reshape(N, H * W, G, wr.shape[2])
         nx, nw, nb = ctx.needs_input_grad[:3]
-        dx = xp.einsum("npgk,gck->ngcp", dcols, wr, optimize=True).reshape(x_shape) if nx else None
+        dx = xp.matmul(wr, dcols.transpose(0, 2, 3, 1)).reshape(x_shape) if nx else None    # (N, G, C_in/G, HW)
         dw = None
         if nw:
-            dwr = xp.einsum("ngcp,npgk->gck", xr, dcols, optimize=True)
+            P = H * W     # dwr[g, c, k] = sum_{n, p} xr[n, g, c, p] dcols[n, p, g, k]
+            dwr = xp.matmul(xr.transpose(1, 2, 0, 3).reshape(G, Cin // G, N * P),
+                            dcols.transpose(2, 0, 1, 3).reshape(G, N * P, wr.shape[2]))
             dw = dwr.reshape(G, Cin // G, kh, kw, Cog).transpose(0, 1, 4, 2, 3).reshape(w_shape)
         db = g.sum(axis=(0, 2, 3)) if nb and has_bias else None
+        return dx, dw, db, None, None, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        # dx: conv2d of g with the same weight and options (the forward is its adjoint), cropped
+        # to x where output_padding >= stride adds rows; dW: conv_weight_grad with the roles of
+        # input and output gradient swapped, dW[c, o, i, j] = sum x[n, c, h, w] g[n, o, h s - p + i d, ...]
+        from .conv import Conv2d, conv_weight_grad
+        x, w = inputs[:2]
+        x_shape, w_shape, stride, padding, dilation, G, has_bias = ctx.args
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        dx = dw = None
+        if nx:
+            dx = Conv2d.apply(g, w, None, stride, padding, dilation, G)
+            if tuple(dx.shape[2:]) != tuple(x_shape[2:]):
+                dx = dx[:, :, :x_shape[2], :x_shape[3]]
+        if nw:
+            dw = conv_weight_grad(Conv2d, g, x, stride, padding, dilation, G, w_shape[2:])
+        db = g.sum(dim=(0, 2, 3)) if nb and has_bias else None
         return dx, dw, db, None, None, None, None, None
 
 

@@ -3,6 +3,8 @@ import numpy as np
 
 from ..autograd.function import Function
 from ._broadcast import normalize_dim, normalize_dims
+from ._higher_order import constant
+from .indexing import Where
 from .unary import _floating
 
 
@@ -14,6 +16,21 @@ def _exclusive_products(x, axis):
     rev = np.flip(x, axis)
     after = np.flip(np.cumprod(np.concatenate([ones, np.delete(rev, -1, axis=axis)], axis=axis), axis=axis), axis)
     return before * after
+
+
+def _exclusive_products_tensor(x, axis):
+    """_exclusive_products of a Tensor, with recorded ops (cumprods of x shifted by one, each way)."""
+    from .join import cat
+    n = x.shape[axis]
+    one = constant(np.ones(x.shape[:axis] + (1,) + x.shape[axis + 1:], dtype=x.dtype))
+    before = cat([one, x.narrow(axis, 0, n - 1)], axis).cumprod(axis)
+    after = cat([one, x.flip(axis).narrow(axis, 0, n - 1)], axis).cumprod(axis).flip(axis)
+    return before * after
+
+
+def _reversed_cumsum(g, axis):
+    """sum_{i >= j} g_i along axis, for a Tensor."""
+    return g.flip(axis).cumsum(axis).flip(axis)
 
 
 class Prod(Function):
@@ -34,6 +51,17 @@ class Prod(Function):
             return g * others, None, None
         gk = g if ctx.keepdim else np.expand_dims(g, ctx.axis)
         others = _exclusive_products(x, ctx.axis) if x.shape[ctx.axis] else x
+        return gk * others, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        if ctx.axis is None:
+            flat = x.reshape(-1)
+            others = _exclusive_products_tensor(flat, 0).reshape(x.shape) if flat.numel() else x
+            return g * others, None, None
+        gk = g if ctx.keepdim else g.unsqueeze(ctx.axis)
+        others = _exclusive_products_tensor(x, ctx.axis) if x.shape[ctx.axis] else x
         return gk * others, None, None
 
 
@@ -59,6 +87,10 @@ class Cumsum(Function):
     @staticmethod
     def backward(ctx, g):
         return np.flip(np.cumsum(np.flip(g, ctx.axis), axis=ctx.axis), ctx.axis), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return _reversed_cumsum(g, ctx.axis), None
 
 
 class Cumprod(Function):
@@ -88,6 +120,25 @@ class Cumprod(Function):
             dx[j] = (gm[j:] * np.cumprod(without, axis=0)[j:]).sum(axis=0)
         return np.moveaxis(dx, 0, axis), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        """backward's two forms on Tensors; with zeros, dL/dx_j = sum_{i >= j} g_i cumprod(x with
+        x_j = 1)_i, one cumprod per j."""
+        from .join import stack
+        x = inputs[0]
+        axis = ctx.axis
+        if (x._data != 0).all():
+            return _reversed_cumsum(g * Cumprod.apply(x, axis), axis) / x, None
+        n = x.shape[axis]
+        parts = []
+        for j in range(n):
+            unit = np.zeros(n, dtype=x.dtype)
+            unit[j] = 1
+            unit = constant(unit.reshape((n,) + (1,) * (x.ndim - axis - 1)))
+            without = Cumprod.apply(x * (1 - unit) + unit, axis)
+            parts.append((g * without).narrow(axis, j, n - j).sum(axis))
+        return stack(parts, axis), None
+
 
 class LogSumExp(Function):
     """y = ln sum_i e**x_i along ``axes`` (shifted by the max, so nothing overflows);
@@ -99,6 +150,7 @@ class LogSumExp(Function):
         m = np.where(np.isfinite(m), m, 0)
         y = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
         ctx.save_for_backward(x, y)
+        ctx.axes = axes
         return y if keepdim else np.squeeze(y, axis=axes)
 
     @staticmethod
@@ -106,6 +158,12 @@ class LogSumExp(Function):
         x, y = ctx.saved_tensors
         gk = g.reshape(y.shape)
         return gk * np.exp(x - y), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        y = LogSumExp.apply(x, ctx.axes, True)
+        return g.reshape(y.shape) * (x - y).exp(), None, None
 
 
 class LogCumSumExp(Function):
@@ -140,6 +198,23 @@ class LogCumSumExp(Function):
             plus = np.exp(x + reversed_log_sum(np.maximum(g, 0)))
             minus = np.exp(x + reversed_log_sum(np.maximum(-g, 0)))
         return (plus - minus).astype(x.dtype, copy=False), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        """dL/dx_j = sum_{i >= j} g_i e**(x_j - y_i) on Tensors, as an (n, n) weight matrix per row
+        (every weight <= 1, since y_i >= x_j for i >= j: nothing overflows; quadratic in the dim's
+        length, where backward's log-domain scan is linear)."""
+        x = inputs[0]
+        if not x.numel():
+            return g * 1, None
+        axis = ctx.axis
+        xl = x.movedim(axis, -1)
+        yl = LogCumSumExp.apply(x, axis).movedim(axis, -1)
+        n = x.shape[axis]
+        later = np.tril(np.ones((n, n), dtype=bool))                    # [i, j]: i >= j
+        expo = Where.apply(later, xl.unsqueeze(-2) - yl.unsqueeze(-1), -np.inf)
+        dx = (g.movedim(axis, -1).unsqueeze(-1) * expo.exp()).sum(-2)
+        return dx.movedim(-1, axis), None
 
 
 def logcumsumexp(x, dim):

@@ -26,6 +26,10 @@ class Log1p(Function):
         (x,) = ctx.saved_tensors
         return g / (1 + x)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g / (1 + inputs[0])
+
 
 class Log2(Function):
     """y = log2 x;  dy/dx = 1 / (x ln 2). (NumPy's log2, not ln x / ln 2, so powers of two are exact.)"""
@@ -39,6 +43,10 @@ class Log2(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / (x * math.log(2.0))
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g / (inputs[0] * math.log(2.0))
 
 
 class NanToNum(Function):
@@ -57,6 +65,11 @@ class NanToNum(Function):
         (finite,) = ctx.saved_tensors
         return g * finite, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (finite,) = ctx.saved_tensors
+        return g * constant(finite.astype(g.dtype)), None, None, None
+
 
 class Expm1(Function):
     """y = e**x - 1, accurate for small x;  dy/dx = e**x = y + 1."""
@@ -71,6 +84,10 @@ class Expm1(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         return g * (y + 1)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * inputs[0].exp()
 
 
 class Erf(Function):
@@ -104,6 +121,10 @@ class Piecewise(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return g * 0, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
         return g * 0, None
 
 

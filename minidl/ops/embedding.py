@@ -10,6 +10,7 @@ import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ._higher_order import constant, keep_where
 from ._kernel_switch import LAYER
 from ._saved import keep_for_backward
 
@@ -40,6 +41,21 @@ class Embedding(Function):
         gw = ctx.impl.embedding_backward(idx, g, ctx.vocab)
         if ctx.padding_idx is not None:
             gw[ctx.padding_idx] = 0
+        return None, gw, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        """backward's scatter-add as a recorded op (index_put with accumulate), linear in g."""
+        from .index_put import IndexPutAccumulate
+        (idx,) = ctx.saved_tensors
+        xp = namespace_of(g._data)
+        d = g.shape[-1]
+        zeros = constant(xp.zeros((ctx.vocab, d), dtype=g.dtype))
+        gw = IndexPutAccumulate.apply(zeros, g.reshape(idx.size, d), (idx.reshape(-1),))
+        if ctx.padding_idx is not None:
+            kept = xp.ones((ctx.vocab, 1), dtype=bool)
+            kept[ctx.padding_idx] = False
+            gw = keep_where(kept, gw)
         return None, gw, None
 
 

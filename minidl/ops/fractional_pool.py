@@ -40,6 +40,19 @@ def window_starts(samples, size, out, k, dtype):
     return starts
 
 
+def window_max(x, pos):
+    """The max over each window and its flat index: ``pos`` (N, C, ..., K) holds the flat positions of
+    the K entries of each window in the (N, C, S) planes of ``x``; the first maximum wins, or the last
+    NaN (PyTorch's ``v > max || isnan(v)``)."""
+    xp = namespace_of(x)
+    N, C = x.shape[:2]
+    v = xp.take_along_axis(x.reshape(N, C, -1), pos.reshape(N, C, -1), axis=2).reshape(pos.shape)
+    nan = v != v
+    last_nan = pos.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)
+    k = xp.where(nan.any(axis=-1), last_nan, v.argmax(axis=-1))
+    return xp.take_along_axis(v, k[..., None], axis=-1)[..., 0], xp.take_along_axis(pos, k[..., None], axis=-1)[..., 0]
+
+
 class FractionalMaxPool2d(Function):
     """See the module docstring. Returns the values and the flat h W + w indices."""
 
@@ -53,12 +66,7 @@ class FractionalMaxPool2d(Function):
         cols = window_starts(host[:N, :, 0], W, ow, kw, x.dtype)          # (N, C, ow)
         di, dj = np.divmod(np.arange(kh * kw), kw)
         pos = xp.asarray((rows[:, :, :, None, None] + di) * W + (cols[:, :, None, :, None] + dj))  # (N, C, oh, ow, K)
-        v = xp.take_along_axis(x.reshape(N, C, H * W), pos.reshape(N, C, -1), axis=2).reshape(pos.shape)
-        nan = v != v
-        last_nan = kh * kw - 1 - nan[..., ::-1].argmax(axis=-1)
-        k = xp.where(nan.any(axis=-1), last_nan, v.argmax(axis=-1))
-        out = xp.take_along_axis(v, k[..., None], axis=-1)[..., 0]
-        idx = xp.take_along_axis(pos, k[..., None], axis=-1)[..., 0]
+        out, idx = window_max(x, pos)
         ctx.save_for_backward(idx)
         ctx.hw = (H, W)
         return out, idx
@@ -83,6 +91,58 @@ def _output_size(input, output_size, output_ratio):
     return int_pair(output_size, "output_size", "fractional_max_pool2d")
 
 
+def random_samples(_random_samples, input, N, C, n_axes, op):
+    """The (N, C, n_axes) samples in [0, 1): drawn when None, else the given ones, checked (PyTorch's
+    messages)."""
+    if _random_samples is None:
+        from ..tensor.factories import rand
+        return rand(N, C, n_axes, dtype=input.dtype, device=input.device)
+    samples = _random_samples
+    if not isinstance(samples, Tensor) or samples.ndim != 3:
+        raise RuntimeError(f"{op}(): expected _random_samples to be a 3-D tensor (N, C, {n_axes}), got "
+                           f"{list(getattr(samples, 'shape', [])) or type(samples).__name__}")
+    if samples.dtype != input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.shape[0] < N:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != C:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if samples.shape[2] != n_axes:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {n_axes}; got {samples.shape[2]}.")
+    return samples
+
+
+def as_batch(input, spatial, op, call):
+    """``input`` as a batch (N, C, *spatial dims) (an unbatched one gets N = 1), checked to be of a
+    floating dtype with no empty non-batch dimension (``call`` names the op in PyTorch's message)."""
+    if input.dtype.kind != "f":
+        raise NotImplementedError(f"{op}: expected a floating point input, got {input.dtype}")
+    x = input if input.ndim == spatial + 2 else input.unsqueeze(0)
+    for d in range(1, spatial + 2):
+        if x.shape[d] == 0:
+            raise RuntimeError(f"{call}: Expected input to have non-zero size for non-batch dimensions, but got"
+                               f"{list(input.shape)} with dimension {d - (input.ndim == spatial + 1)} being empty.")
+    return x
+
+
+def pool(function, input, x, _random_samples, kernel, out_size, op):
+    """``function.apply`` to the batch ``x`` of ``input`` (the values and indices; the caller gets a copy of
+    the indices that backward's scatter reads), or empty results when there is no output; unbatched
+    again when ``input`` is."""
+    N, C = x.shape[:2]
+    samples = random_samples(_random_samples, input, N, C, len(kernel), op)
+    if 0 in (N,) + tuple(out_size):
+        xp = namespace_of(x._data)
+        out = Tensor._wrap(xp.zeros((N, C) + tuple(out_size), dtype=x._data.dtype), None, 0)
+        idx = Tensor._wrap(xp.zeros((N, C) + tuple(out_size), dtype=np.int64), None, 0)
+    else:
+        out, idx = function.apply(x, samples._data, kernel, out_size)
+        idx = idx.clone() if idx.grad_fn is not None else idx
+    if input.ndim < x.ndim:
+        out, idx = out.squeeze(0), idx.squeeze(0)
+    return out, idx
+
+
 def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                                        _random_samples=None):
     """As ``torch.nn.functional.fractional_max_pool2d_with_indices``: (out, indices)."""
@@ -96,14 +156,8 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, out
         raise RuntimeError(f"{op}: kernel_size must either be a single Int or tuple of Ints")
     kh, kw = int_pair(kernel_size if not isinstance(kernel_size, (tuple, list)) or len(kernel_size) == 2
                       else kernel_size[0], "kernel_size", op)
-    if input.dtype.kind != "f":
-        raise NotImplementedError(f"{op}: expected a floating point input, got {input.dtype}")
-    x = input if input.ndim == 4 else input.unsqueeze(0)
-    N, C, H, W = x.shape
-    for d in (1, 2, 3):
-        if x.shape[d] == 0:
-            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got"
-                               f"{list(input.shape)} with dimension {d - (input.ndim == 3)} being empty.")
+    x = as_batch(input, 2, op, f"{op}()")
+    H, W = x.shape[2:]
     if min(kh, kw) < 1 or min(oh, ow) < 0:
         raise RuntimeError(f"{op}(): expected a positive kernel_size and a non-negative output_size, got "
                            f"kernel_size={(kh, kw)}, output_size={(oh, ow)}")
@@ -111,33 +165,7 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, out
         raise RuntimeError(f"{op}(): pool height {kh} too large relative to input height {H}")
     if ow + kw - 1 > W:
         raise RuntimeError(f"{op}(): pool width {kw} too large relative to input width {W}")
-    if _random_samples is None:
-        from ..tensor.factories import rand
-        samples = rand(N, C, 2, dtype=input.dtype, device=input.device)
-    else:
-        samples = _random_samples
-        if not isinstance(samples, Tensor) or samples.ndim != 3:
-            raise RuntimeError(f"{op}(): expected _random_samples to be a 3-D tensor (N, C, 2), got "
-                               f"{list(getattr(samples, 'shape', [])) or type(samples).__name__}")
-        if samples.dtype != input.dtype:
-            raise RuntimeError("Expect _random_samples to have the same dtype as input")
-        if samples.shape[0] < N:
-            raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
-        if samples.shape[1] != C:
-            raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
-        if samples.shape[2] != 2:
-            raise RuntimeError(f"Expect _random_samples.size(2) equals to 2; got {samples.shape[2]}.")
-    if 0 in (N, oh, ow):
-        xp = namespace_of(x._data)
-        out = Tensor._wrap(xp.zeros((N, C, oh, ow), dtype=x._data.dtype), None, 0)
-        idx = Tensor._wrap(xp.zeros((N, C, oh, ow), dtype=np.int64), None, 0)
-    else:
-        out, idx = FractionalMaxPool2d.apply(x, samples._data, (kh, kw), (oh, ow))
-        if idx.grad_fn is not None:   # backward's scatter reads the saved indices: the caller gets a copy
-            idx = idx.clone()
-    if input.ndim == 3:
-        out, idx = out.squeeze(0), idx.squeeze(0)
-    return out, idx
+    return pool(FractionalMaxPool2d, input, x, _random_samples, (kh, kw), (oh, ow), op)
 
 
 def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,

@@ -22,7 +22,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from .conv3d import int_triple
-from .fractional_pool import window_starts
+from .fractional_pool import as_batch, pool, window_max, window_starts
 from .pooling3d import scatter_to_argmax
 
 _AXES = ("time", "height", "width")
@@ -38,17 +38,10 @@ class FractionalMaxPool3d(Function):
         host = backends.get(backends.device_of(samples)).to_host(samples)    # the starts are index arithmetic
         st, sh, sw = (window_starts(host[:N, :, a], n, o, k, x.dtype)         # (N, C, o) per axis
                       for a, n, o, k in zip(range(3), (T, H, W), out_size, kernel))
-        kt, kh, kw = kernel
         dt, dh, dw = (a.reshape(-1) for a in np.indices(kernel))               # window offsets, t-major
         pos = ((st[:, :, :, None, None, None] + dt) * H + (sh[:, :, None, :, None, None] + dh)) * W \
             + (sw[:, :, None, None, :, None] + dw)                              # (N, C, ot, oh, ow, K)
-        pos = xp.asarray(pos)
-        v = xp.take_along_axis(x.reshape(N, C, T * H * W), pos.reshape(N, C, -1), axis=2).reshape(pos.shape)
-        nan = v != v
-        last_nan = kt * kh * kw - 1 - nan[..., ::-1].argmax(axis=-1)
-        k = xp.where(nan.any(axis=-1), last_nan, v.argmax(axis=-1))
-        out = xp.take_along_axis(v, k[..., None], axis=-1)[..., 0]
-        idx = xp.take_along_axis(pos, k[..., None], axis=-1)[..., 0]
+        out, idx = window_max(x, xp.asarray(pos))
         ctx.save_for_backward(idx)
         ctx.size = (T, H, W)
         return out, idx
@@ -72,20 +65,6 @@ def _output_size(input, output_size, output_ratio, op):
     return tuple(int(n * r) for n, r in zip(input.shape[-3:], ratio))
 
 
-def _check_samples(samples, input, N, C, op):
-    if not isinstance(samples, Tensor) or samples.ndim != 3:
-        raise RuntimeError(f"{op}(): expected _random_samples to be a 3-D tensor (N, C, 3), got "
-                           f"{list(getattr(samples, 'shape', [])) or type(samples).__name__}")
-    if samples.dtype != input.dtype:
-        raise RuntimeError("Expect _random_samples to have the same dtype as input")
-    if samples.shape[0] < N:
-        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
-    if samples.shape[1] != C:
-        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
-    if samples.shape[2] != 3:
-        raise RuntimeError(f"Expect _random_samples.size(2) equals to 3; got {samples.shape[2]}.")
-
-
 def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                                        _random_samples=None):
     """As ``torch.nn.functional.fractional_max_pool3d_with_indices``: (out, indices)."""
@@ -98,37 +77,14 @@ def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, out
         raise RuntimeError(f"{op}: kernel_size must either be a single Int or tuple of three Ints")
     kernel = int_triple(kernel_size, "kernel_size", op)
     out = _output_size(input, output_size, output_ratio, op)
-    if input.dtype.kind != "f":
-        raise NotImplementedError(f"{op}: expected a floating point input, got {input.dtype}")
-    x = input if input.ndim == 5 else input.unsqueeze(0)
-    N, C = x.shape[:2]
-    for d in range(1, 5):
-        if x.shape[d] == 0:
-            raise RuntimeError(f"{op}_out(): Expected input to have non-zero size for non-batch dimensions, but "
-                               f"got{list(input.shape)} with dimension {d - (input.ndim == 4)} being empty.")
+    x = as_batch(input, 3, op, f"{op}_out()")
     if min(kernel) < 1 or min(out) < 0:
         raise RuntimeError(f"{op}(): expected a positive kernel_size and a non-negative output_size, got "
                            f"kernel_size={kernel}, output_size={out}")
     for axis, o, k, n in zip(_AXES, out, kernel, x.shape[2:]):
         if not o + k - 1 < n:
             raise RuntimeError(f"{op}_out(): pool {axis} {k} too large relative to input {axis} {n}")
-    if _random_samples is None:
-        from ..tensor.factories import rand
-        samples = rand(N, C, 3, dtype=input.dtype, device=input.device)
-    else:
-        samples = _random_samples
-        _check_samples(samples, input, N, C, op)
-    if 0 in (N,) + out:
-        xp = namespace_of(x._data)
-        y = Tensor._wrap(xp.zeros((N, C) + out, dtype=x._data.dtype), None, 0)
-        idx = Tensor._wrap(xp.zeros((N, C) + out, dtype=np.int64), None, 0)
-    else:
-        y, idx = FractionalMaxPool3d.apply(x, samples._data, kernel, out)
-        if idx.grad_fn is not None:   # backward's scatter reads the saved indices: the caller gets a copy
-            idx = idx.clone()
-    if input.ndim == 4:
-        y, idx = y.squeeze(0), idx.squeeze(0)
-    return y, idx
+    return pool(FractionalMaxPool3d, input, x, _random_samples, kernel, out, op)
 
 
 def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,

@@ -43,6 +43,13 @@ class SplitHeads(Function):
             gx[:, :, p] = g.transpose(0, 2, 1, 3)
         return gx.reshape(B, T, P * H * D), None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, *grads):
+        """backward's relabelling on Tensors: the parts' gradients stacked back into their slots."""
+        from .join import stack
+        B, T, P, H, D = ctx.shape
+        return stack([g.transpose(1, 2) for g in grads], 2).reshape(B, T, P * H * D), None, None
+
 
 def split_heads(x, parts, heads):
     """(B, T, parts*heads*D) -> ``parts`` tensors (B, heads, T, D); see the module docstring."""

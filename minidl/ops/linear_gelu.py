@@ -75,6 +75,23 @@ class LinearGelu(Function):
         dw = xp.matmul(du.T, _rows(x)) if nw else None
         return dx, dw, (db.astype(b.dtype) if nb else None), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        """backward on Tensors: v = x W^T + b recomputed, dU = GELU's differentiable backward at v."""
+        from ._higher_order import rows
+        from .activation import Gelu, GeluTanh
+        x, w, b = inputs[:3]
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        x2 = rows(x) if x.ndim != 2 else x
+        v = x2 @ w.transpose(0, 1)
+        if b is not None:
+            v = v + b
+        gelu = GeluTanh if ctx.approximate == "tanh" else Gelu
+        du = gelu.differentiable_backward(ctx, (v,), rows(g) if g.ndim != 2 else g)
+        dx = (du @ w).reshape(ctx.x_shape) if nx else None
+        dw = du.transpose(0, 1) @ x2 if nw else None
+        return dx, dw, (du.sum(0) if nb else None), None
+
 
 def linear_gelu(input, weight, bias=None, approximate="none"):
     """``F.gelu(F.linear(input, weight, bias), approximate)`` as one op (see the module docstring)."""

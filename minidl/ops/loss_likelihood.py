@@ -16,7 +16,8 @@ from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
 from .unary import _floating
-from .loss_pointwise import PointwiseLoss, _check_reduction, _legacy, _operands
+from ._higher_order import constant, keep_where, sum_to
+from .loss_pointwise import PointwiseLoss, _check_reduction, _legacy, _operands, pointwise_differentiable_backward
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -57,6 +58,22 @@ class PoissonNLL(PointwiseLoss):
         else:
             dx, dy = 1 - y / (x + eps), -xp.log(x + eps)
         return dx, (dy + _stirling_grad(xp, y) if full else dy)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        def partials(x, y, log_input, full, eps):
+            if log_input:
+                dx, dy = x.exp() - y, -x
+            else:
+                dx, dy = 1 - y / (x + eps), -(x + eps).log()
+            if full:     # _stirling_grad on Tensors: log y + 1 / (2 y) where y > 1 (the rest constants)
+                a = y._data
+                big = a > 1
+                ys = keep_where(big, y) + constant(np.where(big, 0.0, 2.0).astype(a.dtype))
+                rest = np.where(big, 0.0, np.where(a > 0, 0.0, np.nan)).astype(a.dtype)
+                dy = dy + keep_where(big, ys.log() + 0.5 / ys) + constant(rest)
+            return dx, dy
+        return pointwise_differentiable_backward(ctx, inputs, g, partials)
 
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
@@ -107,6 +124,21 @@ class GaussianNLL(Function):
         dx = r * d / c
         grads = [dx, -dx, r * 0.5 * (1 / c - d * d / (c * c))]
         out = [unbroadcast(xp.broadcast_to(gr, full).astype(d.dtype, copy=False), shape) if need else None
+               for gr, shape, need in zip(grads, shapes, ctx.needs_input_grad)]
+        return tuple(out) + (None, None, None)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        """backward on Tensors: c = v shifted by the constant max(v, eps) - v (the clamp outside the graph)."""
+        d_arr, c_arr = ctx.saved_tensors
+        reduction, n, shapes, full = ctx.args
+        x, y, v = inputs[:3]
+        d = x - y
+        c = v + constant((c_arr - v._data).astype(c_arr.dtype))
+        r = g / n if reduction == "mean" else g
+        dx = r * d / c
+        grads = [dx, -dx, r * 0.5 * (1 / c - d * d / (c * c))]
+        out = [sum_to(gr.expand(*full), shape) if need else None
                for gr, shape, need in zip(grads, shapes, ctx.needs_input_grad)]
         return tuple(out) + (None, None, None)
 

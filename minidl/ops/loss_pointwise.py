@@ -26,6 +26,7 @@ from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
+from ._higher_order import constant, keep_where, sum_to
 
 
 class PointwiseLoss(Function):
@@ -75,6 +76,30 @@ class PointwiseLoss(Function):
         return (gx, gy, None, None) + (None,) * len(params)
 
 
+def pointwise_differentiable_backward(ctx, inputs, g, partials):
+    """PointwiseLoss.backward on Tensors, for the subclasses' ``differentiable_backward``:
+    ``partials(x, y, *params)`` gives (df/dx, df/dy) as Tensors of the input and target Tensors
+    (the arrays saved, as constants, where an operand was not a Tensor); the weight is a constant."""
+    x_arr, y_arr, weight = ctx.saved_tensors
+    reduction, params, y_shape, full = ctx.args
+    x = inputs[0] if inputs[0] is not None else constant(x_arr)
+    y = inputs[1] if inputs[1] is not None else constant(y_arr)
+    r = g if reduction in ("none", "sum") else g / ctx.count
+    if weight is not None:
+        r = r * constant(weight)
+    dx, dy = partials(x, y, *params)
+    need_x, need_y = ctx.needs_input_grad[:2]
+    gx = sum_to((r * dx).expand(*full), x.shape) if need_x else None
+    gy = sum_to((r * dy).expand(*full), y_shape) if need_y else None
+    return (gx, gy, None, None) + (None,) * len(params)
+
+
+def _softplus_tensor(z):
+    """softplus(z) = log(1 + e**z) = -log s(-z) for a Tensor, with LogSigmoid's stable form."""
+    from .activation_elementwise import LogSigmoid
+    return -LogSigmoid.apply(-z)
+
+
 def _log_clamped(xp, a):
     # PyTorch clamps each log at -100, so a probability of exactly 0 or 1 gives a finite loss
     return xp.maximum(xp.log(a), -100.0)
@@ -92,6 +117,11 @@ class BinaryCrossEntropy(PointwiseLoss):
     @staticmethod
     def partials(xp, x, y):
         return (x - y) / xp.maximum(x * (1 - x), 1e-12), xp.log1p(-x) - xp.log(x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return pointwise_differentiable_backward(
+            ctx, inputs, g, lambda x, y: ((x - y) / (x * (1 - x)).clamp(min=1e-12), (-x).log1p() - x.log()))
 
 
 def _softplus(xp, z):
@@ -119,6 +149,14 @@ class BinaryCrossEntropyWithLogits(PointwiseLoss):
         p = 1.0 if pos_weight is None else pos_weight
         return (1 - y) * _sigmoid(xp, x) - p * y * _sigmoid(xp, -x), p * _softplus(xp, -x) - _softplus(xp, x)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        def partials(x, y, pos_weight):
+            p = 1.0 if pos_weight is None else constant(pos_weight)
+            return ((1 - y) * x.sigmoid() - p * y * (-x).sigmoid(),
+                    p * _softplus_tensor(-x) - _softplus_tensor(x))
+        return pointwise_differentiable_backward(ctx, inputs, g, partials)
+
 
 def _sign(xp, d):
     """sign(d) with PyTorch's sign(nan) = 0 (NumPy's is nan)."""
@@ -138,6 +176,13 @@ class L1(PointwiseLoss):
         s = _sign(xp, x - y)
         return s, -s
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        def partials(x, y):
+            s = constant(_sign(np, x._data - y._data).astype(x.dtype))
+            return s, -s
+        return pointwise_differentiable_backward(ctx, inputs, g, partials)
+
 
 class SmoothL1(PointwiseLoss):
     """With d = x - y: f = d**2 / (2 beta) where |d| < beta, |d| - beta / 2 elsewhere
@@ -155,6 +200,19 @@ class SmoothL1(PointwiseLoss):
         s = _sign(xp, d) if beta == 0 else xp.where(xp.abs(d) < beta, d / beta, xp.sign(d))
         return s, -s
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        def partials(x, y, beta):
+            d = x - y
+            a = d._data
+            if beta == 0:
+                s = constant(_sign(np, a).astype(x.dtype))
+            else:
+                near = np.abs(a) < beta
+                s = keep_where(near, d / beta) + constant(np.where(near, 0, np.sign(a)).astype(x.dtype))
+            return s, -s
+        return pointwise_differentiable_backward(ctx, inputs, g, partials)
+
 
 class Huber(PointwiseLoss):
     """With d = x - y: f = d**2 / 2 where |d| < delta, delta (|d| - delta / 2) elsewhere
@@ -169,6 +227,13 @@ class Huber(PointwiseLoss):
     def partials(xp, x, y, delta):
         s = xp.clip(x - y, -delta, delta)
         return s, -s
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        def partials(x, y, delta):
+            s = (x - y).clamp(-delta, delta)
+            return s, -s
+        return pointwise_differentiable_backward(ctx, inputs, g, partials)
 
 
 class KLDiv(PointwiseLoss):
@@ -189,6 +254,15 @@ class KLDiv(PointwiseLoss):
             e = xp.exp(y)
             return -e, e * (y - x + 1)
         return -y, xp.log(y) + y / y - x
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        def partials(x, y, log_target):
+            if log_target:
+                e = y.exp()
+                return -e, e * (y - x + 1)
+            return -y, y.log() + y / y - x
+        return pointwise_differentiable_backward(ctx, inputs, g, partials)
 
 
 # functional entry points -----------------------------------------------------------------

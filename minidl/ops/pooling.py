@@ -33,6 +33,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair
+from ._higher_order import constant, scatter_to_indices
 from ._kernel_switch import LAYER
 from .low_precision import float32_compute
 from .shape_error import ShapeError
@@ -172,6 +173,12 @@ class MaxPool2d(Function):
         (idx,) = ctx.saved_tensors
         return ctx.impl.max_pool2d_backward(_c(g), idx, *ctx.hw), None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g, _gidx):
+        # the same scatter-add of g to the saved argmax (the indices are constants of the backward)
+        (idx,) = ctx.saved_tensors
+        return scatter_to_indices(g, idx, ctx.hw), None, None
+
 
 class AvgPool2d(Function):
     """Average pooling. See the module docstring."""
@@ -186,6 +193,18 @@ class AvgPool2d(Function):
     @staticmethod
     def backward(ctx, g):
         return ctx.impl.avg_pool2d_backward(_c(g), *ctx.args), None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        # g / divisor added over each window: a transposed convolution of the planes with a ones
+        # kernel (same stride and padding), cropped to the input where ceil_mode lets a window
+        # overhang the bottom/right padding
+        H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override = ctx.args
+        N, C, OH, OW = g.shape
+        xp = namespace_of(g._data)
+        div = avg_pool2d_divisor(H, W, kh, kw, sh, sw, ph, pw, OH, OW, count_include_pad, divisor_override, np)
+        v = g / constant(xp.asarray(np.maximum(div, 1), dtype=g.dtype))
+        return uniform_transposed_conv(v, (kh, kw), (sh, sw), (ph, pw), (H, W)), None, None, None
 
 
 def _adaptive_bins(size, out):
@@ -235,6 +254,44 @@ class AdaptiveAvgPool2d(Function):
     def backward(ctx, g):
         H, W = ctx.hw
         return _bin_spread(_bin_spread(g, 3, W), 2, H).astype(g.dtype, copy=False), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        H, W = ctx.hw
+        return bin_spread(bin_spread(g, 3, W), 2, H), None
+
+
+def bin_spread(g, axis, n):
+    """_bin_spread for a Tensor: g / (bin length) scattered over each bin along ``axis``, as the
+    adjoint of area resampling's gather (``resample.ScatterAxis``, whose backward is the bin sums)."""
+    from .interpolate import _area_bins, _area_taps
+    from .resample import ScatterAxis
+    m = g.shape[axis]
+    if m == 0 or n == 0:
+        shape = list(g.shape)
+        shape[axis] = n
+        return constant(namespace_of(g._data).zeros(tuple(shape), dtype=g.dtype))
+    lo, hi = _area_bins(n, m)
+    length = namespace_of(g._data).asarray((hi - lo).reshape((m,) + (1,) * (g.ndim - 1 - axis)), dtype=g.dtype)
+    return ScatterAxis.apply(g / constant(length), axis, _area_taps(n, m), n)
+
+
+def uniform_transposed_conv(v, k, s, p, size):
+    """sum over the windows (kernel k, stride s, padding p) containing each input position of v
+    (N, C, *out): conv_transpose of each plane with a ones kernel, of the size ``size``."""
+    from .conv3d import ConvTranspose3d
+    from .conv_transpose import ConvTranspose2d
+    N, C, out = v.shape[0], v.shape[1], tuple(v.shape[2:])
+    xp = namespace_of(v._data)
+    reach = tuple((o - 1) * s_ - 2 * p_ + k_ for o, s_, p_, k_ in zip(out, s, p, k))   # the last window's end
+    full = tuple(max(n, r) for n, r in zip(size, reach))
+    ones = constant(xp.ones((1, 1) + tuple(k), dtype=v.dtype))
+    cls = ConvTranspose2d if len(k) == 2 else ConvTranspose3d
+    one = (1,) * len(k)
+    dx = cls.apply(v.reshape((N * C, 1) + out), ones, None, tuple(s), tuple(p), one, 1, full)
+    if full != tuple(size):
+        dx = dx[(slice(None), slice(None)) + tuple(slice(0, n) for n in size)]
+    return dx.reshape((N, C) + tuple(size))
 
 
 # functional entry points -----------------------------------------------------------------

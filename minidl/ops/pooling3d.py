@@ -38,7 +38,9 @@ from ..tensor.tensor import Tensor
 from .adaptive_max_pool import _output_size, adaptive_windows
 from .conv3d import check_on_cpu, int_triple
 from .low_precision import float32_compute
-from .pooling import _bin_means, _bin_spread, _divisor, _first_inside, _reach, pool_output_size
+from ._higher_order import constant, scatter_to_indices
+from .pooling import (_bin_means, _bin_spread, _divisor, _first_inside, _reach, bin_spread, pool_output_size,
+                      uniform_transposed_conv)
 from .shape_error import ShapeError
 
 
@@ -144,6 +146,11 @@ class MaxPool3d(Function):
         (idx,) = ctx.saved_tensors
         return scatter_to_argmax(g, idx, ctx.size), None, None, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g, _gidx):
+        (idx,) = ctx.saved_tensors
+        return scatter_to_indices(g, idx, ctx.size), None, None, None, None, None
+
 
 @float32_compute   # float16/bfloat16 inputs: float32 sums, one rounding (low_precision.py)
 class AvgPool3d(Function):
@@ -157,6 +164,14 @@ class AvgPool3d(Function):
     @staticmethod
     def backward(ctx, g):
         return avg_pool3d_backward_reference(g, *ctx.args), None, None, None, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        # as AvgPool2d's: g / divisor through a transposed convolution with a ones kernel
+        size, k, s, p, count_include_pad, divisor_override = ctx.args
+        div = avg_pool3d_divisor(size, k, s, p, g.shape[2:], count_include_pad, divisor_override)
+        v = g / constant(namespace_of(g._data).asarray(np.maximum(div, 1), dtype=g.dtype))
+        return uniform_transposed_conv(v, k, s, p, size), None, None, None, None, None, None
 
 
 @float32_compute   # float16/bfloat16 inputs: float32 sums, one rounding (low_precision.py)
@@ -180,6 +195,13 @@ class AdaptiveAvgPool3d(Function):
         for axis, n in zip((2, 3, 4), ctx.size):
             dx = _bin_spread(dx, axis, n)
         return dx.astype(g.dtype, copy=False), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        dx = g
+        for axis, n in zip((2, 3, 4), ctx.size):
+            dx = bin_spread(dx, axis, n)
+        return dx, None
 
 
 class AdaptiveMaxPool3d(Function):
@@ -208,6 +230,11 @@ class AdaptiveMaxPool3d(Function):
     def backward(ctx, g, _gidx):
         (idx,) = ctx.saved_tensors
         return scatter_to_argmax(g, idx, ctx.size), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g, _gidx):
+        (idx,) = ctx.saved_tensors
+        return scatter_to_indices(g, idx, ctx.size), None
 
 
 # functional entry points -----------------------------------------------------------------

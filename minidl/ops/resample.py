@@ -13,9 +13,54 @@ one of these per axis. The gradient scatters back along the same taps:
     dL/dx[..., i, ...] = sum_k sum_{j : i_k[j] = i} w_k[j] g[..., j, ...]
 
 (a scatter-add, since several j may read the same i); the constant gets no gradient.
+
+The scatter is linear in g, and its adjoint is the gather again (without the constant), so it
+is an op of its own, ScatterAxis, whose backward is the gather: a gradient through padding or
+interpolation can then be differentiated again (``backward(create_graph=True)``).
 """
+import numpy as np
+
 from ..autograd.function import Function
 from ..backends import namespace_of
+
+
+def _along(ndim, axis):
+    """The shape that lays a per-position array along ``axis`` of an ndim array."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return tuple(shape)
+
+
+def gather_axis(x, axis, taps, n_out):
+    """sum_k w_k[j] x[..., i_k[j], ...] along ``axis``: the output of length n_out, 0 without taps."""
+    xp = namespace_of(x)
+    shape = _along(x.ndim, axis)
+    out_shape = list(x.shape)
+    out_shape[axis] = n_out
+    y = xp.zeros(tuple(out_shape), dtype=x.dtype)   # no taps: nothing is read (padding an empty axis)
+    for idx, w in taps:
+        part = xp.take(x, idx, axis=axis)
+        if w is not None and w.dtype == bool:   # a mask: 0 where it reads nothing, even from an inf
+            part = xp.where(w.reshape(shape), part, xp.zeros((), dtype=x.dtype))   # (keeps a bool x bool)
+        elif w is not None:
+            part = part * w.astype(x.dtype).reshape(shape)
+        y = y + part
+    return y
+
+
+def scatter_axis(g, axis, taps, n_in):
+    """The adjoint of gather_axis: each w_k[j] g[..., j, ...] added at i_k[j], along an axis of length n_in."""
+    xp = namespace_of(g)
+    gm = xp.moveaxis(g, axis, 0)
+    dx = xp.zeros((n_in,) + gm.shape[1:], dtype=g.dtype)
+    wshape = (-1,) + (1,) * (gm.ndim - 1)
+    for idx, w in taps:
+        if w is not None and w.dtype == bool:   # a mask: what it drops adds nothing, even an inf
+            part = xp.where(w.reshape(wshape), gm, xp.zeros((), dtype=g.dtype))
+        else:
+            part = gm if w is None else gm * w.astype(g.dtype).reshape(wshape)
+        xp.add.at(dx, idx, part)
+    return xp.moveaxis(dx, 0, axis)
 
 
 class GatherAxis(Function):
@@ -24,31 +69,36 @@ class GatherAxis(Function):
 
     @staticmethod
     def forward(ctx, x, axis, taps, constant):
-        xp = namespace_of(x)
-        shape = [1] * x.ndim
-        shape[axis] = -1
-        out_shape = list(x.shape)
-        out_shape[axis] = len(taps[0][0]) if taps else len(constant)
-        y = xp.zeros(tuple(out_shape), dtype=x.dtype)   # no taps: nothing is read (padding an empty axis)
-        for idx, w in taps:
-            part = xp.take(x, idx, axis=axis)
-            if w is not None and w.dtype == bool:   # a mask: 0 where it reads nothing, even from an inf
-                part = xp.where(w.reshape(shape), part, xp.zeros((), dtype=x.dtype))   # (keeps a bool x bool)
-            elif w is not None:
-                part = part * w.astype(x.dtype).reshape(shape)
-            y = y + part
+        y = gather_axis(x, axis, taps, len(taps[0][0]) if taps else len(constant))
         if constant is not None:
-            y = y + constant.astype(x.dtype).reshape(shape)
+            y = y + constant.astype(x.dtype).reshape(_along(x.ndim, axis))
         ctx.args = (axis, taps, x.shape[axis])
         return y
 
     @staticmethod
     def backward(ctx, g):
-        axis, taps, n_in = ctx.args
-        xp = namespace_of(g)
-        gm = xp.moveaxis(g, axis, 0)
-        dx = xp.zeros((n_in,) + gm.shape[1:], dtype=g.dtype)
-        wshape = (-1,) + (1,) * (gm.ndim - 1)
-        for idx, w in taps:
-            xp.add.at(dx, idx, gm if w is None else gm * w.astype(g.dtype).reshape(wshape))
-        return xp.moveaxis(dx, 0, axis), None, None, None
+        return scatter_axis(g, *ctx.args), None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return ScatterAxis.apply(g, *ctx.args), None, None, None
+
+
+class ScatterAxis(Function):
+    """GatherAxis's backward as an op: dx = the scatter-add of g along the taps (the module
+    docstring); linear in g, so dL/dg = the gather of dL/dx along the same taps."""
+
+    @staticmethod
+    def forward(ctx, g, axis, taps, n_in):
+        ctx.args = (axis, taps, g.shape[axis])
+        return scatter_axis(g, axis, taps, n_in)
+
+    @staticmethod
+    def backward(ctx, u):
+        return gather_axis(u, *ctx.args), None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, u):
+        axis, taps, n_out = ctx.args
+        # the gather without a constant: GatherAxis with no taps reads its length from a zero constant
+        return GatherAxis.apply(u, axis, taps, None if taps else np.zeros(n_out)), None, None, None

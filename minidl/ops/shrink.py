@@ -20,6 +20,7 @@ from ..backends import namespace_of
 from ..tensor.dtype import holds_numbers
 from ..tensor.inplace import maybe_inplace
 from ..tensor.tensor import Tensor
+from ._higher_order import constant, keep_where
 from .activation_elementwise import Elementwise, LeakyReLU, _floating
 
 
@@ -34,6 +35,12 @@ class Hardshrink(Elementwise):
     def df(xp, x, y, lambd):
         return xp.where((x >= -lambd) & (x <= lambd), 0.0, 1.0)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]._data
+        (lambd,) = ctx.constants
+        return keep_where(~((x >= -lambd) & (x <= lambd)), g), None
+
 
 class Softshrink(Elementwise):
     """y = x - lambd for x > lambd, x + lambd for x < -lambd, else 0 (lambd >= 0);
@@ -47,6 +54,12 @@ class Softshrink(Elementwise):
     def df(xp, x, y, lambd):
         return xp.where((x >= -lambd) & (x <= lambd), 0.0, 1.0)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]._data
+        (lambd,) = ctx.constants
+        return keep_where(~((x >= -lambd) & (x <= lambd)), g), None
+
 
 class Threshold(Elementwise):
     """y = value where x <= threshold, else x;  dy/dx = 0 where x <= threshold, else 1."""
@@ -58,6 +71,11 @@ class Threshold(Elementwise):
     @staticmethod
     def df(xp, x, y, threshold, value):
         return xp.where(x <= threshold, 0.0, 1.0)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        threshold, _ = ctx.constants
+        return keep_where(~(inputs[0]._data <= threshold), g), None, None
 
 
 class RReLU(Function):
@@ -75,6 +93,11 @@ class RReLU(Function):
     def backward(ctx, g):
         (noise,) = ctx.saved_tensors
         return g * noise, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (noise,) = ctx.saved_tensors
+        return g * constant(noise), None
 
 
 # functional entry points -----------------------------------------------------------------

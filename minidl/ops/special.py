@@ -11,10 +11,15 @@ import numpy as np
 from ..autograd.function import Function
 from . import _special_math as sm
 from ._elementwise_args import floating, host_only, ufunc
+from ._higher_order import constant, keep_where
 
 
-def _host(fn, x):
-    return fn(np.asarray(x)).astype(x.dtype, copy=False)
+def _host(fn, x, *more):
+    """fn on float64 copies of the arrays, rounded once to x's dtype (the host-computed special
+    functions here, in special_functions*.py and their backward passes)."""
+    with np.errstate(all="ignore"):
+        return np.asarray(fn(np.asarray(x, np.float64), *(np.asarray(m, np.float64) for m in more))).astype(
+            x.dtype, copy=False)
 
 
 class Erfinv(Function):
@@ -33,6 +38,11 @@ class Erfinv(Function):
         with np.errstate(over="ignore"):
             return g * (math.sqrt(math.pi) / 2) * np.exp(y * y)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        y = Erfinv.apply(inputs[0])
+        return g * (math.sqrt(math.pi) / 2) * (y * y).exp()
+
 
 class Erfc(Function):
     """y = erfc x = 1 - erf x (accurate where erf x is near 1);  dy/dx = -2/sqrt(pi) e**(-x**2)."""
@@ -46,6 +56,11 @@ class Erfc(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * (-2 / math.sqrt(math.pi)) * np.exp(-x * x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g * (-2 / math.sqrt(math.pi)) * (-x * x).exp()
 
 
 class Lgamma(Function):
@@ -61,6 +76,10 @@ class Lgamma(Function):
         (x,) = ctx.saved_tensors
         return g * sm.digamma(x).astype(g.dtype, copy=False)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * Digamma.apply(inputs[0])
+
 
 class Digamma(Function):
     """y = psi(x) = d/dx ln Gamma(x);  dy/dx = trigamma(x) = psi'(x) (derivations in _special_math)."""
@@ -74,6 +93,11 @@ class Digamma(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * sm.trigamma(x).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        from .special_functions import Polygamma
+        return g * Polygamma.apply(inputs[0], 1)
 
 
 class I0(Function):
@@ -89,6 +113,11 @@ class I0(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * sm.i1(x).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        from .special_functions_bessel import I1
+        return g * I1.apply(inputs[0])
 
 
 class Logit(Function):
@@ -117,6 +146,19 @@ class Logit(Function):
             d = g / (x * (1 - x))
         return ufunc("logit", "where", (x < lo) | (x > hi), fill, d).astype(g.dtype, copy=False), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        a = x._data
+        eps = ctx.eps
+        lo, hi = (0, 1) if eps is None else (eps, 1 - eps)
+        outside = (a < lo) | (a > hi)
+        inside = keep_where(~outside, x) + constant(np.where(outside, 0.5, 0).astype(a.dtype))  # no 1/0 off it
+        d = keep_where(~outside, g / (inside * (1 - inside)))
+        if eps is None and outside.any():   # NaN outside [0, 1], as backward's
+            d = d + constant(np.where(outside, np.nan, 0).astype(a.dtype))
+        return d, None
+
 
 class Exp2(Function):
     """y = 2**x;  dy/dx = y ln 2."""
@@ -133,13 +175,20 @@ class Exp2(Function):
         (y,) = ctx.saved_tensors
         return g * y * math.log(2.0)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * Exp2.apply(inputs[0]) * math.log(2.0)
 
-def _host_unary(cls, name):
+
+def _host_unary(cls, name, *args, doc=None):
+    """The public function ``name`` of the host-computed elementwise Function ``cls`` (here and in
+    special_functions*.py): CPU tensors only, integer and bool inputs in the default float dtype;
+    ``args`` follow the input to ``cls.apply``."""
     def fn(input):
         host_only(name, input._data)
-        return cls.apply(floating(input))
+        return cls.apply(floating(input), *args)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = cls.__doc__
+    fn.__doc__ = cls.__doc__ if doc is None else doc
     return fn
 
 

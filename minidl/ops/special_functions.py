@@ -30,16 +30,10 @@ from . import _special_math as sm
 from . import special_functions_math as sfm
 from ._broadcast import unbroadcast
 from ._elementwise_args import floating, host_only, operands, result_dtype, ufunc
+from .special import _host, _host_unary
 from .special import lgamma as _lgamma_op
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
-
-
-def _host(fn, x, *more):
-    """fn on float64 copies of the arrays, rounded once to x's dtype."""
-    with np.errstate(all="ignore"):
-        return np.asarray(fn(np.asarray(x, np.float64), *(np.asarray(m, np.float64) for m in more))).astype(
-            x.dtype, copy=False)
 
 
 def _grad(g, value):
@@ -248,16 +242,7 @@ class NextAfter(Function):
 
 
 # ---- the public functions ----------------------------------------------------------------------
-def _unary(cls, name):
-    def fn(input):
-        host_only(name, input._data)
-        return cls.apply(floating(input))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = cls.__doc__
-    return fn
-
-
-ndtr, ndtri, log_ndtr, erfcx, entr = (_unary(c, n) for c, n in (
+ndtr, ndtri, log_ndtr, erfcx, entr = (_host_unary(c, n) for c, n in (
     (Ndtr, "ndtr"), (Ndtri, "ndtri"), (LogNdtr, "log_ndtr"), (Erfcx, "erfcx"), (Entr, "entr")))
 
 

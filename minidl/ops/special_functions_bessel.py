@@ -17,8 +17,8 @@ import numpy as np
 
 from ..autograd.function import Function
 from . import special_functions_bessel_math as bm
-from ._elementwise_args import floating, host_only
-from .special_functions import _grad, _host
+from .special import _host, _host_unary
+from .special_functions import _grad
 
 
 class I0e(Function):
@@ -83,18 +83,7 @@ class Nondifferentiable(Function):
         return None, None
 
 
-def _unary(name, cls=None, fn=None):
-    def op(input):
-        host_only(name, input._data)
-        x = floating(input)
-        return cls.apply(x) if cls is not None else Nondifferentiable.apply(x, fn)
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = (cls.__doc__ if cls is not None else
-                  f"{name}(input), elementwise (Cephes' approximation; the result takes no gradient, as PyTorch's).")
-    return op
-
-
-i0e, i1, i1e = _unary("i0e", I0e), _unary("i1", I1), _unary("i1e", I1e)
+i0e, i1, i1e = _host_unary(I0e, "i0e"), _host_unary(I1, "i1"), _host_unary(I1e, "i1e")
 
 NONDIFFERENTIABLE = {
     "bessel_j0": bm.j0, "bessel_j1": bm.j1, "bessel_y0": bm.y0, "bessel_y1": bm.y1,
@@ -103,4 +92,6 @@ NONDIFFERENTIABLE = {
     "scaled_modified_bessel_k1": lambda x: bm.k1(x, scaled=True), "spherical_bessel_j0": bm.spherical_j0,
     "airy_ai": bm.airy_ai,
 }
-FUNCTIONS = {name: _unary(name, fn=f) for name, f in NONDIFFERENTIABLE.items()}
+FUNCTIONS = {name: _host_unary(Nondifferentiable, name, f, doc=f"{name}(input), elementwise (Cephes' approximation; "
+                                                               "the result takes no gradient, as PyTorch's).")
+             for name, f in NONDIFFERENTIABLE.items()}

@@ -112,28 +112,44 @@ def _f64(x):
     return np.asarray(x, np.float64)
 
 
-def i0e(x):
-    a = np.abs(_f64(x))
+def _odd(x, out):
+    """``out``, computed at |x|, extended to x < 0 as an odd function."""
+    return np.where(x < 0, -out, out)
+
+
+def _at_zero_and_below(x, at_zero, out):
+    """``out`` for x > 0, ``at_zero`` at 0 and NaN below (K and Y, defined for x > 0 only)."""
+    return np.where(x == 0, at_zero, np.where(x < 0, np.nan, out))
+
+
+def _scaled_i(a, a_coefs, b_coefs, small_factor):
+    """e**-a I_n(a) at a = |x|: a Chebyshev series in a/2 - 2 (times ``small_factor``) on [0, 8], one in
+    32/a - 2 over sqrt(a) beyond."""
     with _quiet():
-        return np.where(a <= 8, chbevl(a / 2 - 2, _I0_A), chbevl(32 / a - 2, _I0_B) / np.sqrt(a))
+        return np.where(a <= 8, chbevl(a / 2 - 2, a_coefs) * small_factor, chbevl(32 / a - 2, b_coefs) / np.sqrt(a))
+
+
+def i0e(x):
+    return _scaled_i(np.abs(_f64(x)), _I0_A, _I0_B, 1.0)
 
 
 def i1e(x):
     x = _f64(x)
     a = np.abs(x)
+    return _odd(x, _scaled_i(a, _I1_A, _I1_B, a))
+
+
+def _unscaled(x, scaled):
     with _quiet():
-        out = np.where(a <= 8, chbevl(a / 2 - 2, _I1_A) * a, chbevl(32 / a - 2, _I1_B) / np.sqrt(a))
-    return np.where(x < 0, -out, out)
+        return np.exp(np.abs(_f64(x))) * scaled(x)
 
 
 def i0(x):
-    with _quiet():
-        return np.exp(np.abs(_f64(x))) * i0e(x)
+    return _unscaled(x, i0e)
 
 
 def i1(x):
-    with _quiet():
-        return np.exp(np.abs(_f64(x))) * i1e(x)
+    return _unscaled(x, i1e)
 
 
 def _k(x, a_coefs, b_coefs, small_part, scaled):
@@ -142,7 +158,7 @@ def _k(x, a_coefs, b_coefs, small_part, scaled):
         small = small_part(x, chbevl(x * x - 2, a_coefs))
         large = chbevl(8 / x - 2, b_coefs) / np.sqrt(x)
         out = np.where(x <= 2, small * np.exp(x) if scaled else small, large if scaled else np.exp(-x) * large)
-    return np.where(x == 0, np.inf, np.where(x < 0, np.nan, out))
+    return _at_zero_and_below(x, np.inf, out)
 
 
 def k0(x, scaled=False):
@@ -188,6 +204,8 @@ _J0_Z1, _J0_Z2 = 5.78318596294678452118e0, 3.04712623436620863991e1     # square
 _J1_Z1, _J1_Z2 = 1.46819706421238932572e1, 4.92184563216946036703e1     # squares of J1's first two zeros
 _SQ2OPI = 0.797884560802865355879892119868763737   # sqrt(2/pi)
 _TWO_OVER_PI = 0.636619772367581343075535053490057448
+_ORDER0_ASYMPTOTIC = (_J0_PP, _J0_PQ, _J0_QP, _J0_QQ, math.pi / 4)       # Hankel's P, Q and phase of J0, Y0
+_ORDER1_ASYMPTOTIC = (_J1_PP, _J1_PQ, _J1_QP, _J1_QQ, 3 * math.pi / 4)   # of J1, Y1
 
 
 def _hankel(x, pp, pq, qp, qq, phase, sine):
@@ -207,7 +225,7 @@ def j0(x):
         z = a * a
         small = (z - _J0_Z1) * (z - _J0_Z2) * _polevl(z, _J0_RP) / _polevl(z, _J0_RQ)
         small = np.where(a < 1e-5, 1 - z / 4, small)
-        return np.where(a <= 5, small, _hankel(a, _J0_PP, _J0_PQ, _J0_QP, _J0_QQ, math.pi / 4, False))
+        return np.where(a <= 5, small, _hankel(a, *_ORDER0_ASYMPTOTIC, False))
 
 
 def j1(x):
@@ -216,26 +234,32 @@ def j1(x):
     with _quiet():
         z = a * a
         small = _polevl(z, _J1_RP) / _polevl(z, _J1_RQ) * a * (z - _J1_Z1) * (z - _J1_Z2)
-        out = np.where(a <= 5, small, _hankel(a, _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, 3 * math.pi / 4, False))
-    return np.where(x < 0, -out, out)
+        out = np.where(a <= 5, small, _hankel(a, *_ORDER1_ASYMPTOTIC, False))
+    return _odd(x, out)
+
+
+def _y(x, small_part, asymptotic):
+    """Y_n: ``small_part(x, x**2)`` on (0, 5], Hankel's form beyond; -inf at 0, NaN below."""
+    x = _f64(x)
+    with _quiet():
+        out = np.where(x <= 5, small_part(x, x * x), _hankel(x, *asymptotic, True))
+    return _at_zero_and_below(x, -np.inf, out)
+
+
+def _y0_small(x, z):
+    return _polevl(z, _Y0_YP) / _polevl(z, _Y0_YQ) + _TWO_OVER_PI * np.log(x) * j0(x)
+
+
+def _y1_small(x, z):
+    return x * (_polevl(z, _Y1_YP) / _polevl(z, _Y1_YQ)) + _TWO_OVER_PI * (j1(x) * np.log(x) - 1 / x)
 
 
 def y0(x):
-    x = _f64(x)
-    with _quiet():
-        z = x * x
-        small = _polevl(z, _Y0_YP) / _polevl(z, _Y0_YQ) + _TWO_OVER_PI * np.log(x) * j0(x)
-        out = np.where(x <= 5, small, _hankel(x, _J0_PP, _J0_PQ, _J0_QP, _J0_QQ, math.pi / 4, True))
-    return np.where(x == 0, -np.inf, np.where(x < 0, np.nan, out))
+    return _y(x, _y0_small, _ORDER0_ASYMPTOTIC)
 
 
 def y1(x):
-    x = _f64(x)
-    with _quiet():
-        z = x * x
-        small = x * (_polevl(z, _Y1_YP) / _polevl(z, _Y1_YQ)) + _TWO_OVER_PI * (j1(x) * np.log(x) - 1 / x)
-        out = np.where(x <= 5, small, _hankel(x, _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, 3 * math.pi / 4, True))
-    return np.where(x == 0, -np.inf, np.where(x < 0, np.nan, out))
+    return _y(x, _y1_small, _ORDER1_ASYMPTOTIC)
 
 
 _AI_AN = (3.46538101525629032477e-1, 1.20075952739645805542e1, 7.62796053615234516538e1, 1.68089224934630576269e2,

@@ -57,13 +57,14 @@ class LegacyTensorType(type):
         return construct(cls.dtype, args, kwargs)
 
 
-def legacy_types():
-    """``{"FloatTensor": type, ...}`` for every dtype minidl has."""
+def legacy_types(metaclass=LegacyTensorType, module="minidl", alias="md", what="tensor"):
+    """``{"FloatTensor": type, ...}`` for every dtype minidl has: the types of ``module`` (written
+    ``alias`` in their docs), made by ``metaclass`` (md.cuda's pass their own: minidl/cuda/legacy.py)."""
     out = {}
     for name, prefix in dtypes.LEGACY_TYPE_NAMES.items():
         dtype = getattr(dtypes, "bool_" if name == "bool" else name, None)
         if dtype is not None:
-            out[f"{prefix}Tensor"] = LegacyTensorType(f"{prefix}Tensor", (), {
-                "dtype": dtype, "__module__": "minidl",
-                "__doc__": f"md.{prefix}Tensor(data) or md.{prefix}Tensor(*sizes): a {dtype} tensor."})
+            out[f"{prefix}Tensor"] = metaclass(f"{prefix}Tensor", (), {
+                "dtype": dtype, "__module__": module,
+                "__doc__": f"{alias}.{prefix}Tensor(data) or {alias}.{prefix}Tensor(*sizes): a {dtype} {what}."})
     return out

@@ -105,33 +105,25 @@ def _merge_masks(attn_mask, key_padding_mask, B, H, L, S, dtype):
 
 def _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
     """PyTorch's _mha_shape_check: whether the call is batched (3-D query), or AssertionError."""
-    if query.ndim == 3:
-        if key.ndim != 3 or value.ndim != 3:
-            raise AssertionError(f"For batched (3-D) `query`, expected `key` and `value` to be 3-D but found "
-                                 f"{key.ndim}-D and {value.ndim}-D tensors respectively")
-        if key_padding_mask is not None and key_padding_mask.ndim != 2:
-            raise AssertionError(f"For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
-                                 f"found {key_padding_mask.ndim}-D tensor instead")
-        if attn_mask is not None and attn_mask.ndim not in (2, 3):
-            raise AssertionError(f"For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
-                                 f"found {attn_mask.ndim}-D tensor instead")
-        return True
-    if query.ndim == 2:
-        if key.ndim != 2 or value.ndim != 2:
-            raise AssertionError(f"For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
-                                 f"{key.ndim}-D and {value.ndim}-D tensors respectively")
-        if key_padding_mask is not None and key_padding_mask.ndim != 1:
-            raise AssertionError(f"For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
-                                 f"found {key_padding_mask.ndim}-D tensor instead")
-        if attn_mask is not None:
-            if attn_mask.ndim not in (2, 3):
-                raise AssertionError(f"For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
-                                     f"but found {attn_mask.ndim}-D tensor instead")
-            expected = (num_heads, query.shape[0], key.shape[0])
-            if attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
-                raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {list(attn_mask.shape)}")
-        return False
-    raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query tensor")
+    if query.ndim not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query "
+                             "tensor")
+    n = query.ndim
+    which = f"{'batched' if n == 3 else 'unbatched'} ({n}-D) `query`"
+    if key.ndim != n or value.ndim != n:
+        raise AssertionError(f"For {which}, expected `key` and `value` to be {n}-D but found "
+                             f"{key.ndim}-D and {value.ndim}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.ndim != n - 1:
+        raise AssertionError(f"For {which}, expected `key_padding_mask` to be `None` or {n - 1}-D but "
+                             f"found {key_padding_mask.ndim}-D tensor instead")
+    if attn_mask is not None and attn_mask.ndim not in (2, 3):
+        raise AssertionError(f"For {which}, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                             f"found {attn_mask.ndim}-D tensor instead")
+    if n == 2 and attn_mask is not None and attn_mask.ndim == 3:
+        expected = (num_heads, query.shape[0], key.shape[0])
+        if tuple(attn_mask.shape) != expected:
+            raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {list(attn_mask.shape)}")
+    return n == 3
 
 
 def _in_projection(q, k, v, E, in_proj_weight, in_proj_bias, separate):

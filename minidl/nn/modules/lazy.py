@@ -77,11 +77,12 @@ class LazyModuleMixin(Module):
         return self(*args, **kwargs)
 
 
-def _channels(op, input, unbatched_ndim):
-    if not hasattr(input, "shape") or input.ndim < unbatched_ndim:
-        raise ValueError(f"{op}: expected an input with at least {unbatched_ndim} dims to infer the channels from, "
-                         f"got {list(getattr(input, 'shape', [])) or type(input).__name__}")
-    return input.shape[0] if input.ndim == unbatched_ndim else input.shape[1]
+def _check_input(module, input, least_ndim, what):
+    """``input``, checked to have the ``least_ndim`` dims ``module`` reads ``what`` from."""
+    if not hasattr(input, "shape") or input.ndim < least_ndim:
+        raise ValueError(f"{type(module).__name__}: expected an input with at least {least_ndim} dims to infer "
+                         f"{what} from, got {list(getattr(input, 'shape', [])) or type(input).__name__}")
+    return input
 
 
 class LazyLinear(LazyModuleMixin):
@@ -95,9 +96,7 @@ class LazyLinear(LazyModuleMixin):
         object.__setattr__(self, "out_features", int(out_features))
 
     def _in_size(self, input):
-        if not hasattr(input, "shape") or input.ndim == 0:
-            raise ValueError(f"LazyLinear: expected an input with at least 1 dim, got {type(input).__name__}")
-        return input.shape[-1]
+        return _check_input(self, input, 1, "in_features").shape[-1]
 
     def extra_repr(self):
         return f"in_features=0, out_features={self.out_features}, bias={self.bias is not None}"
@@ -125,7 +124,8 @@ class _LazyConv(LazyModuleMixin):
         object.__setattr__(self, "groups", int(groups))
 
     def _in_size(self, input):
-        return _channels(type(self).__name__, input, self._spatial + 1)
+        unbatched = self._spatial + 1
+        return _check_input(self, input, unbatched, "the channels").shape[0 if input.ndim == unbatched else 1]
 
     @property
     def dims(self):
@@ -191,10 +191,7 @@ class _LazyBatchNorm(LazyModuleMixin):
         return ()
 
     def _in_size(self, input):
-        if not hasattr(input, "shape") or input.ndim < self._unbatched:
-            raise ValueError(f"{type(self).__name__}: expected an input of at least {self._unbatched} dims (N, C, ...) "
-                             f"to infer num_features from, got {list(getattr(input, 'shape', []))}")
-        return input.shape[1]
+        return _check_input(self, input, self._unbatched, "num_features").shape[1]
 
     def extra_repr(self):
         eps, momentum, affine, track = self._lazy_args[0]

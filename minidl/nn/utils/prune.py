@@ -73,12 +73,7 @@ class BasePruningMethod(ABC):
         methods already applied to it; returns the hook (the method or the container)."""
         method = _composite_method(cls, module, name, *args, **kwargs)
         orig = getattr(module, name)
-        if importance_scores is not None:
-            if tuple(importance_scores.shape) != tuple(orig.shape):
-                raise AssertionError(f"importance_scores should have the same shape as parameter {name} of "
-                                     f"{module}, got {tuple(importance_scores.shape)} vs {tuple(orig.shape)}")
-        else:
-            importance_scores = orig
+        importance_scores = _importance_scores(importance_scores, orig, f"parameter {name} of {module}")
         first = not isinstance(method, PruningContainer)
         if first:
             module.register_parameter(name + "_orig", orig)
@@ -102,12 +97,7 @@ class BasePruningMethod(ABC):
     def prune(self, t, default_mask=None, importance_scores=None):
         """``t`` times this method's mask, computed from ``importance_scores`` (``t`` when None)
         and ``default_mask`` (ones when None); the module is not touched."""
-        if importance_scores is not None:
-            if tuple(importance_scores.shape) != tuple(t.shape):
-                raise AssertionError(f"importance_scores should have the same shape as tensor t, got "
-                                     f"{tuple(importance_scores.shape)} vs {tuple(t.shape)}")
-        else:
-            importance_scores = t
+        importance_scores = _importance_scores(importance_scores, t, "tensor t")
         default_mask = default_mask if default_mask is not None else ones_like(t)
         return t * self.compute_mask(importance_scores, default_mask=default_mask)
 
@@ -224,111 +214,101 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes ``amount`` entries (an int count, or a float fraction in [0, 1]) chosen uniformly
-    at random among those not yet pruned."""
-
-    PRUNING_TYPE = "unstructured"
+class _AmountPruningMethod(BasePruningMethod):
+    """A method that prunes ``amount`` entries or channels: an int count, or a float fraction in
+    [0, 1] of those left (checked here, and against the tensor in ``_nparams_toprune``)."""
 
     def __init__(self, amount):
         _validate_pruning_amount_init(amount)
         self.amount = amount
 
-    def compute_mask(self, t, default_mask):
-        tensor_size = t.numel()
+    def _nparams_toprune(self, tensor_size):
         nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
         _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = default_mask.clone()
-        if nparams_toprune != 0:
-            prob = rand(*t.shape, device=t.device)
-            return _zero_flat(mask, prob.reshape(-1).topk(nparams_toprune).indices)
-        return mask
+        return nparams_toprune
+
+
+class _UnstructuredPruningMethod(_AmountPruningMethod):
+    """Zeroes the ``amount`` entries at the flat indices ``_pruned_entries(t, nparams_toprune)``."""
+
+    PRUNING_TYPE = "unstructured"
+
+    def compute_mask(self, t, default_mask):
+        nparams_toprune = self._nparams_toprune(t.numel())
+        if nparams_toprune == 0:
+            return default_mask.clone()
+        return _zero_flat(default_mask, self._pruned_entries(t, nparams_toprune))
+
+
+class _StructuredPruningMethod(_AmountPruningMethod):
+    """Keeps the channels along ``dim`` that ``_kept_channels(t, nparams_toprune)`` selects, zeroing the
+    ``amount`` others; needs a tensor of two or more dims."""
+
+    PRUNING_TYPE = "structured"
+
+    def __init__(self, amount, dim=-1):
+        super().__init__(amount)
+        self.dim = dim
+
+    def compute_mask(self, t, default_mask):
+        _validate_structured_pruning(t)
+        _validate_pruning_dim(t, self.dim)
+        nparams_toprune = self._nparams_toprune(t.shape[self.dim])
+        if nparams_toprune == 0:
+            return default_mask
+        mask = _channel_mask(t, self.dim, self._kept_channels(t, nparams_toprune))
+        return mask * default_mask.to(dtype=mask.dtype)
+
+
+class RandomUnstructured(_UnstructuredPruningMethod):
+    """Prunes ``amount`` entries (an int count, or a float fraction in [0, 1]) chosen uniformly
+    at random among those not yet pruned."""
+
+    def _pruned_entries(self, t, nparams_toprune):
+        return rand(*t.shape, device=t.device).reshape(-1).topk(nparams_toprune).indices
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_UnstructuredPruningMethod):
     """Prunes the ``amount`` entries (an int count, or a float fraction in [0, 1]) of smallest
     absolute importance score among those not yet pruned."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        tensor_size = t.numel()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = default_mask.clone()
-        if nparams_toprune != 0:
-            scores = t.detach().abs().reshape(-1)
-            return _zero_flat(mask, scores.topk(nparams_toprune, largest=False).indices)
-        return mask
+    def _pruned_entries(self, t, nparams_toprune):
+        return t.detach().abs().reshape(-1).topk(nparams_toprune, largest=False).indices
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-class RandomStructured(BasePruningMethod):
+class RandomStructured(_StructuredPruningMethod):
     """Prunes ``amount`` whole channels along ``dim`` (slices ``t[..., i, ...]``), chosen
     uniformly at random; needs a tensor of two or more dims."""
 
-    PRUNING_TYPE = "structured"
-
-    def __init__(self, amount, dim=-1):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-        self.dim = dim
-
-    def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        tensor_size = t.shape[self.dim]
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        if nparams_toprune == 0:
-            return default_mask
-        prob = rand(tensor_size, device=t.device)
-        threshold = prob.kthvalue(nparams_toprune).values
-        mask = _channel_mask(t, self.dim, prob > threshold)
-        return mask * default_mask.to(dtype=mask.dtype)
+    def _kept_channels(self, t, nparams_toprune):
+        prob = rand(t.shape[self.dim], device=t.device)
+        return prob > prob.kthvalue(nparams_toprune).values
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_StructuredPruningMethod):
     """Prunes the ``amount`` channels along ``dim`` of smallest Ln norm (``n`` as ``p`` of
     ``minidl.norm``: a number, ``inf``, ``-inf`` or ``"fro"``) of the importance scores, the
     norm taken over every other dim; needs a tensor of two or more dims."""
 
-    PRUNING_TYPE = "structured"
-
     def __init__(self, amount, n, dim=-1):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
+        super().__init__(amount, dim)
         self.n = n
-        self.dim = dim
 
-    def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        tensor_size = t.shape[self.dim]
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        nparams_tokeep = tensor_size - nparams_toprune
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        if nparams_toprune == 0:
-            return default_mask
+    def _kept_channels(self, t, nparams_toprune):
         norm = _compute_norm(t.detach(), self.n, self.dim)
-        keep = norm.topk(nparams_tokeep, largest=True).indices
-        mask = _channel_mask(t, self.dim, keep)
-        return mask * default_mask.to(dtype=mask.dtype)
+        return norm.topk(t.shape[self.dim] - nparams_toprune, largest=True).indices
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
@@ -445,6 +425,16 @@ def is_pruned(module):
 
 
 # helpers -------------------------------------------------------------------------------
+def _importance_scores(importance_scores, t, what):
+    """``importance_scores``, checked to have ``t``'s shape (``what`` names t), or ``t`` when None."""
+    if importance_scores is None:
+        return t
+    if tuple(importance_scores.shape) != tuple(t.shape):
+        raise AssertionError(f"importance_scores should have the same shape as {what}, got "
+                             f"{tuple(importance_scores.shape)} vs {tuple(t.shape)}")
+    return importance_scores
+
+
 def _zero_flat(mask, indices):
     """``mask`` with the entries at flat ``indices`` set to 0."""
     flat = mask.reshape(-1).clone()

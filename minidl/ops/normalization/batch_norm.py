@@ -45,6 +45,7 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...backends import namespace_of
+from .._higher_order import channel_sum, constant, keep_where, norm_input_grad, norm_statistics
 from .._saved import keep_for_backward
 from ..unary import relu_backward_reference, relu_forward_reference
 from ._dispatch import NORMS, affine_meta, param_grads
@@ -159,7 +160,7 @@ class BatchNormFunction(Function):
                                     lambda: impl.batch_norm_forward(x, weight, bias, eps, mask),
                                     lambda mean, rstd: impl.batch_norm_apply(x, mean, rstd, weight, bias, mask))
         ctx.save_for_backward(x, weight, mean, rstd, keep_for_backward(ctx, mask))   # the caller's mask may change
-        ctx.training, ctx.affine = training, affine_meta(weight, bias)
+        ctx.training, ctx.affine, ctx.eps = training, affine_meta(weight, bias), eps
         return y
 
     @staticmethod
@@ -168,6 +169,43 @@ class BatchNormFunction(Function):
         need = ctx.needs_input_grad[:3]
         dx, dw, db = ctx.impl.batch_norm_backward(dy, x, mean, rstd, weight, ctx.training, mask, *need)
         return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 6
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors (batch_norm_grads); the running estimates are constants."""
+        _, _, mean, rstd, mask = ctx.saved_tensors
+        return batch_norm_grads(ctx, inputs[0], inputs[1], dy, mean, rstd, mask, ctx.needs_input_grad[:3]) + (None,) * 6
+
+
+def batch_norm_grads(ctx, x, weight, g, mean, rstd, mask, need, dims=None, training=None):
+    """(dx, dweight, dbias) of a channel norm for the Tensors x, weight (or None) and g = dL/dy,
+    with recorded ops. In training (``training``, default ``ctx.training``) mean and rstd are recomputed from x over
+    ``dims`` (default BatchNorm's: every dim but 1; InstanceNorm's: the spatial dims), so their
+    dependence on x is differentiated too; in eval they are the given (C,) arrays, constants.
+    ``mask`` (N, L) or None: masked BatchNorm1d (statistics and gradients over the real tokens)."""
+    dims = _axes(x) if dims is None else dims
+    training = ctx.training if training is None else training
+    w = count = None
+    if mask is not None:
+        m = _mask_like(mask, x)
+        w, count = constant(m.astype(x.dtype)), float(mask.astype(np.float64).sum())
+        g = keep_where(m, g)
+    if training:
+        xhat, rstd_t = norm_statistics(x, dims, ctx.eps, True, w, count)
+    else:
+        rstd_t = constant(_per_channel(rstd, x).astype(x.dtype))
+        xhat = (x - constant(_per_channel(mean, x).astype(x.dtype))) * rstd_t
+    dx = dw = db = None
+    if need[0]:
+        d = g if weight is None else g * weight.reshape((1, -1) + (1,) * (x.ndim - 2))
+        dx = norm_input_grad(d, xhat, rstd_t, dims, True, w, count) if training else d * rstd_t
+        if mask is not None:
+            dx = keep_where(m, dx)
+    if need[1]:
+        dw = channel_sum(g * xhat, (x.shape[1],))
+    if need[2]:
+        db = channel_sum(g, (x.shape[1],))
+    return dx, dw, db
 
 
 # BatchNorm + ReLU -------------------------------------------------------------------------------
@@ -219,7 +257,7 @@ class BatchNormReLUFunction(Function):
                                     lambda mean, rstd: impl.batch_norm_relu_apply(x, mean, rstd, weight, bias,
                                                                                   residual))
         ctx.save_for_backward(x, weight, mean, rstd, r)
-        ctx.training, ctx.affine = training, affine_meta(weight, bias)
+        ctx.training, ctx.affine, ctx.eps = training, affine_meta(weight, bias), eps
         return r
 
     @staticmethod
@@ -230,3 +268,13 @@ class BatchNormReLUFunction(Function):
                                                            need_w, need_b, need_s)
         return ((dx if need_x else None, ds if need_s else None) + param_grads(ctx.affine, (need_w, need_b), (dw, db))
                 + (None,) * 5)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors: batch_norm_grads of g = dy where r != 0, and g for s."""
+        x, _, weight = inputs[:3]
+        _, _, mean, rstd, r = ctx.saved_tensors
+        need_x, need_s, need_w, need_b = ctx.needs_input_grad[:4]
+        g = keep_where(r != 0, dy)
+        dx, dw, db = batch_norm_grads(ctx, x, weight, g, mean, rstd, None, (need_x, need_w, need_b))
+        return (dx, g if need_s else None, dw, db) + (None,) * 5

@@ -41,8 +41,9 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...backends import namespace_of
+from .._higher_order import constant
 from ._dispatch import NORMS, affine_meta, param_grads
-from .batch_norm import _axes, batch_norm_apply_reference, batch_norm_backward_reference  # noqa: F401
+from .batch_norm import _axes, batch_norm_apply_reference, batch_norm_backward_reference, batch_norm_grads  # noqa: F401
 from .running_stats import update_running_stats
 
 
@@ -95,7 +96,7 @@ class BatchRenormFunction(Function):
         update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps, x.size / max(x.shape[1], 1),
                              momentum)
         ctx.save_for_backward(x, weight, mean, rstd, r, d)
-        ctx.affine = affine_meta(weight, bias)
+        ctx.affine, ctx.eps = affine_meta(weight, bias), eps
         return y
 
     @staticmethod
@@ -107,6 +108,23 @@ class BatchRenormFunction(Function):
                                                                need[1], need[1] or need[2])
         dweight = r * sum_dy_xhat + d * sum_dy if need[1] else None
         return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dweight, sum_dy)) + (None,) * 7
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors: BatchNorm's (batch_norm_grads, the statistics recomputed
+        from x) with weight gamma r, then dgamma = r sum(dy xhat) + d sum(dy); r, d constants."""
+        x, weight = inputs[:2]
+        _, _, _, _, r, d = ctx.saved_tensors
+        need = ctx.needs_input_grad[:3]
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        r_c = constant(r.astype(x.dtype).reshape(shape))
+        scale = r_c if weight is None else weight.reshape(shape) * r_c
+        dx, sum_dy_xhat, sum_dy = batch_norm_grads(ctx, x, scale, dy, None, None, None,
+                                                   (need[0], need[1], need[1] or need[2]), training=True)
+        dweight = None
+        if need[1]:
+            dweight = sum_dy_xhat * constant(r.astype(x.dtype)) + sum_dy * constant(d.astype(x.dtype))
+        return (dx, dweight, sum_dy if need[2] else None) + (None,) * 7
 
 
 def _scale_shift(weight, bias, r, d):

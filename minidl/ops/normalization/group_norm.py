@@ -25,6 +25,7 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...backends import namespace_of
+from .._higher_order import channel_sum, keep_where, norm_input_grad, norm_statistics
 from ..unary import relu_backward_reference, relu_forward_reference
 from ._dispatch import NORMS, affine_meta, param_grads
 
@@ -91,7 +92,7 @@ class GroupNormFunction(Function):
         ctx.impl = GROUP_NORM.select(x)
         y, mean, rstd = ctx.impl.group_norm_forward(x, num_groups, weight, bias, eps)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.num_groups, ctx.affine = num_groups, affine_meta(weight, bias)
+        ctx.num_groups, ctx.affine, ctx.eps = num_groups, affine_meta(weight, bias), eps
         return y
 
     @staticmethod
@@ -100,6 +101,32 @@ class GroupNormFunction(Function):
         need_x, _, need_w, need_b, _ = ctx.needs_input_grad
         dx, dw, db = ctx.impl.group_norm_backward(dy, x, mean, rstd, weight, ctx.num_groups, need_x, need_w, need_b)
         return (dx if need_x else None, None) + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors (group_norm_grads)."""
+        x, _, weight = inputs[:3]
+        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
+        dx, dw, db = group_norm_grads(ctx, x, weight, dy, (need_x, need_w, need_b))
+        return dx, None, dw, db, None
+
+
+def group_norm_grads(ctx, x, weight, g, need):
+    """(dx, dweight, dbias) of GroupNorm for the Tensors x, weight (or None) and g = dL/dy, with
+    recorded ops: each (sample, group)'s mean and rstd recomputed from x, so that the second
+    derivative sees them move."""
+    n, groups = x.shape[0], ctx.num_groups
+    m = x.numel() // (n * groups) if n and groups else 0
+    xhat, rstd = norm_statistics(x.reshape(n, groups, m), (2,), ctx.eps)
+    dx = dw = db = None
+    if need[0]:
+        d = g if weight is None else g * weight.reshape((1, -1) + (1,) * (x.ndim - 2))
+        dx = norm_input_grad(d.reshape(n, groups, m), xhat, rstd, (2,)).reshape(x.shape)
+    if need[1]:
+        dw = channel_sum(g * xhat.reshape(x.shape), ctx.affine[0][0])
+    if need[2]:
+        db = channel_sum(g, ctx.affine[1][0])
+    return dx, dw, db
 
 
 # GroupNorm + ReLU: r = relu(GroupNorm(x) [+ s]) as one node, as BatchNorm + ReLU (batch_norm.py):
@@ -133,7 +160,7 @@ class GroupNormReLUFunction(Function):
         ctx.impl = GROUP_NORM_RELU.select(x)
         r, mean, rstd = ctx.impl.group_norm_relu_forward(x, num_groups, weight, bias, eps, residual)
         ctx.save_for_backward(x, weight, mean, rstd, r)
-        ctx.num_groups, ctx.affine = num_groups, affine_meta(weight, bias)
+        ctx.num_groups, ctx.affine, ctx.eps = num_groups, affine_meta(weight, bias), eps
         return r
 
     @staticmethod
@@ -144,3 +171,12 @@ class GroupNormReLUFunction(Function):
                                                            need_w, need_b, need_s)
         return ((dx if need_x else None, ds if need_s else None, None)
                 + param_grads(ctx.affine, (need_w, need_b), (dw, db)) + (None,))
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors: group_norm_grads of g = dy where r != 0, and g for s."""
+        x, _, _, weight = inputs[:4]
+        need_x, need_s, _, need_w, need_b, _ = ctx.needs_input_grad
+        g = keep_where(ctx.saved_tensors[4] != 0, dy)
+        dx, dw, db = group_norm_grads(ctx, x, weight, g, (need_x, need_w, need_b))
+        return (dx, g if need_s else None, None, dw, db, None)

@@ -27,6 +27,7 @@ import numpy as np
 from ...autograd.function import Function
 from ...backends import namespace_of
 from ._dispatch import NORMS, affine_meta, param_grads
+from .batch_norm import batch_norm_grads
 from .running_stats import update_running_stats
 
 
@@ -78,7 +79,7 @@ class InstanceNormFunction(Function):
         count = math.prod(x.shape[2:]) if x.size else 0   # no instance, or instances of no values: nothing to fold
         update_running_stats(running_mean, running_var, mean, 1.0 / rstd ** 2 - eps, count, momentum)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.affine = affine_meta(weight, bias)
+        ctx.affine, ctx.eps = affine_meta(weight, bias), eps
         return y
 
     @staticmethod
@@ -87,3 +88,11 @@ class InstanceNormFunction(Function):
         need = ctx.needs_input_grad[:3]
         dx, dw, db = ctx.impl.instance_norm_backward(dy, x, mean, rstd, weight, *need)
         return (dx if need[0] else None,) + param_grads(ctx.affine, need[1:], (dw, db)) + (None,) * 4
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors, each instance's mean and rstd recomputed from x."""
+        x, weight = inputs[:2]
+        spatial = tuple(range(2, x.ndim))
+        return batch_norm_grads(ctx, x, weight, dy, None, None, None, ctx.needs_input_grad[:3], spatial,
+                                training=True) + (None,) * 4

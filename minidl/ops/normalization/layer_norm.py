@@ -41,6 +41,7 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...backends import namespace_of
+from .._higher_order import norm_input_grad, norm_statistics
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
 
 
@@ -86,7 +87,7 @@ class LayerNormFunction(Function):
         y, y2 = row_output(x.shape, x2)
         _, mean, rstd = ctx.impl.layer_norm_forward(x2, flat_param(weight, d), flat_param(bias, d), eps, out=y2)
         ctx.save_for_backward(x2, mean, rstd, weight)
-        ctx.shape, ctx.affine = x.shape, affine_meta(weight, bias)
+        ctx.shape, ctx.affine, ctx.eps = x.shape, affine_meta(weight, bias), eps
         return y
 
     @staticmethod
@@ -98,3 +99,30 @@ class LayerNormFunction(Function):
         _, dw, db = ctx.impl.layer_norm_backward(rows(dy, d), x2, mean, rstd, flat_param(weight, d),
                                                  need_dx, need_dw, need_db, dx_out=dx2)
         return (dx,) + param_grads(ctx.affine, (need_dw, need_db), (dw, db)) + (None, None)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors, mean and rstd recomputed from x (layer_norm_rows)."""
+        x, weight = inputs[:2]
+        return layer_norm_rows(ctx, x, weight, dy, ctx.needs_input_grad[:3]) + (None, None)
+
+
+def layer_norm_rows(ctx, x, weight, dy, need, residual=None, centered=True):
+    """(dx, dweight, dbias) of LayerNorm (RMSNorm: ``centered=False``, no bias) over the trailing
+    ``ctx.eps``-regularised rows of the Tensor x, with recorded ops; ``residual``, a Tensor or
+    None, is added to dx (the fused residual norms' stream gradient)."""
+    d = ctx.saved_tensors[0].shape[1]
+    n = x.numel() // d if d else 0
+    x2, dy2 = x.reshape(n, d), dy.reshape(n, d)
+    xhat, rstd = norm_statistics(x2, (1,), ctx.eps, centered)
+    dx = dw = db = None
+    if need[0]:
+        g = dy2 if weight is None else dy2 * weight.reshape(d)
+        dx = norm_input_grad(g, xhat, rstd, (1,), centered).reshape(ctx.shape)
+        if residual is not None:
+            dx = dx + residual
+    if need[1]:
+        dw = (dy2 * xhat).sum(0).reshape(ctx.affine[0][0])
+    if len(need) > 2 and need[2]:
+        db = dy2.sum(0).reshape(ctx.affine[1][0])
+    return dx, dw, db

@@ -36,7 +36,7 @@ import numpy as np
 
 from ...autograd.function import Function, keeps_fresh_grad
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
-from .layer_norm import layer_norm_forward_reference
+from .layer_norm import layer_norm_forward_reference, layer_norm_rows
 from .rms_norm import rms_norm_forward_reference
 
 
@@ -143,7 +143,7 @@ class AddLayerNormFunction(Function):
         _, _, mean, rstd = ctx.impl.add_layer_norm_forward(x2, rows(r, d), flat_param(weight, d),
                                                            flat_param(bias, d), eps, out=y2, sum_out=s2)
         ctx.save_for_backward(s2, mean, rstd, weight)
-        ctx.shape, ctx.affine, ctx.return_sum = x.shape, affine_meta(weight, bias), return_sum
+        ctx.shape, ctx.affine, ctx.return_sum, ctx.eps = x.shape, affine_meta(weight, bias), return_sum, eps
         return (s, y) if return_sum else y
 
     @staticmethod
@@ -158,6 +158,11 @@ class AddLayerNormFunction(Function):
                                                      dx is not None, need_dw, need_db, dx_out=dx2, dr_out=dr2)
         return _input_grads(ctx, dx, dr) + param_grads(ctx.affine, (need_dw, need_db), (dw, db)) + (None, None, None)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, *grads):
+        """backward's formula on Tensors, the statistics recomputed from s = x + r."""
+        return _differentiable_grads(ctx, inputs, grads, True)
+
 
 class AddRMSNormFunction(Function):
     """(x + r, RMSNorm(x + r)) over the trailing ``d`` features (only the latter unless
@@ -169,7 +174,7 @@ class AddRMSNormFunction(Function):
         x2, s, s2, y, y2 = _outputs(x, d)
         _, _, rstd = ctx.impl.add_rms_norm_forward(x2, rows(r, d), flat_param(weight, d), eps, out=y2, sum_out=s2)
         ctx.save_for_backward(s2, rstd, weight)
-        ctx.shape, ctx.affine, ctx.return_sum = x.shape, affine_meta(weight), return_sum
+        ctx.shape, ctx.affine, ctx.return_sum, ctx.eps = x.shape, affine_meta(weight), return_sum, eps
         return (s, y) if return_sum else y
 
     @staticmethod
@@ -183,3 +188,18 @@ class AddRMSNormFunction(Function):
                                                flat_param(weight, d), dx is not None, need_dw, dx_out=dx2,
                                                dr_out=dr2)
         return _input_grads(ctx, dx, dr) + param_grads(ctx.affine, (need_dw,), (dw,)) + (None, None, None)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, *grads):
+        """backward's formula on Tensors, rstd recomputed from s = x + r."""
+        return _differentiable_grads(ctx, inputs, grads, False)
+
+
+def _differentiable_grads(ctx, inputs, grads, centered):
+    """The Tensor form of both backwards: dL/ds = ds + the norm's dx of dy at s = x + r, for x and r."""
+    x, r, weight = inputs[:3]
+    ds, dy = _cotangents(ctx, grads)
+    nx, nr = ctx.needs_input_grad[:2]
+    need = (nx or nr,) + tuple(ctx.needs_input_grad[2:4 if centered else 3])
+    dx, dw, db = layer_norm_rows(ctx, x + r, weight, dy, need, ds, centered)
+    return (dx if nx else None, dx if nr else None, dw) + ((db,) if centered else ()) + (None, None, None)

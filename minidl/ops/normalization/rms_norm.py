@@ -31,6 +31,7 @@ import numpy as np
 from ...autograd.function import Function
 from ...backends import namespace_of
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
+from .layer_norm import layer_norm_rows
 
 
 def rms_norm_forward_reference(x, weight, eps, out=None):
@@ -67,7 +68,7 @@ class RMSNormFunction(Function):
         y, y2 = row_output(x.shape, x2)
         _, rstd = ctx.impl.rms_norm_forward(x2, flat_param(weight, d), eps, out=y2)
         ctx.save_for_backward(x2, rstd, weight)
-        ctx.shape, ctx.affine = x.shape, affine_meta(weight)
+        ctx.shape, ctx.affine, ctx.eps = x.shape, affine_meta(weight), eps
         return y
 
     @staticmethod
@@ -79,3 +80,9 @@ class RMSNormFunction(Function):
         _, dw = ctx.impl.rms_norm_backward(rows(dy, d), x2, rstd, flat_param(weight, d), need_dx, need_dw,
                                            dx_out=dx2)
         return (dx,) + param_grads(ctx.affine, (need_dw,), (dw,)) + (None, None)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors, rstd recomputed from x (layer_norm.layer_norm_rows)."""
+        x, weight = inputs[:2]
+        return layer_norm_rows(ctx, x, weight, dy, ctx.needs_input_grad[:2], centered=False)[:2] + (None, None)

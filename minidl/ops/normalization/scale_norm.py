@@ -26,6 +26,7 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...backends import namespace_of
+from .._higher_order import constant, keep_where
 from ._dispatch import NORMS, affine_meta, into, param_grads, row_output, rows
 
 
@@ -84,3 +85,24 @@ class ScaleNormFunction(Function):
         _, dg = ctx.impl.scale_norm_backward(rows(dy, x2.shape[1]), x2, inv, g, ctx.eps, need_dx, need_dg,
                                              dx_out=dx2)
         return (dx,) + param_grads(ctx.affine, (need_dg,), (dg,)) + (None,)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, dy):
+        """backward's formula on Tensors, s recomputed from x (a constant 1/eps on clamped rows)."""
+        x, scale = inputs[:2]
+        x2, inv, g = ctx.saved_tensors
+        need_dx, need_dg = ctx.needs_input_grad[:2]
+        n, d = x2.shape
+        clamped = (inv == 1.0 / ctx.eps).reshape(n, 1)
+        xr, dyr = x.reshape(n, d), dy.reshape(n, d)
+        square = keep_where(~clamped, (xr * xr).sum(1, keepdim=True)) + constant(clamped.astype(x.dtype))
+        s = keep_where(~clamped, square ** -0.5) + constant((clamped / ctx.eps).astype(x.dtype))
+        xhat = xr * s
+        dot = (dyr * xhat).sum(1, keepdim=True)          # <dy, xhat>
+        dx = dg = None
+        if need_dx:
+            gain = scale.reshape(()) if scale is not None else g
+            dx = (gain * s * (dyr - xhat * keep_where(~clamped, dot))).reshape(ctx.shape)
+        if need_dg:
+            dg = dot.sum().reshape(ctx.affine[0][0])
+        return dx, dg, None
