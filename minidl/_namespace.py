@@ -34,6 +34,7 @@ from .ops import selection as _sel
 from .ops.einsum import einsum
 from .ops.shape_error import broadcast_shape as _broadcast_shape
 from .tensor import dtype as _dtypes
+from .tensor import storage as _storage
 from .tensor.inplace import install_inplace_forms
 from .tensor.tensor import Tensor
 
@@ -471,7 +472,7 @@ _METHODS_ONLY = {
 
 # the further tables, each a module with BOTH, MODULE_ONLY and METHODS_ONLY (no name is in two of them)
 _TABLES = (_extra, _elementwise, _arrange, _statistics, _aliases, _more, _special_tables, _decompositions,
-           _linalg_tables, _tensor_methods, _toplevel)
+           _linalg_tables, _tensor_methods, _toplevel, _storage)
 
 
 def _merged(kind):

@@ -38,8 +38,9 @@ def typename(obj, /):
 
 
 def is_storage(obj, /):
-    """False: minidl has no storage objects (a tensor's memory is a NumPy array)."""
-    return False
+    """Whether ``obj`` is a storage (what ``t.untyped_storage()`` and ``t.storage()`` return)."""
+    from .tensor.storage import TypedStorage, UntypedStorage
+    return isinstance(obj, (UntypedStorage, TypedStorage))
 
 
 def set_flush_denormal(mode):

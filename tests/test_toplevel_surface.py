@@ -382,6 +382,7 @@ def test_typename_and_is_storage():
         ".Linear")
     assert md.typename(3) == "int" and md.typename(len) == "len"
     assert md.is_storage(md.ones(1)) is False
+    assert md.is_storage(md.ones(1).untyped_storage()) is True
     assert md.set_flush_denormal(True) is False and md.set_flush_denormal(False) is True
     before = md.is_warn_always_enabled()
     md.set_warn_always(True)

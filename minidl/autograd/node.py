@@ -28,6 +28,8 @@ post-accumulate-grad hooks, then its post hooks with ``((), (grad,))``.
 import abc
 import weakref
 
+import numpy as np
+
 from . import function, hooks, saved_hooks
 
 _FREED_SAVED = ("Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -125,6 +127,10 @@ class NodeAPI:
             if self.freed:
                 raise FreedSavedTensorsError(_FREED_SAVED)
             return ()
+        if name.startswith(("_saved_", "_raw_saved_")):
+            where = saved_attribute(self, name)
+            if where is not None:
+                return SavedTensor(self, where) if name.startswith("_raw") else saved_value(self, where)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
@@ -273,3 +279,106 @@ def accumulate_grad(leaf):
     if node is None or node.variable is not leaf:
         node = _accumulators[id(leaf)] = AccumulateGrad(leaf)
     return node
+
+
+# PyTorch's ``_saved_<name>`` attributes of a node, per op: Function class name -> {name: where its
+# value is}. ("input", i, slot, number): forward argument i, present when saved_tensors[slot] is not
+# None: its Tensor from node.inputs (the very object, as PyTorch), or for a Python number that number
+# (``number``: as it is, e.g. PowBackward0's exponent; else a 0-d tensor, as PyTorch's wrapped
+# numbers). ("output", slot): the output array the forward saved at that slot, as a Tensor.
+_SELF, _OTHER = ("input", 0, 0, False), ("input", 1, 1, False)
+_RESULT = {"result": ("output", 0)}
+SAVED_ATTRIBUTES = {
+    "Exp": _RESULT, "Sigmoid": _RESULT, "Tanh": _RESULT, "Sqrt": _RESULT,
+    "Log": {"self": _SELF}, "Sin": {"self": _SELF}, "Cos": {"self": _SELF},
+    "Mul": {"self": _SELF, "other": _OTHER}, "Div": {"self": _SELF, "other": _OTHER},
+    "Pow": {"self": ("input", 0, 0, True), "exponent": ("input", 1, 1, True), "result": ("output", 2)},
+    "MatMul": {"self": _SELF, "other": _OTHER, "mat2": _OTHER},
+    "Linear": {"input": _SELF, "weight": _OTHER},
+}
+
+
+def saved_attribute(node, name):
+    """Where ``name`` (``_saved_x`` or ``_raw_saved_x``) of ``node`` is found, or None."""
+    cls = type(node)
+    table = SAVED_ATTRIBUTES.get(cls.__name__) if cls.__module__.startswith("minidl.") else None
+    if table is None:
+        return None
+    return table.get(name[len("_raw_saved_"):] if name.startswith("_raw") else name[len("_saved_"):])
+
+
+def _saved_slot(node, slot):
+    """What the node keeps at ``saved_tensors[slot]``: an array, a number or None, or a
+    saved_hooks entry when it went through a pack hook."""
+    packed = node.__dict__.get("_packed")
+    if packed is not None and "saved_tensors" in packed:
+        return packed["saved_tensors"].items[slot]
+    saved = node.__dict__.get("saved_tensors", ())
+    return saved[slot] if slot < len(saved) else None
+
+
+def saved_value(node, where):
+    """The value of a ``_saved_*`` attribute: the input Tensor, the output as a Tensor (its grad_fn
+    the node, as PyTorch's), a number, or None where the forward kept nothing for it; what the
+    unpack hook returns where it went through saved-tensor hooks."""
+    if node.freed:
+        raise FreedSavedTensorsError(_FREED_SAVED)
+    Tensor = function.Tensor
+    value = _saved_slot(node, where[-1] if where[0] == "output" else where[2])
+    if value is None:
+        return None
+    if type(value) is saved_hooks._Saved:
+        return value.unpack(value.packed)
+    if where[0] == "output":
+        return Tensor._wrap(value, node, 0)
+    t = node.inputs[where[1]]
+    if t is not None:
+        return t
+    return value if where[3] else Tensor._wrap(np.asarray(value), None, 0)
+
+
+_FREED_RAW = ("Calling register_hooks on a saved tensor after it has been freed. Saved intermediate values of the "
+              "graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need "
+              "to backward through the graph a second time or if you need to access saved variables after calling "
+              "backward.")
+
+
+class SavedTensor:
+    """One tensor a node saved (``node._raw_saved_x``): ``register_hooks(pack_hook, unpack_hook)``
+    sends it through a pack/unpack pair of its own, as the ``saved_tensors_hooks`` context does for
+    every op in it: ``pack_hook`` gets the tensor now and the node keeps what it returns; the
+    backward (and ``_saved_x``) get ``unpack_hook(packed)``. One pair per saved tensor."""
+    __slots__ = ("_node", "_where")
+
+    def __init__(self, node, where):
+        self._node, self._where = node, where
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        for what, fn in (("pack_hook", pack_hook), ("unpack_hook", unpack_hook)):
+            if not callable(fn):
+                raise TypeError(f"register_hooks(): {what} must be callable, got {type(fn).__name__}")
+        node, where = self._node, self._where
+        if node.freed:
+            raise RuntimeError(_FREED_RAW)
+        slot = where[-1] if where[0] == "output" else where[2]
+        value = _saved_slot(node, slot)
+        if type(value) is saved_hooks._Saved:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. "
+                               "Hint: only one pair of hooks is allowed at a time.")
+        if value is None or not saved_hooks._is_array(value):
+            raise RuntimeError("Calling register_hooks on a saved tensor with value None is forbidden")
+        Tensor = function.Tensor
+        t = node.inputs[where[1]] if where[0] == "input" else None
+        if t is None or t._data is not value:
+            t = Tensor._wrap(value, None, 0)
+        d = node.__dict__
+        packed = d.get("_packed")
+        if packed is not None and "saved_tensors" in packed:
+            items = packed["saved_tensors"].items
+        else:
+            items = list(d["saved_tensors"])
+        items[slot] = saved_hooks._Saved(pack_hook(t), unpack_hook, value)
+        if packed is None:
+            packed = d["_packed"] = {}
+        packed["saved_tensors"] = saved_hooks._SavedSequence(tuple, items)
+        d.pop("saved_tensors", None)

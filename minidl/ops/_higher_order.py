@@ -96,3 +96,52 @@ def channel_sum(t, shape):
     """t (N, C, *) summed over every dim but 1, as a Tensor of ``shape`` (a per-channel parameter's)."""
     dims = (0,) + tuple(range(2, t.ndim))
     return t.sum(dim=dims).reshape(shape)
+
+
+def along_axis_index(idx, axis):
+    """The full index tuple that picks what ``take_along_axis(a, idx, axis)`` picks: idx on
+    ``axis``, a broadcasting arange on every other dim."""
+    xp = _namespace_of(idx)
+    out = []
+    for d, n in enumerate(idx.shape):
+        shape = [1] * idx.ndim
+        shape[d] = n
+        out.append(idx if d == axis else xp.arange(n).reshape(shape))
+    return tuple(out)
+
+
+def add_at(g, index, shape):
+    """zeros(shape) with the Tensor g added at ``index`` (an index tuple; a position named twice
+    gets both): the index_put with accumulate whose gradient in g is the gather g[index]."""
+    from .index_put import IndexPutAccumulate
+    zeros = constant(_namespace_of(g._data).zeros(tuple(shape), dtype=g.dtype))
+    return IndexPutAccumulate.apply(zeros, g, index)
+
+
+def into_zeros(t, shape):
+    """The Tensor t written at the start of every dim of zeros(shape) (t's shape fits inside)."""
+    if tuple(t.shape) == tuple(shape):
+        return t
+    from .scatter_views import SliceScatter
+    crop = tuple(slice(0, n) for n in t.shape) + (Ellipsis,)
+    zeros = constant(_namespace_of(t._data).zeros(tuple(shape), dtype=t.dtype))
+    return SliceScatter.apply(zeros, t, lambda a: a[crop])
+
+
+def view_scatter_grads(ctx, g):
+    """The view scatters' (select/slice_scatter) gradients as Tensors: dL/dx = g with its view
+    zeroed (a scatter of zeros into g), dL/dsrc = the view of g."""
+    nx, ns = ctx.needs_input_grad[:2]
+    gx = gs = None
+    if nx:
+        view = ctx.where(g)
+        zeros = constant(_namespace_of(g._data).zeros(tuple(view.shape), dtype=g.dtype))
+        gx = type(ctx).apply(g, zeros, ctx.where)
+    if ns:
+        gs = ctx.where(g)
+    return gx, gs, None
+
+
+def _namespace_of(a):
+    from ..backends import namespace_of
+    return namespace_of(a)

@@ -9,6 +9,7 @@ from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
+from ._higher_order import constant, keep_where, sum_to
 
 
 def check_dim(dim, ndim):
@@ -54,6 +55,31 @@ class CosineSimilarity(Function):
             if ctx.needs_input_grad[1]:
                 unit_b = xp.where(nb > 0, B / xp.where(nb > 0, nb, 1), 0)
                 db = unbroadcast((g * (A / (ca * cb) - s * unit_b / cb)).astype(A.dtype, copy=False), b_shape)
+        return da, db, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        dim, a_shape, b_shape = ctx.args
+        a, b = inputs[:2]
+        shape = np.broadcast_shapes(tuple(a_shape), tuple(b_shape))
+        A = a if tuple(a.shape) == shape else a.expand(shape)
+        B = b if tuple(b.shape) == shape else b.expand(shape)
+        na, nb = (A * A).sum(dim=dim, keepdim=True).sqrt(), (B * B).sum(dim=dim, keepdim=True).sqrt()
+        _, _, _, _, ca0, cb0, _ = ctx.saved_tensors   # max(norm, eps): the norm where it is the larger
+        xp = namespace_of(ca0)
+        ca = keep_where(na._data == ca0, na) + constant(xp.where(na._data == ca0, 0, ca0))
+        cb = keep_where(nb._data == cb0, nb) + constant(xp.where(nb._data == cb0, 0, cb0))
+        s = ((A / ca) * (B / cb)).sum(dim=dim, keepdim=True)
+        g = g.unsqueeze(dim)
+        da = db = None
+        if ctx.needs_input_grad[0]:
+            pa = na._data > 0
+            unit_a = keep_where(pa, A / (keep_where(pa, na) + constant((~pa).astype(na._data.dtype))))
+            da = sum_to(g * (B / (ca * cb) - s * unit_a / ca), a_shape)
+        if ctx.needs_input_grad[1]:
+            pb = nb._data > 0
+            unit_b = keep_where(pb, B / (keep_where(pb, nb) + constant((~pb).astype(nb._data.dtype))))
+            db = sum_to(g * (A / (ca * cb) - s * unit_b / cb), b_shape)
         return da, db, None, None
 
 

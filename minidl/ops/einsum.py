@@ -43,22 +43,35 @@ class Einsum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        ins, out = ctx.subs
-        ops = ctx.saved_tensors
-        grads = [None, None]
-        for k, sub in enumerate(ins):
-            if not ctx.needs_input_grad[k + 2]:
-                grads.append(None)
-                continue
-            if len(set(sub)) != len(sub):
-                raise NotImplementedError(f"einsum: no gradient for the repeated index in {sub!r}")
-            others = [s for i, s in enumerate(ins) if i != k]
-            seen = set(out).union(*others)
-            kept = "".join(c for c in sub if c in seen)
-            part = np.einsum(",".join([out] + others) + "->" + kept, g, *[o for i, o in enumerate(ops) if i != k])
-            shape = [ops[k].shape[i] if c in seen else 1 for i, c in enumerate(sub)]
-            grads.append(np.broadcast_to(part.reshape(shape), ops[k].shape).astype(ops[k].dtype))
-        return tuple(grads)
+        return _operand_grads(ctx, ctx.saved_tensors, g,
+                              lambda subs, kept, *arrays: np.einsum(",".join(subs) + "->" + kept, *arrays),
+                              lambda part, like: np.broadcast_to(part, like.shape).astype(like.dtype))
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return _operand_grads(ctx, inputs[2:], g, Einsum.apply, lambda part, like: part.expand(tuple(like.shape)))
+
+
+def _operand_grads(ctx, ops, g, contract, spread):
+    """Each operand's gradient: g contracted with the other operands onto the operand's indices
+    (``contract(subscripts, kept, g, *others)``), an index the operand alone has spread back over
+    its size (``spread(part, operand)``). backward runs it on arrays, differentiable_backward on
+    Tensors (with Einsum itself as the contraction)."""
+    ins, out = ctx.subs
+    grads = [None, None]
+    for k, sub in enumerate(ins):
+        if not ctx.needs_input_grad[k + 2]:
+            grads.append(None)
+            continue
+        if len(set(sub)) != len(sub):
+            raise NotImplementedError(f"einsum: no gradient for the repeated index in {sub!r}")
+        others = [s for i, s in enumerate(ins) if i != k]
+        seen = set(out).union(*others)
+        kept = "".join(c for c in sub if c in seen)
+        part = contract([out] + others, kept, g, *[o for i, o in enumerate(ops) if i != k])
+        shape = [ops[k].shape[i] if c in seen else 1 for i, c in enumerate(sub)]
+        grads.append(spread(part.reshape(shape), ops[k]))
+    return tuple(grads)
 
 
 def einsum(equation, *operands):

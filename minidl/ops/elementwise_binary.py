@@ -16,6 +16,7 @@ import numpy as np
 from ..autograd.function import Function
 from ._broadcast import unbroadcast
 from ._elementwise_args import operands, ufunc
+from ._higher_order import constant, keep_where, needed, sum_to
 
 
 def _quiet():
@@ -50,6 +51,13 @@ class Atan2(Function):
             r = ufunc("atan2", "where", r == math.inf, r.dtype.type(0), r)
         return _grads(ctx, lambda: g * b * r, lambda: g * -a * r)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        a, b = inputs
+        origin = (a._data == 0) & (b._data == 0)
+        r = keep_where(~origin, 1 / (a * a + b * b + constant(origin.astype(a._data.dtype))))
+        return needed(ctx, (sum_to(g * b * r, ctx.shapes[0]), sum_to(-g * a * r, ctx.shapes[1])))
+
 
 class Hypot(Function):
     """y = sqrt(a**2 + b**2) without overflow;  dy/da = a / y, dy/db = b / y (NaN at the origin,
@@ -67,6 +75,12 @@ class Hypot(Function):
         a, b, y = ctx.saved_tensors
         with _quiet():
             return _grads(ctx, lambda: g * a / y, lambda: g * b / y)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        a, b = inputs
+        y = Hypot.apply(a, b)
+        return needed(ctx, (sum_to(g * a / y, ctx.shapes[0]), sum_to(g * b / y, ctx.shapes[1])))
 
 
 def _xlogy(xp_op, x, y):

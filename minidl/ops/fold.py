@@ -96,6 +96,11 @@ class Unfold(Function):
         geom, (C, H, W) = ctx.args
         return _fold(g, geom, C, H, W), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        geom, (C, H, W) = ctx.args
+        return Fold.apply(g, geom, C, H, W), None
+
 
 class Fold(Function):
     """out = fold(cols);  dL/dcols = unfold(g).  See the module docstring."""
@@ -108,6 +113,10 @@ class Fold(Function):
     @staticmethod
     def backward(ctx, g):
         return _unfold(g, ctx.geom), None, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return Unfold.apply(g, ctx.geom), None, None, None, None
 
 
 def _geometry(op, size, kernel_size, dilation, padding, stride):

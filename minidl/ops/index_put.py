@@ -20,6 +20,7 @@ from ..tensor.dtype import legacy_type_name
 from ._broadcast import shape_of, unbroadcast
 from .indexing import _own_index
 from .setitem import SetItem
+from ._higher_order import sum_to
 
 
 class IndexPutAccumulate(Function):
@@ -38,6 +39,11 @@ class IndexPutAccumulate(Function):
     def backward(ctx, g):
         nx, nv = ctx.needs_input_grad[:2]
         return (g if nx else None), (unbroadcast(g[ctx.index], ctx.v_shape) if nv else None), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        nx, nv = ctx.needs_input_grad[:2]
+        return (g if nx else None), (sum_to(g[ctx.index], ctx.v_shape) if nv else None), None
 
 
 def _type_name(dtype):

@@ -207,6 +207,21 @@ class CrossEntropyProbs(Function):
         dt = (-(1.0 - eps) * r * logp * wb).astype(logp.dtype, copy=False) if nt else None
         return dx, dt, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x, target = inputs[:2]
+        _, _, weight = ctx.saved_tensors
+        reduction, eps, denom = ctx.args
+        logp = x.log_softmax(1)
+        t = target * (1.0 - eps) + eps / x.shape[1] if eps else target
+        r = g.unsqueeze(1) if reduction == "none" else (g / denom if reduction == "mean" else g)
+        wb = constant(_class_shape(weight, x.ndim)) if weight is not None else 1.0
+        tw = t * wb
+        nx, nt = ctx.needs_input_grad[:2]
+        dx = r * (logp.exp() * tw.sum(1, keepdim=True) - tw) if nx else None
+        dt = -(1.0 - eps) * r * logp * wb if nt else None
+        return dx, dt, None, None, None
+
 
 class NLLLoss(Function):
     """l_k = -w[y_k] x[k, y_k] over non-ignored k, reduced as cross_entropy's NLL term;

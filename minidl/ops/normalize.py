@@ -5,6 +5,7 @@ from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from .distance import check_dim
+from ._higher_order import constant, keep_where
 
 
 class Normalize(Function):
@@ -42,6 +43,29 @@ class Normalize(Function):
                 dn = xp.where(n > 0, xp.sign(x) * xp.abs(x) ** (p - 1) / xp.where(n > 0, n, 1) ** (p - 1), 0)
         dx = g / c - (n >= eps) * dot / (c * c) * dn
         return dx.astype(x.dtype, copy=False), None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        p, dim, eps = ctx.args
+        xp = namespace_of(x._data)
+        a = x.abs()
+        sign = constant(xp.sign(x._data))
+        if p == float("inf"):
+            _, n, _ = ctx.saved_tensors
+            at_max = xp.abs(x._data) == n
+            n = (a * constant(at_max.astype(x.dtype))).amax(dim=dim, keepdim=True) if x.shape[dim] else constant(n)
+            dn = sign * constant((at_max / xp.maximum(at_max.sum(axis=dim, keepdims=True), 1)).astype(x.dtype))
+        else:
+            n = (a ** p).sum(dim=dim, keepdim=True) ** (1.0 / p)
+        big = n._data >= eps
+        c = keep_where(big, n) + constant(xp.where(big, 0, eps).astype(x.dtype))
+        if p != float("inf"):
+            pos = n._data > 0
+            safe = keep_where(pos, n) + constant((~pos).astype(x.dtype))
+            dn = keep_where(pos, sign * a ** (p - 1) / safe ** (p - 1))
+        dot = (g * x).sum(dim=dim, keepdim=True)
+        return g / c - keep_where(big, dot / (c * c) * dn), None, None, None
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):

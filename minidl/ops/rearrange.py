@@ -13,6 +13,7 @@ from ._broadcast import normalize_dim, normalize_dims
 from ._saved import keep_for_backward
 from .scatter import IndexOutOfRange
 from .shape_error import broadcast_shape
+from ._higher_order import add_at, keep_where, sum_to
 
 
 class Flip(Function):
@@ -26,6 +27,10 @@ class Flip(Function):
     @staticmethod
     def backward(ctx, g):
         return np.flip(g, ctx.axes).copy(), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return Flip.apply(g, ctx.axes), None
 
 
 class Roll(Function):
@@ -41,6 +46,12 @@ class Roll(Function):
         shifts, axes = ctx.args
         back = -shifts if axes is None else tuple(-s for s in shifts)
         return np.roll(g, back, axes), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        shifts, axes = ctx.args
+        back = -shifts if axes is None else tuple(-s for s in shifts)
+        return Roll.apply(g, back, axes), None, None
 
 
 class Triangle(Function):
@@ -61,6 +72,11 @@ class Triangle(Function):
     def backward(ctx, g):
         (keep,) = ctx.saved_tensors
         return g * keep, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (keep,) = ctx.saved_tensors
+        return keep_where(keep, g), None, None
 
 
 class Diag(Function):
@@ -101,6 +117,12 @@ class Gather(Function):
         np.add.at(dx, tuple(idx), g)
         return dx, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        from ._higher_order import along_axis_index
+        shape, axis, index = ctx.args
+        return add_at(g, along_axis_index(index, axis), shape), None, None
+
 
 class IndexSelect(Function):
     """y = x's slices ``index`` along ``axis``;  dL/dx = g's slices added back there."""
@@ -116,6 +138,11 @@ class IndexSelect(Function):
         dx = np.zeros((shape[axis],) + np.moveaxis(g, axis, 0).shape[1:], g.dtype)
         np.add.at(dx, index, np.moveaxis(g, axis, 0))
         return np.moveaxis(dx, 0, axis), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        shape, axis, index = ctx.args
+        return add_at(g, (slice(None),) * axis + (index,), shape), None, None
 
 
 class MaskedSelect(Function):
@@ -136,6 +163,11 @@ class MaskedSelect(Function):
         full = np.zeros(shape, g.dtype)
         full[mask] = g
         return unbroadcast(full, xshape), None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        xshape, shape, mask = ctx.args
+        return sum_to(add_at(g, tuple(namespace_of(mask).nonzero(mask)), shape), xshape), None
 
 
 class Repeat(Function):
@@ -158,6 +190,14 @@ class Repeat(Function):
         summed = g.reshape(split).sum(axis=tuple(range(0, 2 * len(shape), 2)))
         return summed.reshape(ctx.original), None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        shape, reps = ctx.args
+        split = []
+        for r, n in zip(reps, shape):
+            split += [r, n]
+        return g.reshape(split).sum(dim=tuple(range(0, 2 * len(shape), 2))).reshape(ctx.original), None
+
 
 class RepeatInterleave(Function):
     """y = each slice of x along ``axis`` repeated repeats[i] times in place;
@@ -176,6 +216,13 @@ class RepeatInterleave(Function):
         dx = np.zeros((n,) + np.moveaxis(g, axis, 0).shape[1:], g.dtype)
         np.add.at(dx, owner, np.moveaxis(g, axis, 0))
         return np.moveaxis(dx, 0, axis), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        repeats, axis, n = ctx.args
+        owner = np.repeat(np.arange(n), np.broadcast_to(np.asarray(repeats), (n,)))
+        shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
+        return add_at(g, (slice(None),) * axis + (owner,), shape), None, None
 
 
 def _ints(values, op, name="dims"):

@@ -106,6 +106,12 @@ class Var(Function):
             dx = g * (_ratio(2, ctx.denom) * d)
         return (dx if dx.dtype == ctx.dtype else dx.astype(ctx.dtype)), None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        d = x - x.mean(dim=ctx.axes, keepdim=True)
+        return g.reshape(_keepdim_shape(x.shape, ctx.axes)) * d * _ratio(2, ctx.denom), None, None, None
+
 
 class Std(Function):
     """out = sqrt(var(x)), var as above with N - c degrees of freedom.
@@ -130,6 +136,16 @@ class Std(Function):
             scale = xp.where(out == 0, 0, g / (out * ctx.denom))
             dx = scale * d
         return (dx if dx.dtype == ctx.dtype else dx.astype(ctx.dtype)), None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        d = x - x.mean(dim=ctx.axes, keepdim=True)
+        out = ((d * d).sum(dim=ctx.axes, keepdim=True) / ctx.denom).sqrt()
+        zero = out._data == 0
+        safe = keep_where(~zero, out) + constant(zero.astype(out._data.dtype))     # 1 where out = 0
+        scale = keep_where(~zero, g.reshape(out.shape) / (safe * ctx.denom))
+        return scale * d, None, None, None
 
 
 class VectorNorm(Function):
@@ -222,6 +238,12 @@ class Max(Function):
         (is_max,) = ctx.saved_tensors
         g = g.reshape(_keepdim_shape(is_max.shape, ctx.axes))
         return g * is_max / is_max.sum(axis=ctx.axes, keepdims=True), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        (is_max,) = ctx.saved_tensors
+        share = is_max / is_max.sum(axis=ctx.axes, keepdims=True)
+        return g.reshape(_keepdim_shape(is_max.shape, ctx.axes)) * constant(share.astype(g.dtype)), None, None
 
 
 def sum(x, dim=None, keepdim=False):

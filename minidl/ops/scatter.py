@@ -35,6 +35,7 @@ from ..autograd.function import Function
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import normalize_dim
 from ._saved import keep_for_backward
+from ._higher_order import into_zeros, keep_where
 
 
 class IndexOutOfRange(IndexError, RuntimeError):
@@ -141,6 +142,21 @@ class Scatter(Function):
             gs = _gather_into(g, ctx.coords, ctx.src_shape)
         return gx, gs, None, None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        if ctx.reduce is not None:
+            raise RuntimeError("the derivative of scatter with reduce= is not implemented (as in PyTorch); use "
+                               "scatter_add for a differentiable reduce='add'")
+        nx, ns = ctx.needs_input_grad[:2]
+        gx = gs = None
+        if nx:
+            written = np.zeros(g.shape, bool)
+            written[ctx.coords] = True
+            gx = keep_where(~written, g)
+        if ns:
+            gs = into_zeros(g[ctx.coords], ctx.src_shape)
+        return gx, gs, None, None, None
+
 
 class ScatterAdd(Function):
     """out = x with src added at index's positions along dim;
@@ -159,6 +175,11 @@ class ScatterAdd(Function):
     def backward(ctx, g):
         nx, ns = ctx.needs_input_grad[:2]
         return (g if nx else None), (_gather_into(g, ctx.coords, ctx.src_shape) if ns else None), None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        nx, ns = ctx.needs_input_grad[:2]
+        return (g if nx else None), (into_zeros(g[ctx.coords], ctx.src_shape) if ns else None), None, None
 
 
 def _gather_into(g, coords, src_shape):

@@ -17,6 +17,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ._broadcast import normalize_dim
 from .strided import _int, diagonal_view, narrow
+from ._higher_order import view_scatter_grads
 
 
 class _ViewScatter(Function):
@@ -45,9 +46,17 @@ class _ViewScatter(Function):
 class SelectScatter(_ViewScatter):
     """select_scatter: the view is x.select(dim, index)."""
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return view_scatter_grads(ctx, g)
+
 
 class SliceScatter(_ViewScatter):
     """slice_scatter: the view is x[..., start:end:step, ...] along dim."""
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return view_scatter_grads(ctx, g)
 
 
 class DiagonalScatter(_ViewScatter):

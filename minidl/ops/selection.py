@@ -19,6 +19,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ._broadcast import normalize_dim
 from ._saved import keep_for_backward
+from ._higher_order import add_at, along_axis_index
 
 _FIELDS = ("values", "indices")
 return_types = {name: namedtuple(name, _FIELDS)
@@ -44,6 +45,11 @@ class TakeAlong(Function):
         gx = xp.zeros(ctx.shape, dtype=g.dtype)
         xp.put_along_axis(gx, idx, g.reshape(idx.shape), axis)
         return gx, None, None, None
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        idx = ctx.idx
+        return add_at(g.reshape(idx.shape), along_axis_index(idx, ctx.axis), ctx.shape), None, None, None
 
 
 def _host(x):

@@ -69,6 +69,11 @@ class Tan(Function):
         (y,) = ctx.saved_tensors
         return g * (1 + y * y)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        y = inputs[0].tan()
+        return g * (1 + y * y)
+
 
 class Asin(Function):
     """y = asin x;  dy/dx = 1 / sqrt(1 - x**2)."""
@@ -84,6 +89,11 @@ class Asin(Function):
         (x,) = ctx.saved_tensors
         with _quiet():
             return g / ufunc("asin", "sqrt", 1 - x * x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g * (1 - x * x) ** -0.5
 
 
 class Acos(Function):
@@ -101,6 +111,11 @@ class Acos(Function):
         with _quiet():
             return -g / ufunc("acos", "sqrt", 1 - x * x)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return -g * (1 - x * x) ** -0.5
+
 
 class Atan(Function):
     """y = atan x;  dy/dx = 1 / (1 + x**2)."""
@@ -114,6 +129,11 @@ class Atan(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / (x * x + 1)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g / (1 + x * x)
 
 
 class Sinh(Function):
@@ -131,6 +151,10 @@ class Sinh(Function):
         with _quiet():
             return g * ufunc("sinh", "cosh", x)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * inputs[0].cosh()
+
 
 class Cosh(Function):
     """y = cosh x = (e**x + e**-x) / 2;  dy/dx = sinh x."""
@@ -147,6 +171,10 @@ class Cosh(Function):
         with _quiet():
             return g * ufunc("cosh", "sinh", x)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        return g * inputs[0].sinh()
+
 
 class Asinh(Function):
     """y = asinh x = ln(x + sqrt(x**2 + 1));  dy/dx = 1 / sqrt(x**2 + 1)."""
@@ -161,6 +189,11 @@ class Asinh(Function):
         (x,) = ctx.saved_tensors
         with _quiet():
             return g / ufunc("asinh", "sqrt", x * x + 1)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g * (x * x + 1) ** -0.5
 
 
 class Acosh(Function):
@@ -178,6 +211,11 @@ class Acosh(Function):
         with _quiet():
             return g / ufunc("acosh", "sqrt", x * x - 1)
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g * ((x - 1) * (x + 1)) ** -0.5
+
 
 class Atanh(Function):
     """y = atanh x = ln((1 + x) / (1 - x)) / 2 for |x| < 1;  dy/dx = 1 / (1 - x**2)."""
@@ -193,6 +231,11 @@ class Atanh(Function):
         (x,) = ctx.saved_tensors
         with _quiet():
             return g / (1 - x * x)
+
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        x = inputs[0]
+        return g / (1 - x * x)
 
 
 class Sinc(Function):

@@ -55,6 +55,14 @@ class MaxUnpool2d(Function):
         dx = xp.take_along_axis(gm, flat, axis=1) if flat.size else xp.zeros(flat.shape, dtype=g.dtype)
         return dx.reshape(ctx.in_shape), None, None
 
+    @staticmethod
+    def differentiable_backward(ctx, inputs, g):
+        from .selection import TakeAlong
+        (flat,) = ctx.saved_tensors
+        N, C = ctx.in_shape[:2]
+        dx = TakeAlong.apply(g.reshape(N * C, g.shape[2] * g.shape[3]), flat, 1, True)
+        return dx.reshape(ctx.in_shape), None, None
+
 
 def unpool_output_size(in_spatial, kernel_size, stride, padding, output_size):
     """PyTorch's _unpool_output_size: the default size, or the checked explicit one."""
