@@ -23,57 +23,9 @@ TP = torch.nn.utils.parametrize
 TPZ = torch.nn.utils.parametrizations
 
 
-# helpers --------------------------------------------------------------------------------------
-def load_from_torch(m, t):
-    """Copy every entry of torch module ``t``'s state_dict into minidl module ``m`` (strict)."""
-    m.load_state_dict({k: md.tensor(v.detach().numpy().copy()) for k, v in t.state_dict().items()})
-
-
-def assert_state_equal(m, t, rtol=1e-6, atol=1e-7):
-    ms, ts = m.state_dict(), t.state_dict()
-    assert list(ms) == list(ts)
-    for k in ts:
-        np.testing.assert_allclose(ms[k].numpy(), ts[k].detach().numpy(), rtol=rtol, atol=atol, err_msg=k)
-
-
-def assert_close(a, b, rtol=1e-5, atol=1e-6, msg=""):
-    a = a.detach().numpy() if hasattr(a, "detach") else np.asarray(a)
-    b = b.detach().numpy() if hasattr(b, "detach") else np.asarray(b)
-    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=msg)
-
-
-def pair(make_md, make_torch, dtype="float64"):
-    torch.manual_seed(0)
-    md.manual_seed(0)
-    t = make_torch()
-    m = make_md()
-    if dtype == "float64":
-        t, m = t.double(), m.double()
-    load_from_torch(m, t)
-    return m, t
-
-
-def train_and_compare(m, t, x, steps=3, lr=0.1, rtol=1e-5, atol=1e-7, optim="sgd"):
-    """Forward, backward and an optimizer step in both, ``steps`` times, comparing the output,
-    every parameter's gradient and the state after each step."""
-    if optim == "sgd":
-        om, ot = md.optim.SGD(m.parameters(), lr=lr, momentum=0.9), torch.optim.SGD(t.parameters(), lr=lr, momentum=0.9)
-    else:
-        om, ot = md.optim.Adam(m.parameters(), lr=lr), torch.optim.Adam(t.parameters(), lr=lr)
-    for step in range(steps):
-        y = m(md.tensor(x))
-        yt = t(torch.from_numpy(x))
-        assert_close(y, yt, rtol, atol, f"output at step {step}")
-        (y * y).sum().backward()
-        (yt * yt).sum().backward()
-        tparams = dict(t.named_parameters())
-        for name, p in m.named_parameters():
-            assert_close(p.grad, tparams[name].grad, rtol, atol, f"grad of {name} at step {step}")
-        om.step()
-        ot.step()
-        om.zero_grad()
-        ot.zero_grad()
-        assert_state_equal(m, t, rtol, atol)
+# the helpers the parametrize tests define (torch state copied in, compared step by step)
+from test_nn_utils_parametrize import (assert_close, assert_state_equal, load_from_torch,  # noqa: E402,F401
+                                       pair, train_and_compare)
 
 
 # orthogonal --------------------------------------------------------------------------------

@@ -91,9 +91,11 @@ def _profiled(kind):
     def decorate(method):
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
+            if not _profiler._recording:
+                return method(self, *args, **kwargs)
             key = (id(self), kind)
             open_regions = _in_region.__dict__.setdefault("open", set())
-            if not _profiler._recording or key in open_regions:
+            if key in open_regions:
                 return method(self, *args, **kwargs)
             open_regions.add(key)
             try:
