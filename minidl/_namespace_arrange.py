@@ -102,13 +102,28 @@ def column_stack(tensors):
     return hstack(ts)
 
 
-def tensor_split(input, indices_or_sections, dim=0):
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+                 tensor_indices_or_sections=None):
     """Views of ``input`` split along dim: into n nearly equal parts (the first n % size one
-    longer), or at the given indices, as PyTorch (and numpy.array_split)."""
+    longer), or at the given indices, as PyTorch (and numpy.array_split). PyTorch's overloads
+    name the second argument ``sections``, ``indices`` or ``tensor_indices_or_sections``; a
+    tensor holds the number of sections (0-d) or the indices (1-d), as int64."""
+    given = [a for a in (indices_or_sections, sections, indices, tensor_indices_or_sections) if a is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split() expects one of indices_or_sections, sections, indices or "
+                        f"tensor_indices_or_sections, got {len(given)}")
+    indices_or_sections = given[0]
     d = normalize_dim(dim, input.ndim, "tensor_split")
     size = input.shape[d]
     if isinstance(indices_or_sections, Tensor):
-        indices_or_sections = indices_or_sections.tolist()
+        t = indices_or_sections
+        if t.dtype != _dtypes.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+                               f"{_legacy_name(t.dtype)}")
+        if t.ndim > 1:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                               f"one-dimensional tensor, but got a tensor with {t.ndim} dims")
+        indices_or_sections = t.tolist()
     if isinstance(indices_or_sections, numbers.Integral):
         n = int(indices_or_sections)
         if n <= 0:
@@ -180,6 +195,8 @@ def flipud(input):
 
 def rot90(input, k=1, dims=(0, 1)):
     """Rotated by k * 90 degrees in the plane of ``dims``, from the first dim towards the second."""
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     d0, d1 = _ordered_dims(dims, input.ndim, "rot90")
@@ -382,9 +399,17 @@ def triu_indices(row, col, offset=0, *, dtype=None, device="cpu"):
 
 
 # index writes that return a new tensor --------------------------------------------------------
+def _legacy_name(dtype):
+    """PyTorch's scalar-type name of a dtype in its messages: Float, Long..."""
+    return _dtypes.legacy_type_name(dtype).replace("Tensor", "")
+
+
 def index_copy(input, dim, index, source):
     """A copy of input with the slices at ``index`` along dim replaced by source's."""
     d = normalize_dim(dim, builtins.max(input.ndim, 1), "index_copy")
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
+                           f"{_legacy_name(input.dtype)} and (source) {_legacy_name(source.dtype)}")
     idx = _index_tensor(index, "index_copy").reshape(-1)
     out = input.clone()
     out[(slice(None),) * d + (idx,)] = source
@@ -394,6 +419,9 @@ def index_copy(input, dim, index, source):
 def masked_scatter(input, mask, source):
     """A copy of input where the mask (broadcast to input) holds taken, in order, from source's
     leading elements."""
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got "
+                           f"{_legacy_name(input.dtype)} and {_legacy_name(source.dtype)}")
     m = mask.expand(*np.broadcast_shapes(tuple(mask.shape), tuple(input.shape)))
     if m.dtype.kind != "b":
         raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {m.dtype}")
@@ -462,12 +490,20 @@ def is_same_size(input, other):
     return tuple(input.shape) == tuple(other.shape)
 
 
+def adjoint(input):
+    """The conjugate transpose of the last two dims (a view); on real tensors, ``mT``."""
+    if input.ndim < 2:
+        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
+                           f"{input.ndim}-D tensor.")
+    return input.transpose(-2, -1)
+
+
 BOTH = {
     "movedim": movedim, "moveaxis": movedim, "tensor_split": tensor_split, "select": select, "take": take,
     "take_along_dim": take_along_dim, "fliplr": fliplr, "flipud": flipud, "rot90": rot90, "diff": diff,
     "trace": trace, "cross": cross, "kron": kron, "inner": inner, "mv": mv, "vdot": vdot, "addmv": addmv,
     "addr": addr, "diag_embed": diag_embed, "diagflat": diagflat, "index_copy": index_copy,
-    "masked_scatter": masked_scatter, "is_nonzero": is_nonzero, "is_same_size": is_same_size,
+    "masked_scatter": masked_scatter, "is_nonzero": is_nonzero, "is_same_size": is_same_size, "adjoint": adjoint,
     **_bitwise.TABLE,
 }
 

@@ -77,12 +77,21 @@ def where(condition, input=None, other=None):
     return _ops().where(condition, input, other)
 
 
+def pow(input, exponent):   # noqa: A001 (PyTorch's name)
+    """``input ** exponent``, either of them a number: ``md.pow(2, t)`` is ``2 ** t``, as PyTorch's
+    ``torch.pow(self: Number, exponent: Tensor)``."""
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        raise TypeError(f"pow(): expected a Tensor as input or exponent, got {type(input).__name__} and "
+                        f"{type(exponent).__name__}")
+    return _ops().pow(input, exponent)
+
+
 BOTH = {
     "narrow": _strided.narrow, "diagonal": _strided.diagonal, "log2": _em.log2, "reciprocal": _em.reciprocal,
     "nan_to_num": _em.nan_to_num, "count_nonzero": count_nonzero, "isin": isin, "broadcast_to": broadcast_to,
     "dot": dot, "ravel": ravel,
 }
 
-MODULE_ONLY = {"where": where}
+MODULE_ONLY = {"where": where, "pow": pow}
 
 METHODS_ONLY = {"unfold": _strided.unfold, "stride": _strided.stride}

@@ -111,7 +111,8 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     name = "nanquantile" if ignore_nan else "quantile"
     if interpolation not in _INTERPOLATIONS:
-        raise ValueError(f"{name}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. Got {interpolation}")
+        raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
+                           f"but got {interpolation}")
     if input.dtype.kind not in "fV":
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     scalar_q = not isinstance(q, Tensor) or q.ndim == 0
@@ -170,7 +171,7 @@ def nanmedian(input, dim=None, keepdim=False):
     k = np.where(valid == 0, (moved.shape[-1] - 1) // 2, k)         # all NaN: a NaN
     idx = np.take_along_axis(order, k, -1)
     from .ops import selection
-    return selection._select("median", input, np.moveaxis(idx, -1, d), d, keepdim, input.ndim == 0)
+    return selection._select("nanmedian", input, np.moveaxis(idx, -1, d), d, keepdim, input.ndim == 0)
 
 
 # covariance -------------------------------------------------------------------------------
@@ -232,7 +233,8 @@ def histc(input, bins=100, min=0, max=0):   # noqa: A002 (PyTorch's names)
     range); elements outside are ignored; a float tensor of input's dtype."""
     a = _host(input)
     if a.dtype.kind not in "fV":
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{input.dtype}'")
+        raise _dtypes.DtypeNotImplementedError(f"histc: not implemented for {input.dtype} tensors (as PyTorch: "
+                                               "floating point only)")
     lo, hi = float(min), float(max)
     if lo == hi and a.size:
         lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
@@ -247,7 +249,10 @@ def histc(input, bins=100, min=0, max=0):   # noqa: A002 (PyTorch's names)
 def bincount(input, weights=None, minlength=0):
     """The number of occurrences of each non-negative integer (weights summed instead, when given)."""
     a = _host(input)
-    if input.ndim != 1 or a.dtype.kind not in "iu":
+    if a.dtype.kind not in "iu":
+        raise _dtypes.DtypeNotImplementedError(f"bincount: not implemented for {input.dtype} tensors (as PyTorch: "
+                                               "integer tensors only)")
+    if input.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if a.size and a.min() < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")

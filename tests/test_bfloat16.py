@@ -16,7 +16,8 @@ BF16 = ml_dtypes.bfloat16
 
 def test_created_cast_and_printed():
     for t in (md.zeros(2, 3, dtype=md.bfloat16), md.ones(4, dtype="bfloat16"),
-              md.tensor([1.5, -2.0], dtype=md.bfloat16), md.randn(3, dtype=md.bfloat16), md.full((2,), 3.0, dtype=md.bfloat16), md.arange(4.0).bfloat16()):
+              md.tensor([1.5, -2.0], dtype=md.bfloat16), md.randn(3, dtype=md.bfloat16),
+              md.full((2,), 3.0, dtype=md.bfloat16), md.arange(4.0).bfloat16()):
         assert t.dtype is md.bfloat16 and t.element_size() == 2 and t.is_floating_point()
     x = md.tensor([1.0, 1.00390625, 1.01171875, 3e38, -0.0])     # ties go to even, as ml_dtypes and PyTorch
     y = x.to(md.bfloat16)
@@ -36,7 +37,7 @@ def test_saved_and_loaded_in_checkpoints(tmp_path):
     path = tmp_path / "ckpt.npz"
     md.save({"model": model.state_dict(), "opt": opt.state_dict(), "x": md.tensor([1.0, 3.0]).bfloat16()}, path)
     ck = md.load(path)
-    assert ck["x"].dtype == BF16 and ck["x"].astype(np.float32).tolist() == [1.0, 3.0]
+    assert ck["x"].dtype is md.bfloat16 and ck["x"].float().tolist() == [1.0, 3.0]
     other = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4)).bfloat16()
     other.load_state_dict(ck["model"])
     for a, b in zip(model.parameters(), other.parameters()):

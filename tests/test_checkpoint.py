@@ -35,7 +35,8 @@ def nested_state():
 
 def assert_same(a, b):
     if isinstance(a, md.Tensor):
-        a = a.numpy()
+        assert isinstance(b, md.Tensor) and b.device == "cpu"
+        a, b = a.numpy(), b.numpy()
     if isinstance(a, np.ndarray):
         assert isinstance(b, np.ndarray) and b.dtype == a.dtype and b.shape == a.shape
         np.testing.assert_array_equal(a, b)

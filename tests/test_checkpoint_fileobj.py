@@ -120,8 +120,10 @@ def test_map_location_to_the_cpu_gives_cpu_tensors(where):
     assert isinstance(out["names"], np.ndarray)    # strings have no Tensor form
 
 
-def test_without_map_location_arrays_come_back_as_numpy():
-    assert isinstance(md.load(io.BytesIO(_saved()))["w"], np.ndarray)
+def test_without_map_location_tensors_come_back_as_cpu_tensors_and_arrays_as_numpy():
+    out = md.load(io.BytesIO(_saved()))
+    assert isinstance(out["w"], md.Tensor) and out["w"].device == "cpu"
+    assert isinstance(out["names"], np.ndarray)
 
 
 def test_a_map_location_callable_gets_a_cpu_tensor_and_the_location_cpu():

@@ -256,7 +256,7 @@ def test_multiplicative_lr_by_hand_and_its_state_leaves_the_functions_out():
     opt.step()
     sched.step()
     assert sched.get_last_lr() == [1.0]
-    assert "lr_lambdas" not in sched.state_dict() and sched.state_dict()["last_epoch"] == 4
+    assert sched.state_dict()["lr_lambdas"] == [None] and sched.state_dict()["last_epoch"] == 4   # a function: None
     with pytest.raises(ValueError, match="expected 1 lr_lambdas, but got 2"):
         lr_scheduler.MultiplicativeLR(opt, [lambda e: 1.0, lambda e: 1.0])
     with pytest.raises(TypeError, match="lr_lambda should be a function, but got float"):

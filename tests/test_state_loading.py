@@ -293,7 +293,8 @@ def test_state_pytorch_would_save_loads():
     fresh = optim.Adam([Parameter(np.ones((2, 3), np.float32)), Parameter(np.ones(3, np.float32))], lr=0.3)
     fresh.load_state_dict(sd)
     p0, p1 = fresh.param_groups[0]["params"]
-    assert fresh.state[p0]["step"] == 2 and type(fresh.state[p0]["step"]) is int
+    step = fresh.state[p0]["step"]                       # PyTorch's form: a 0-d float32 Tensor
+    assert isinstance(step, md.Tensor) and step.shape == () and step.dtype == md.float32 and step.item() == 2
     assert fresh.state[p0]["exp_avg"].dtype == np.float32 and fresh.state[p1] == {}
     assert fresh.param_groups[0]["betas"] == (0.8, 0.9) and fresh.param_groups[0]["foreach"] is None
     assert fresh.param_groups[0]["lr"] == 0.1

@@ -67,6 +67,17 @@ def test_wsconv2d_is_conv2d_of_the_standardized_weight_and_ignores_filter_scale(
     assert "eps=1e-05" in repr(nn.WSConv2d(3, 4, 3)) and isinstance(conv, nn.Conv2d)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_wsconv2d_pads_with_its_padding_mode(mode):
+    md.manual_seed(0)
+    conv = nn.WSConv2d(3, 4, 3, padding=1, bias=False, padding_mode=mode).double()
+    x = md.tensor(np.random.default_rng(8).standard_normal((2, 3, 5, 5)))
+    padded = np.pad(x.numpy(), ((0, 0), (0, 0), (1, 1), (1, 1)), mode={"reflect": "reflect", "replicate": "edge",
+                                                                       "circular": "wrap"}[mode])
+    want = F.conv2d(md.tensor(padded), md.tensor(naive_ws(conv.weight.numpy())), None)
+    np.testing.assert_allclose(conv(x).numpy(), want.numpy(), rtol=1e-9, atol=1e-9)
+
+
 def test_wsconv2d_trains_with_groupnorm_at_batch_one():
     rng = np.random.default_rng(7)
     x = md.tensor(rng.standard_normal((8, 2, 6, 6)).astype(np.float32))

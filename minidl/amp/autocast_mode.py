@@ -10,7 +10,8 @@ autocast off inside it, an inner region may change the dtype), and every setting
 change another thread's ops. Which op runs in which dtype is ``policy.py``'s table.
 
 The defaults are PyTorch's: bfloat16 on the CPU, float16 on cuda. The CPU accepts float16 and
-bfloat16; any other dtype warns and disables the region, as PyTorch does. On cuda, a region
+bfloat16; any other dtype warns and disables the region, as PyTorch does (a dtype that is not
+a minidl dtype, a string say, and flags that are not bools are a TypeError). On cuda, a region
 is disabled with a warning when no GPU (nor the simulator) is there; it takes float16 and
 bfloat16 (kept on the device as its 16 bits: minidl/backends/cuda/array.py), float32/float64 as
 PyTorch does (every cast a no-op or a widening), and refuses a non-floating dtype.
@@ -21,9 +22,9 @@ import warnings
 from .. import cuda as _cuda
 from ..autograd import autocast_state
 from ..tensor import dtype as dtypes
-from . import policy  # noqa: F401  (fills the rules and the seam's entry point on import)
+from . import policy  # (fills the rules and the seam's entry point on import)
 
-_DEFAULT_DTYPE = {"cpu": "bfloat16", "cuda": "float16"}
+_DEFAULT_DTYPE = policy.DEFAULT_DTYPE
 _state = autocast_state.state
 
 
@@ -34,6 +35,22 @@ def _check_device(device_type, who):
         raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'" if who is None
                            else f"{who}: unsupported autocast device_type '{device_type}'; expected 'cpu' or 'cuda'")
     return device_type
+
+
+def _check_bool(value, what, who):
+    """PyTorch's flags are Python bools: 1, None or a NumPy bool are refused, not read as truthy."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{who}: expected {what} to be a bool, got {type(value).__name__}")
+    return value
+
+
+def _check_dtype(dtype, who):
+    """A minidl dtype (md.bfloat16, md.float16, ...); a string or NumPy dtype is refused, as PyTorch
+    refuses anything but a torch.dtype."""
+    if not isinstance(dtype, dtypes.DType):
+        raise TypeError(f"{who}: expected dtype to be a minidl dtype such as minidl.bfloat16, got "
+                        f"{type(dtype).__name__}")
+    return dtype
 
 
 def is_autocast_available(device_type):
@@ -48,7 +65,8 @@ def is_autocast_enabled(device_type=None):
 
 
 def set_autocast_enabled(device_type, enabled):
-    _state.enabled[_check_device(device_type, "set_autocast_enabled")] = bool(enabled)
+    _check_bool(enabled, "enabled", "set_autocast_enabled()")
+    _state.enabled[_check_device(device_type, "set_autocast_enabled")] = enabled
     autocast_state.refresh()
 
 
@@ -60,7 +78,8 @@ def get_autocast_dtype(device_type):
 
 
 def set_autocast_dtype(device_type, dtype):
-    _state.dtype[_check_device(device_type, "set_autocast_dtype")] = dtypes.wrap(dtypes.to_dtype(dtype))
+    _check_dtype(dtype, "set_autocast_dtype()")
+    _state.dtype[_check_device(device_type, "set_autocast_dtype")] = dtype
 
 
 def is_autocast_cache_enabled():
@@ -68,7 +87,7 @@ def is_autocast_cache_enabled():
 
 
 def set_autocast_cache_enabled(enabled):
-    _state.cache_enabled = bool(enabled)
+    _state.cache_enabled = _check_bool(enabled, "enabled", "set_autocast_cache_enabled()")
 
 
 def clear_autocast_cache():
@@ -93,9 +112,11 @@ class autocast:   # noqa: N801  (PyTorch's name)
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         _check_device(device_type, None)
+        _check_bool(enabled, "enabled", "autocast")
         self.device = device_type
-        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtypes.wrap(dtypes.to_dtype(dtype))
-        self._cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else bool(cache_enabled)
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else _check_dtype(dtype, "autocast")
+        self._cache_enabled = (is_autocast_cache_enabled() if cache_enabled is None
+                               else _check_bool(cache_enabled, "cache_enabled", "autocast"))
         supported = [dtypes.bfloat16, dtypes.float16]
         if enabled:
             if device_type == "cuda":

@@ -102,11 +102,11 @@ class GradScaler:
                 raise AssertionError("The backoff factor must be < 1.0.")
             _check_scale(init_scale, "init_scale")
             _check_interval(growth_interval)
-            self._init_scale = float(init_scale)
+            self._init_scale = init_scale  # as given (get_scale returns it until the first scale())
             self._scale = None             # np.float32 once the first scale() call fixes it
-            self._growth_factor = float(growth_factor)
-            self._backoff_factor = float(backoff_factor)
-            self._growth_interval = int(growth_interval)
+            self._growth_factor = growth_factor
+            self._backoff_factor = backoff_factor
+            self._growth_interval = growth_interval
             self._init_growth_tracker = 0
             self._growth_tracker = None    # consecutive steps without inf/NaN, since the last change of S
             self._per_optimizer_states = {}
@@ -300,21 +300,41 @@ class GradScaler:
                    if k not in state_dict]
         if missing:
             raise KeyError(f"GradScaler.load_state_dict: the state dict lacks {', '.join(map(repr, missing))}")
-        _check_scale(state_dict["scale"], "the state dict's scale")
-        _check_interval(state_dict["growth_interval"])
-        tracker = state_dict["_growth_tracker"]
+        # a one-element tensor (as an older PyTorch checkpoint may hold) stands for its number
+        sd = {k: _number(state_dict[k]) for k in ("scale", "growth_factor", "backoff_factor", "growth_interval",
+                                                  "_growth_tracker")}
+        _check_scale(sd["scale"], "the state dict's scale")
+        _check_interval(sd["growth_interval"])
+        tracker = sd["_growth_tracker"]
         if not _is_int(tracker) or tracker < 0:
             raise ValueError(f"GradScaler.load_state_dict: expected _growth_tracker to be an integer >= 0, "
                              f"got {tracker!r}")
-        self._init_scale = float(state_dict["scale"])
+        self._init_scale = sd["scale"]
         if self._scale is not None:
             self._scale = np.float32(self._init_scale)
-        self._growth_factor = float(state_dict["growth_factor"])
-        self._backoff_factor = float(state_dict["backoff_factor"])
-        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_factor = sd["growth_factor"]
+        self._backoff_factor = sd["backoff_factor"]
+        self._growth_interval = sd["growth_interval"]
         self._init_growth_tracker = int(tracker)
         if self._growth_tracker is not None:
             self._growth_tracker = int(tracker)
+
+    def __getstate__(self):
+        """Pickling (and copy.deepcopy) between iterations only, as PyTorch: mid-iteration the
+        per-optimizer unscale/step stages would be carried into a copy that has no optimizers."""
+        state = self.__dict__.copy()
+        if self._enabled:
+            if self._per_optimizer_states:
+                raise AssertionError("A GradScaler instance may only be pickled at the beginning of an iteration, "
+                                     "or at the end after scaler.update().")
+            state["_init_scale"] = self.get_scale()
+            state["_init_growth_tracker"] = self._get_growth_tracker()
+            state["_scale"] = None
+            state["_growth_tracker"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
     def __repr__(self):
         if not self._enabled:
@@ -348,6 +368,13 @@ class CudaGradScaler(_DeviceGradScaler):
 
 
 DEVICE_GRAD_SCALERS = {"cpu": CpuGradScaler, "cuda": CudaGradScaler}
+
+
+def _number(v):
+    """A one-element Tensor as its Python number; anything else as it is."""
+    if isinstance(v, _tensor_type()) and v.numel() == 1:
+        return v.item()
+    return v
 
 
 def _is_int(v):

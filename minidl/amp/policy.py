@@ -14,15 +14,22 @@ The rules (PyTorch's names, from its autocast op reference):
   (float16 or bfloat16), and the op runs as a tensor core runs it: products of the rounded
   inputs accumulated in float32 (float32 BLAS, or the device's float32 tiled matmul), the
   output rounded to the low dtype once, its backward likewise (``ops/low_precision.py``).
-- ``fp32`` (losses and, on cuda, softmax, log_softmax, exp, log, pow, sum, layer_norm,
-  group_norm...): float16/bfloat16 inputs are cast to float32, the op runs in float32.
+- ``fp32`` (losses, the 3-D and fractional poolings, max_unpool and grid_sample on the CPU and,
+  on cuda, softmax, log_softmax, exp, log, pow, sum, layer_norm, group_norm...): float16/bfloat16
+  inputs are cast to float32, the op runs in float32.
 - ``promote`` (cat, stack on the CPU; bilinear, scatter_add on cuda): the floating inputs are
-  cast to the widest floating dtype among them.
+  cast to the widest floating dtype among them, as PyTorch picks it: starting from the low
+  dtype, a float32 input makes it float32, float64 inputs are skipped (and left as they are),
+  and a low-precision input of the other kind (float16 in a bfloat16 region, or the reverse)
+  met before any float32 one is an error, PyTorch's RuntimeError.
 - ``promote_sum`` (the fused residual add + norm): the two summands are cast to the wider of
   their dtypes, as the unfused ``x + r`` promotes; the parameters stay as they are.
-- ``like_input`` (the GRU on the CPU, whose PyTorch kernel runs in its input's dtype: float32 for
-  a float32 input, the low dtype for a low-precision one): weights and states cast to the
-  input's dtype.
+- ``like_state`` (the GRU on the CPU, whose PyTorch layer and cell are a loop of linears and
+  pointwise ops: the gates come out in the low dtype and ``h' = (1 - z) n + z h`` promotes them
+  with the state h, so the output has the state's dtype, float32 for a float32 state whatever
+  the input's): input and weights cast to the dtype of the state (the zero state a layer makes
+  when none is given has the input's dtype). The gates then run in that dtype too, where PyTorch
+  rounds the gate products to the low dtype first: the same dtypes, values within that rounding.
 - ``banned`` (binary_cross_entropy on cuda): refused with PyTorch's message.
 - ops without a rule run in whatever dtype their inputs have; a binary op of a low-precision
   and a float32 tensor then promotes to float32 by the ordinary rules (``ops/arithmetic.py``).
@@ -52,7 +59,7 @@ from ..tensor import dtype as dtypes
 
 LOWER, FP32, PROMOTE, BANNED = "lower_precision_fp", "fp32", "promote", "banned"
 PROMOTE_SUM = "promote_sum"   # a fused x + r then op: x and r promoted as the unfused + would
-LIKE_INPUT = "like_input"     # the other floating operands cast to the first one's dtype
+LIKE_STATE = "like_state"     # the other floating operands cast to the recurrent state's dtype
 
 # minidl Function (module:class)            name in minidl's dtype checks    cpu      cuda
 TABLE = (
@@ -69,8 +76,12 @@ TABLE = (
     ("activation_elementwise:PReLU",           "prelu",                           LOWER,   LOWER),
     # recurrent layers (PyTorch: mkldnn_rnn_layer on the CPU, the cudnn RNN on cuda)
     ("rnn.lstm:LSTMLayer",                     "LSTM",                            LOWER,   LOWER),
-    ("rnn.gru:GRULayer",                       "GRU",                             LIKE_INPUT, LOWER),
+    ("rnn.gru:GRULayer",                       "GRU",                             LIKE_STATE, LOWER),
     ("rnn.rnn_cell:RNNLayer",                  "RNN",                             LOWER,   LOWER),
+    # the cells run one step of the same layers (the names let their dtype checks pass under autocast)
+    ("rnn.lstm:LSTMLayer",                     "LSTMCell",                        LOWER,   LOWER),
+    ("rnn.gru:GRULayer",                       "GRUCell",                         LIKE_STATE, LOWER),
+    ("rnn.rnn_cell:RNNLayer",                  "RNNCell",                         LOWER,   LOWER),
     ("addmm:AddMatMul",                        "addmm",                           LOWER,   LOWER),
     ("addmm:AddMatMul",                        "baddbmm",                         LOWER,   LOWER),
     ("addmm:AddMatMul",                        "addbmm",                          LOWER,   LOWER),
@@ -86,6 +97,19 @@ TABLE = (
     ("loss_pointwise:KLDiv",                   "kl_div",                          FP32,    FP32),
     ("loss_pointwise:BinaryCrossEntropyWithLogits", "binary_cross_entropy_with_logits", FP32, FP32),
     ("loss_pointwise:BinaryCrossEntropy",      "binary_cross_entropy",            FP32,    BANNED),
+    ("loss_margin:SoftMargin",                 "soft_margin_loss",                FP32,    FP32),
+    ("loss_margin:MultiMargin",                "multi_margin_loss",               FP32,    FP32),
+    ("loss_margin:MultiLabelMargin",           "multilabel_margin_loss",          FP32,    FP32),
+    ("loss_likelihood:PoissonNLL",             "poisson_nll_loss",                FP32,    FP32),
+    # poolings and resampling that PyTorch's CPU table runs in float32
+    ("pooling3d:MaxPool3d",                    "max_pool3d",                      FP32,    None),
+    ("pooling3d:AvgPool3d",                    "avg_pool3d",                      FP32,    None),
+    ("pooling3d:AdaptiveAvgPool3d",            "adaptive_avg_pool3d",             FP32,    None),
+    ("pooling3d:AdaptiveMaxPool3d",            "adaptive_max_pool3d",             FP32,    None),
+    ("fractional_pool:FractionalMaxPool2d",    "fractional_max_pool2d",           FP32,    None),
+    ("fractional_pool3d:FractionalMaxPool3d",  "fractional_max_pool3d",           FP32,    None),
+    ("unpool:MaxUnpool2d",                     "max_unpool2d",                    FP32,    None),
+    ("grid_sample:GridSample2d",               "grid_sampler",                    FP32,    None),
     # reductions and pointwise math
     ("cumulative:Prod",                        "prod",                            FP32,    FP32),
     ("cumulative:Cumsum",                      "cumsum",                          None,    FP32),
@@ -118,12 +142,17 @@ TABLE = (
 )
 
 DEVICES = ("cpu", "cuda")
+# the low dtype of a device whose dtype was never set (a region or set_autocast_dtype sets it)
+DEFAULT_DTYPE = {"cpu": "bfloat16", "cuda": "float16"}
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _BF16 = dtypes.bfloat16.dtype if dtypes.bfloat16 is not None else None
 
 
 _NAMES = {}   # Function class -> the op's name, for messages
+# the position of the recurrent state among the arguments of a like_state op
+STATE_ARG = {"rnn.gru:GRULayer": 5}
+_STATE_INDEX = {}   # Function class -> that position
 
 
 def _load():
@@ -136,6 +165,8 @@ def _load():
         except (ImportError, AttributeError):
             continue
         per_device = {d: r for d, r in zip(DEVICES, rules) if r is not None}
+        if LIKE_STATE in rules:
+            _STATE_INDEX[cls] = STATE_ARG[where]
         autocast_state.RULES[cls] = per_device
         _NAMES.setdefault(cls, name)
         autocast_state.RULES_BY_NAME.setdefault(name, {}).update(per_device)
@@ -192,26 +223,53 @@ def _lowered(a, low, state):
     return out
 
 
+def low_dtype(device, state):
+    """The NumPy dtype autocast lowers to on ``device`` in this thread: the region's, or the
+    device's default when autocast was turned on by ``set_autocast_enabled`` alone."""
+    d = state.dtype[device]
+    return np.dtype(dtypes.to_dtype(dtypes.by_name(DEFAULT_DTYPE[device]) if d is None else d))
+
+
 def _lower(cls, args, device, state):
-    low = dtypes.to_dtype(state.dtype[device])
+    low = low_dtype(device, state)
     new, cast, kept = [], False, None
     for a in args:
         if _eligible(a, device):
             a, cast = _lowered(a, low, state), True
-        elif isinstance(a, _function.Tensor) and a._data.dtype == _F64:
+        elif isinstance(a, _function.Tensor) and (a._data.dtype == _F64 or a._data.dtype.kind in "iu"):
             kept = a
         new.append(a)
-    if cast and kept is not None:   # float64 is never cast: PyTorch refuses the mix as well
+    if cast and kept is not None:   # float64 and integers are never cast: PyTorch refuses the mix as well
         raise dtypes.DtypeMismatchError(
-            f"{_NAMES[cls]}: expected all floating operands in one dtype under autocast, but got float64 and "
-            f"{dtypes.name_of(low)} (autocast casts float32, float16 and bfloat16 operands to "
-            f"{dtypes.name_of(low)}, never float64 ones)")
+            f"{_NAMES[cls]}: expected all operands in one floating dtype under autocast, but got "
+            f"{dtypes.name_of(kept._data.dtype)} and {dtypes.name_of(low)} (autocast casts float32, float16 and "
+            f"bfloat16 operands to {dtypes.name_of(low)}, never float64 or integer ones)")
     return _call(cls, new)
 
 
 def _cast_all(cls, args, device, target):
     new = [Cast.apply(a, target) if _eligible(a, device) and a._data.dtype != target else a for a in args]
     return _call(cls, new)
+
+
+def _promoted(cls, args, device, state):
+    """The dtype a ``promote`` op casts its floating operands to: PyTorch's ``prioritize``, which
+    starts from the low dtype, goes to float32 at the first float32 operand and refuses a
+    low-precision operand of the other kind while it is still at the low dtype (float64
+    operands are not eligible, so they neither count nor get cast)."""
+    low = low_dtype(device, state)
+    current = low
+    for a in args:
+        if not _eligible(a, device):
+            continue
+        dt = a._data.dtype
+        if current == _F32 or dt == _F32:
+            current = _F32
+        elif dt != low:
+            raise RuntimeError(f"{_NAMES[cls]}: under autocast to {dtypes.name_of(low)}, expected floating operands "
+                               f"in {dtypes.name_of(low)}, float32 or float64 (a float32 one before any other), but "
+                               f"got {dtypes.name_of(dt)}")
+    return current
 
 
 def run(cls, args):
@@ -227,15 +285,15 @@ def run(cls, args):
     if rule == FP32:
         return _cast_all(cls, args, device, _F32)
     if rule == PROMOTE:
-        floating = [a._data.dtype for a in args if _eligible(a, device)]
-        if not floating:
+        if not any(_eligible(a, device) for a in args):
             return _call(cls, args)
-        return _cast_all(cls, args, device, np.result_type(*floating))
-    if rule == LIKE_INPUT:
-        first = args[0]
-        if not _eligible(first, device):
+        return _cast_all(cls, args, device, _promoted(cls, args, device, state))
+    if rule == LIKE_STATE:
+        h = args[_STATE_INDEX[cls]]
+        dt = h._data.dtype if isinstance(h, _function.Tensor) else getattr(h, "dtype", None)
+        if dt is None or not (dt.kind == "f" or dt == _BF16) or dt == _F64:
             return _call(cls, args)
-        return _cast_all(cls, args, device, first._data.dtype)
+        return _cast_all(cls, args, device, dt)
     if rule == PROMOTE_SUM:
         x, r = args[:2]
         if _eligible(x, device) and _eligible(r, device) and x._data.dtype != r._data.dtype:

@@ -65,7 +65,8 @@ def leaf_edge_counts(order):
 def run_post_hooks(leaf):
     fns = hooks_of(leaf)
     for fn in list(fns.values()) if fns else ():
-        fn(leaf)
+        if fn(leaf) is not None:     # the hook acts on leaf.grad itself; nothing it returns is used
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 class _Queues(threading.local):

@@ -12,7 +12,8 @@ index)`` that input's gradient goes to. ``run(roots, grads)``:
    replace a gradient) and after checking that nothing it saved was modified in place since
    (versions.py); then the node's post hooks (node.py), which may replace what it returned;
 3. adds the resulting gradients into leaf tensors' ``.grad`` (accumulating across calls),
-   and frees each node's saved arrays unless ``retain_graph`` is set;
+   and frees each node's saved arrays unless ``retain_graph`` is set (node.release: the
+   edges stay, so ``next_functions`` still describes the graph, as in PyTorch);
 4. runs a leaf's post-accumulate-grad hooks as soon as its last gradient has arrived, and the
    callbacks queued during the pass once it is over (backward_callbacks.py).
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from . import anomaly_mode, backward_callbacks, function, grad_mode, node as node_api, versions, views
 from ..backends import device_of, namespace_of
+from .node import release
 
 _FREED = ("Trying to backward through the graph a second time (or to use values it saved after "
           "they were freed). Pass retain_graph=True to the first backward() if you need to.")
@@ -76,7 +78,7 @@ _task_ids = itertools.count()
 
 
 # register_multi_grad_hook's "all" hooks alive: while there are any, each pass notes the leaves
-# it reaches before running (nodes forget their inputs as they are freed)
+# it reaches before running (nodes forget their non-leaf inputs as they are freed)
 leaf_queries = [0]
 
 
@@ -229,7 +231,7 @@ def run(roots, grads, retain_graph=False, targets=None):
             if extra and node_hooks is not None and all(g is None for g in gouts):
                 gins = (None,) * len(node.inputs)     # pre-hooks dropped every gradient: none flows on
             else:
-                if node.n_outputs > 1 and any(g is None for g in gouts):
+                if node.n_outputs > 1 and node.materialize_grads and any(g is None for g in gouts):
                     # an output that never reached the roots contributes a zero gradient (on the
                     # device of the gradients that did)
                     xp = namespace_of(next(g for g in gouts if g is not None))
@@ -242,8 +244,7 @@ def run(roots, grads, retain_graph=False, targets=None):
                 anomaly_mode.check_gradients(node, gins)
             inputs = node.inputs
             if len(gins) != len(inputs):
-                raise RuntimeError(f"{type(node).__name__}.backward returned {len(gins)} gradients, "
-                                   f"expected {len(inputs)} (one per forward argument)")
+                gins = _gradient_count(node, gins, len(inputs))
             if extra and node_hooks is not None:
                 gins = node_api.run_posthooks(node, node_hooks, gins, hooked_gouts)
             if len(gins) > 1:
@@ -268,8 +269,7 @@ def run(roots, grads, retain_graph=False, targets=None):
             if remaining and id(node) in feeding:
                 _leaf_edges_done(node, remaining, hooked, owned)
             if not retain_graph:
-                node.__dict__.clear()
-                node.freed = True
+                release(node, extra)
         node = None
         for leaf, g in hooked.values():
             _deliver(leaf, g, owned, remaining is not None)
@@ -350,6 +350,15 @@ def _deliver(leaf, g, owned, post_accumulate):
             fn((), grad_outputs)
 
 
+def _gradient_count(node, gins, n, method="backward"):
+    """The gradients of a backward that did not return one per forward argument: as PyTorch,
+    extra trailing Nones are dropped; anything else is an error."""
+    if len(gins) > n and all(g is None for g in gins[n:]):
+        return gins[:n]
+    raise RuntimeError(f"{type(node).__name__}.{method} returned {len(gins)} gradients, "
+                       f"expected {n} (one per forward argument)")
+
+
 def _mark_repeats(gins, owned):
     """An array a backward returns for two inputs (Add's g, for a and for b) may be kept by no
     leaf: the leaf's later accumulations (``+=``) would change the gradient the other input
@@ -421,8 +430,8 @@ def _call_hooks(hooks, g):
             raise RuntimeError(f"hook {name!r} has changed the size of value: it returned a gradient of shape "
                                f"{list(out.shape)} for a tensor of shape {list(g.shape)}")
         if out.dtype != g.dtype:
-            raise RuntimeError(f"hook {name!r} has changed the type of value: it returned dtype {out.dtype} "
-                               f"for a gradient of dtype {g.dtype}")
+            raise RuntimeError(f"hook {name!r} has changed the type of value (was {g.dtype} got "
+                               f"{out._data.dtype}): it must return a gradient of the tensor's dtype")
         g = out._data
     return g
 

@@ -65,18 +65,55 @@ class Function(NodeAPI):
     _saved_versions = None  # what versions.check compares before backward
     n_outputs = 1
     freed = False
+    materialize_grads = True    # zeros for the outputs no gradient reached (set_materialize_grads)
+
+    def __init_subclass__(cls, **kwargs):
+        """PyTorch's two other ways of writing a Function, mapped onto forward(ctx, ...) and
+        backward: a backward named ``vjp`` (its alias), and a ``forward`` without ctx together
+        with ``setup_context(ctx, inputs, output)``, which apply calls right after it (with the
+        forward's arguments and result, arrays here as everywhere in a Function)."""
+        super().__init_subclass__(**kwargs)
+        d = cls.__dict__
+        if "vjp" in d:
+            if "backward" in d:
+                raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not allowed. "
+                                   "You should only implement one of them.")
+            cls.backward = d["vjp"]
+        elif "backward" in d:
+            cls.vjp = d["backward"]
+        if "setup_context" in d or ("forward" in d and cls.setup_context is not Function.setup_context):
+            plain = d["forward"].__func__ if "forward" in d else cls._forward_without_ctx
+            setup = cls.setup_context
+
+            def forward(ctx, *args):
+                out = plain(*args)
+                setup(ctx, args, out)
+                return out
+            cls._forward_without_ctx = staticmethod(plain)
+            cls.forward = staticmethod(forward)
 
     @staticmethod
     def forward(ctx, *args):
-        raise NotImplementedError
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        raise NotImplementedError
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
 
     # ctx helpers, named as in PyTorch
     def save_for_backward(self, *arrays):
         self.saved_tensors = arrays
+
+    def set_materialize_grads(self, value):
+        """With False, backward gets None (not zeros) for an output no gradient reached."""
+        self.materialize_grads = bool(value)
 
     def mark_non_differentiable(self, *arrays):
         """The outputs among ``arrays`` (an index, a mask) come out not requiring grad, as in
@@ -153,6 +190,13 @@ class Function(NodeAPI):
                 ctx.inputs, ctx.edges = tuple(tensors), tuple(edges)
                 versions.snapshot(ctx, seen, (o,))
         return o
+
+
+def once_differentiable(fn):
+    """PyTorch's decorator for a backward that is not itself differentiable. A Function's backward
+    already runs on arrays with nothing recorded, and the gradients of gradients come from
+    ``differentiable_backward`` alone (higher_order.py), so there is nothing to change."""
+    return fn
 
 
 def keeps_fresh_grad(ctx, i):

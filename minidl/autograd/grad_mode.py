@@ -11,6 +11,7 @@ switches never leak into other threads. Ops and the engine read ``_state.enabled
 import functools
 import inspect
 import threading
+import warnings
 
 
 class _State(threading.local):
@@ -43,6 +44,14 @@ class _Decorating:
         return type(self)()
 
     def __call__(self, fn):
+        if inspect.isclass(fn):
+            # PyTorch's deprecated class decoration: the class's construction runs in the mode
+            warnings.warn("Decorating classes is deprecated and will be disabled in future versions. You should "
+                          "only decorate functions or methods. To preserve the current behavior of class "
+                          "decoration, you can directly decorate the `__init__` method and nothing else.",
+                          FutureWarning, stacklevel=2)
+            cls = fn
+            fn = lambda *args, **kwargs: cls(*args, **kwargs)  # noqa: E731
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def generator(*args, **kwargs):

@@ -124,8 +124,7 @@ def run(roots, seeds, retain_graph=False, targets=None):
                 else:
                     _add_pending(pending, e[0], e[1], g)
             if not retain_graph:
-                d.clear()
-                node.freed = True
+                node_api.release(node)
         node = None
         for leaf, g in leaves.values():
             _deliver(leaf, g)
@@ -156,7 +155,7 @@ def _backward(node, gouts):
     cls = type(node)
     if _METHOD not in vars(cls):
         raise _unsupported(node)
-    if node.n_outputs > 1 and any(g is None for g in gouts):
+    if node.n_outputs > 1 and node.materialize_grads and any(g is None for g in gouts):
         like = next(g for g in gouts if g is not None)._data
         xp = namespace_of(like)
         gouts = [_wrap(xp.zeros(shape, np.dtype(getattr(dtype, "dtype", dtype)))) if g is None else g
@@ -165,8 +164,7 @@ def _backward(node, gouts):
     if type(gins) is not tuple:
         gins = (gins,)
     if len(gins) != len(node.inputs):
-        raise RuntimeError(f"{cls.__name__}.differentiable_backward returned {len(gins)} gradients, expected "
-                           f"{len(node.inputs)} (one per forward argument)")
+        gins = engine._gradient_count(node, gins, len(node.inputs), _METHOD)
     return gins
 
 

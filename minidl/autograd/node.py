@@ -17,7 +17,8 @@ returns it. ``NodeAPI``, a base of Function, gives it PyTorch's node interface:
 Hooks live in the node's ``__dict__`` under ``_node_hooks``; the engine looks for that key next to
 the tensor hooks' keys (one dict test per node) and runs ``run_prehooks``/``run_posthooks`` only
 for a node that has them. Like the rest of a node's state, they are released with its saved
-arrays once a backward without ``retain_graph`` has run it.
+arrays once a backward without ``retain_graph`` has run it (``release``), which keeps only the
+graph's structure: ``next_functions`` and ``metadata`` read the same before and after.
 
 A leaf has no Function node; ``AccumulateGrad`` stands for the step that adds its gradient into
 ``.grad``, as in PyTorch: one per leaf while anything holds it (``accumulate_grad(leaf)``), with
@@ -101,10 +102,9 @@ class NodeAPI:
 
     @property
     def metadata(self):
-        d = self.__dict__
-        m = d.get("_metadata")
+        m = _metadata.get(self)
         if m is None:
-            m = d["_metadata"] = {}
+            m = _metadata[self] = {}
         return m
 
     def register_prehook(self, fn):
@@ -132,6 +132,58 @@ class NodeAPI:
             if where is not None:
                 return SavedTensor(self, where) if name.startswith("_raw") else saved_value(self, where)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class _Released:
+    """Stands, in a released node's ``inputs``, for a Tensor argument it no longer holds."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<released input>"
+
+
+_RELEASED = _Released()
+
+
+def release(node, hooked=True):
+    """Free what ``node`` kept for its backward (saved arrays, the input tensors that are not
+    leaves, hooks, output metadata) once a backward without ``retain_graph`` has run it. As in
+    PyTorch, the graph's structure stays: ``edges`` (so ``next_functions`` still leads to the
+    producers), the leaves its gradients went to (their AccumulateGrad nodes) and which outputs
+    retain their grad (looked for only where the engine saw hooks, ``hooked``); ``metadata``
+    lives outside the node's ``__dict__``. Only a second backward or reading what it saved is an
+    error (``freed``). This runs once per node of every backward, so it is kept short."""
+    d = node.__dict__
+    edges = d.get("edges")
+    if edges is None:             # an op's node records its edges only when some input needs grad
+        d.clear()
+        d["freed"] = True
+        return
+    inputs = d["inputs"]
+    retained = d.get("_retained") if hooked else None     # retains_grad stays True, as in PyTorch
+    d.clear()
+    # one or two arguments (nearly every op) spelled out
+    if len(edges) == 2:
+        a, b = inputs
+        ea, eb = edges
+        kept = (a if a is None or (ea is not None and ea[0] is None) else _RELEASED,
+                b if b is None or (eb is not None and eb[0] is None) else _RELEASED)
+    elif len(edges) == 1:
+        a, ea = inputs[0], edges[0]
+        kept = (a if a is None or (ea is not None and ea[0] is None) else _RELEASED,)
+    else:
+        kept = tuple(t if t is None or (e is not None and e[0] is None) else _RELEASED
+                     for t, e in zip(inputs, edges))
+    d["edges"] = edges
+    d["inputs"] = kept
+    d["freed"] = True
+    if retained is not None:
+        d["_retained"] = retained
+
+
+# node -> its metadata dict, for as long as the node lives (outside the node's __dict__, which a
+# backward clears)
+_metadata = weakref.WeakKeyDictionary()
 
 
 def _node_hooks(node):

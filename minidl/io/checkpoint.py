@@ -4,15 +4,20 @@
 ``map_location`` is torch.load's (see ``locations``).
 
 Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
-- every array (a Tensor is saved as its NumPy values) is a member ``a0``, ``a1``, ...;
+- every stored array is a member ``a0``, ``a1``, ...;
 - the structure around them (dicts, lists, tuples, ints of any size, floats, bools,
   strings, None) is a JSON *manifest*, stored as a uint8 array under ``__minidl__``:
-  ``{"format": "minidl-checkpoint", "version": 1, "root": node}`` where a node is a
+  ``{"format": "minidl-checkpoint", "version": 2, "root": node}`` where a node is a
   tagged list such as ``["dict", [[key_node, value_node], ...]]``, ``["array", "a0"]``
   or ``["int", 3]``, so int dict keys (optimizer state) and tuples come back as they were.
-  A bfloat16 array (a type NumPy lacks; ml_dtypes provides it) is stored as its uint16 bits
-  under the tag ``["bfloat16", "a0"]`` and comes back as bfloat16.
-  Objects may nest at most ``MAX_DEPTH`` levels deep.
+- a NumPy array is ``["array", "a0"]`` and comes back as an array; a bfloat16 one (a type
+  NumPy lacks; ml_dtypes provides it) is stored as its uint16 bits under
+  ``["bfloat16", "a0"]`` and comes back as bfloat16; a NumPy scalar is ``["scalar", "a0"]``.
+- a Tensor is ``["tensor", "a0", {"id": 0, "requires_grad": false, "parameter": false, ...}]``
+  and comes back as a Tensor, an nn.Parameter as a Parameter, one object saved twice as one
+  object, and tensors that shared memory as views of one stored buffer (see ``tensors``).
+Objects may nest at most ``MAX_DEPTH`` levels deep. Version 1 (before tensor nodes) stored a
+Tensor as an ``array`` node; such files still load, and their arrays come back as arrays.
 
 Saving to a path writes a temporary file in the target's directory, flushes and fsyncs it, then
 ``os.replace``s it over ``path`` (atomic on POSIX and Windows) and fsyncs the directory:
@@ -26,8 +31,9 @@ the caller owns it and closes it.
 Loading never unpickles (whatever ``weights_only`` says) and never trusts the file (see ``archive``: sizes, compression
 ratio and .npy headers are checked before any data is read, and reads are bounded). The
 manifest is checked node by node (tags, value types, nesting depth, at most
-``MAX_MANIFEST_BYTES``, every array it names present and named once) before any array is
-read. Anything wrong raises ``CheckpointError`` naming the file and what is wrong with it.
+``MAX_MANIFEST_BYTES``, every array it names present and named once, save the buffer that
+tensors sharing memory view; each tensor's description and view bounds: see ``tensors``)
+before any array is read. Anything wrong raises ``CheckpointError`` naming the file and what is wrong with it.
 """
 import io
 import json
@@ -39,13 +45,13 @@ import numpy as np
 from .. import backends
 from ..tensor import dtype as _dtypes
 from ..tensor.tensor import Tensor
-from . import files, locations, temporaries
+from . import files, locations, temporaries, tensors
 from .archive import ARRAY_KINDS, Archive
 from .errors import CheckpointError
 
 MANIFEST_KEY = "__minidl__"
 FORMAT = "minidl-checkpoint"
-VERSION = 1
+VERSION = 2
 MAX_DEPTH = 100                 # nesting of dicts/lists/tuples, far beyond any real state
 MAX_MANIFEST_BYTES = 32 << 20   # a model with 100k tensors needs about 5 MB
 _BFLOAT16 = _dtypes.bfloat16.dtype if _dtypes.bfloat16 is not None else None
@@ -55,7 +61,7 @@ __all__ = ["CheckpointError", "MANIFEST_KEY", "MAX_DEPTH", "MAX_MANIFEST_BYTES",
 
 
 # encoding ----------------------------------------------------------------------------------
-def _encode(obj, arrays, where, depth=0):
+def _encode(obj, arrays, saver, where, depth=0):
     if obj is None:
         return ["none"]
     if isinstance(obj, bool):
@@ -67,7 +73,7 @@ def _encode(obj, arrays, where, depth=0):
     if isinstance(obj, str):
         return ["str", obj]
     if isinstance(obj, Tensor):
-        return _encode_array(obj.numpy(), arrays, where, "array")
+        return saver.node(obj)
     if isinstance(obj, np.ndarray):
         return _encode_array(obj, arrays, where, "array")
     if isinstance(obj, np.generic):
@@ -86,11 +92,11 @@ def _encode(obj, arrays, where, depth=0):
             if not isinstance(k, (str, int, float, bool)) and k is not None:
                 raise TypeError(f"md.save: {where} has a key {k!r} of type {type(k).__name__}; "
                                 "keys must be str, int, float, bool or None")
-            items.append([_encode(k, arrays, where), _encode(v, arrays, f"{where}[{k!r}]", depth + 1)])
+            items.append([_encode(k, arrays, saver, where), _encode(v, arrays, saver, f"{where}[{k!r}]", depth + 1)])
         return ["dict", items]
     if isinstance(obj, (list, tuple)):
         tag = "list" if isinstance(obj, list) else "tuple"
-        return [tag, [_encode(v, arrays, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]]
+        return [tag, [_encode(v, arrays, saver, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]]
     raise TypeError(f"md.save: cannot save {where} of type {type(obj).__name__}; a checkpoint holds dicts, "
                     "lists, tuples, Tensors, arrays, numbers, strings and None")
 
@@ -112,8 +118,9 @@ def save(obj, f):
     object ``f``."""
     if not files.is_path(f):
         files.check_writable(f)
-    arrays = {}
-    root = _encode(obj, arrays, "obj")
+    arrays, saver = {}, tensors.Saver()
+    root = _encode(obj, arrays, saver, "obj")
+    saver.store(arrays)
     manifest = json.dumps({"format": FORMAT, "version": VERSION, "root": root}, allow_nan=True)
     arrays[MANIFEST_KEY] = np.frombuffer(manifest.encode("utf-8"), dtype=np.uint8)
     if not files.is_path(f):
@@ -192,9 +199,10 @@ def _fsync_directory(directory):
 # decoding ----------------------------------------------------------------------------------
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None):
     """Read a checkpoint written by ``save`` from the path or binary file object ``f``.
-    Tensors come back as np.ndarrays, or, with ``map_location``, as Tensors where it says
-    (see ``locations``); everything else as it was saved. Raises CheckpointError for anything
-    else, without unpickling.
+    Tensors come back as Tensors (on the CPU, or where ``map_location`` says: see
+    ``locations``), Parameters as Parameters, sharing memory as they did when saved; NumPy
+    arrays as arrays (as Tensors where a ``map_location`` is given); everything else as it was
+    saved. Raises CheckpointError for anything else, without unpickling.
 
     ``weights_only`` is accepted for torch.load's signature and changes nothing: a minidl
     checkpoint holds no pickle, so what loads is always what torch.load's safe default
@@ -219,15 +227,15 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             archive.fail(f"not a minidl checkpoint (a zip/.npz without the {MANIFEST_KEY!r} manifest; it holds: "
                          f"{shown or 'nothing'})")
         manifest = _read_manifest(archive)
-        names = {}
-        _check(manifest["root"], archive, names, 0)
+        names, checker = {}, tensors.Checker(archive)
+        _check(manifest["root"], archive, names, 0, checker if manifest["version"] >= 2 else None)
         arrays = {name: archive.read(name + ".npy") for name in names}
     for name, tag in names.items():
-        if tag == "bfloat16":
+        if tag == "bfloat16" or name in checker.bfloat16:
             arrays[name] = arrays[name].view(_BFLOAT16)
-    if place is not None:
-        arrays = {name: place(a) if names[name] != "scalar" else a for name, a in arrays.items()}
-    return _build(manifest["root"], arrays)
+        if tag in ("array", "bfloat16"):
+            arrays[name] = place.array(arrays[name])
+    return _build(manifest["root"], arrays, tensors.Builder(arrays, place))
 
 
 def _read_manifest(archive):
@@ -259,15 +267,20 @@ _SCALAR_TYPES = {"none": (), "bool": (bool,), "int": (int,), "float": (float, in
 _CONTAINERS = ("dict", "list", "tuple")
 
 
-def _check(node, archive, names, depth):
+def _check(node, archive, names, depth, checker):
     """Check a manifest node and everything under it (without reading any array); maps the
-    name of each array it refers to to its tag ("array" or "scalar") in the dict ``names``."""
+    name of each array it refers to to its tag ("array", "bfloat16", "scalar" or "tensor") in
+    the dict ``names``. ``checker`` checks tensor nodes (None in a version-1 manifest, which
+    has none)."""
     def bad(what):
         archive.fail(f"its manifest {what}: {_show(node)}")
 
     if not isinstance(node, list) or not node or not isinstance(node[0], str):
         bad("has a malformed entry (a node is a list starting with a tag string)")
     tag = node[0]
+    if tag == tensors.TAG and checker is not None:
+        checker.check(node, names, bad)
+        return
     if tag not in _SCALAR_TYPES and tag not in _CONTAINERS and tag not in _ARRAY_TAGS:
         bad(f"has an unknown manifest entry {tag[:40]!r}")
     if len(node) != (1 if tag == "none" else 2):
@@ -298,7 +311,7 @@ def _check(node, archive, names, depth):
         bad(f"has a {tag!r} entry whose items are not a list")
     if tag != "dict":
         for child in node[1]:
-            _check(child, archive, names, depth + 1)
+            _check(child, archive, names, depth + 1, checker)
         return
     keys = set()
     for item in node[1]:
@@ -307,16 +320,16 @@ def _check(node, archive, names, depth):
         key, value = item
         if not isinstance(key, list) or not key or not isinstance(key[0], str) or key[0] not in _SCALAR_TYPES:
             bad("has a dict key that is not None, a bool, a number or a string")
-        _check(key, archive, names, depth + 1)
-        k = _build(key, None)
+        _check(key, archive, names, depth + 1, checker)
+        k = _build(key, None, None)
         if k in keys:
             bad(f"has the key {k!r} twice in one dict")
         keys.add(k)
-        _check(value, archive, names, depth + 1)
+        _check(value, archive, names, depth + 1, checker)
 
 
-def _build(node, arrays):
-    """The object a checked node describes."""
+def _build(node, arrays, builder):
+    """The object a checked node describes (``builder`` makes the tensors)."""
     tag = node[0]
     if tag == "none":
         return None
@@ -326,13 +339,15 @@ def _build(node, arrays):
         return node[1]
     if tag in ("array", "bfloat16"):
         return arrays[node[1]]
+    if tag == tensors.TAG:
+        return builder.build(node)
     if tag == "scalar":
         return arrays[node[1]][()]
     if tag == "dict":
-        return {_build(k, arrays): _build(v, arrays) for k, v in node[1]}
+        return {_build(k, arrays, builder): _build(v, arrays, builder) for k, v in node[1]}
     if tag == "list":
-        return [_build(v, arrays) for v in node[1]]
-    return tuple(_build(v, arrays) for v in node[1])
+        return [_build(v, arrays, builder) for v in node[1]]
+    return tuple(_build(v, arrays, builder) for v in node[1])
 
 
 _SHOW = reprlib.Repr()

@@ -1,28 +1,32 @@
 """``map_location`` for ``md.load``, as torch.load's.
 
 A minidl checkpoint holds every tensor's values as a host (NumPy) array and does not record
-the device it was saved from, so every array's *location* is ``"cpu"``. Without
-``map_location`` (None), arrays come back as NumPy arrays (what ``load_state_dict`` and the
-optimizers' ``load_state_dict`` take, wherever the model lives). With one, every numeric
-array comes back as a Tensor, as torch.load returns:
+the device it was saved from, so every stored array's *location* is ``"cpu"``. Without
+``map_location`` (None), a saved Tensor comes back as a CPU Tensor (an nn.Parameter as a
+Parameter, with its requires_grad; tensors that shared memory still share it: see
+``tensors``), as torch.load returns, while a saved NumPy array comes back as an array. With
+one, every tensor goes where it says, and every numeric array comes back as a Tensor too:
 
 - a device name or ``md.device`` (``"cpu"``, ``"cuda"``, ``"cuda:0"``): Tensors on it;
 - a dict remapping location names (``{"cuda:0": "cpu"}``): the entry for ``"cpu"`` if it
   has one, else the CPU (an unmatched location stays where it was saved, as in PyTorch);
-- a callable ``fn(storage, location)``: called once per array with a CPU Tensor sharing the
-  array's memory and the location ``"cpu"``; it returns the Tensor (or array) to use, or None
-  for the CPU Tensor itself. ``lambda storage, loc: storage`` and
-  ``lambda storage, loc: storage.cuda()`` work as in PyTorch.
+- a callable ``fn(storage, location)``: called once per stored array with a CPU Tensor sharing
+  the array's memory and the location ``"cpu"``; it returns the Tensor (or array) to use, or
+  None for the CPU Tensor itself. ``lambda storage, loc: storage`` and
+  ``lambda storage, loc: storage.cuda()`` work as in PyTorch. Tensors that share memory are
+  stored as one 1-d array, their storage: the callable sees it once and they are made as views
+  of what it returns (on the CPU, then moved to its device).
 
+Tensors moved to another device are moved one by one and no longer share memory there.
 Fixed-width string arrays have no Tensor form and always stay NumPy arrays.
 """
 import numpy as np
 
+from ..tensor import dtype as _dtypes
 from ..tensor.device import device as _device
 from ..tensor.tensor import Tensor
 
 SAVED_LOCATION = "cpu"
-_TENSOR_KINDS = "biufc"
 
 
 def _device_name(where, what):
@@ -33,19 +37,33 @@ def _device_name(where, what):
     raise TypeError(f"md.load: {what} must be a device name or md.device, got {type(where).__name__}")
 
 
+class Placement:
+    """Where ``md.load`` puts what it reads: ``array(a)`` is the value for a saved array,
+    ``storage(a)`` the Tensor a saved tensor (or the tensors sharing a buffer) is made from,
+    and ``device`` the device those tensors then move to (None: where their storage is)."""
+
+    def __init__(self, array, storage, device):
+        self.array, self.storage, self.device = array, storage, device
+
+
 def resolve(map_location):
-    """A function array -> loaded value, or None to keep the arrays as they are."""
+    """The Placement that ``map_location`` asks for."""
     if map_location is None:
-        return None
+        return Placement(lambda a: a, _tensor, None)
     if isinstance(map_location, dict):
         target = map_location.get(SAVED_LOCATION, SAVED_LOCATION)
-        return _to_device(_device_name(target, f"map_location[{SAVED_LOCATION!r}]"))
+        return _on_device(_device_name(target, f"map_location[{SAVED_LOCATION!r}]"))
     if isinstance(map_location, (str, _device)):
-        return _to_device(_device_name(map_location, "map_location"))
+        return _on_device(_device_name(map_location, "map_location"))
     if callable(map_location):
-        return _through(map_location)
+        through = _through(map_location)
+        return Placement(through, lambda a: _as_tensor(through(a)), None)
     raise TypeError(f"md.load: map_location must be None, a device name, an md.device, a dict of location names "
                     f"or a callable (storage, location), got {type(map_location).__name__}")
+
+
+def _on_device(name):
+    return Placement(_to_device(name), _tensor, name)
 
 
 def _tensor(a):
@@ -53,12 +71,16 @@ def _tensor(a):
     return from_numpy(a)
 
 
+def _as_tensor(value):
+    return value if isinstance(value, Tensor) else _tensor(value)
+
+
 def _to_device(name):
     from .. import backends
     backends.get(name)   # a missing backend is an error now, before anything is read
 
     def move(a):
-        if a.dtype.kind not in _TENSOR_KINDS:
+        if not _dtypes.holds_numbers(a.dtype):
             return a
         t = _tensor(a)
         return t if name == SAVED_LOCATION else t.to(name)
@@ -67,7 +89,7 @@ def _to_device(name):
 
 def _through(fn):
     def call(a):
-        if a.dtype.kind not in _TENSOR_KINDS:
+        if not _dtypes.holds_numbers(a.dtype):
             return a
         storage = _tensor(a)
         out = fn(storage, SAVED_LOCATION)

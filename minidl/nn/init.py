@@ -13,10 +13,10 @@ import warnings
 
 import numpy as np
 
-from .. import random
 from ..autograd import grad_mode
 from ..autograd import versions
 from ..tensor.dtype import check_floating
+from ..tensor.generator import numpy_generator
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -84,7 +84,9 @@ def _floating(tensor, op):
 
 
 def _gen(generator):
-    return random.generator() if generator is None else generator
+    """The NumPy generator to draw from: ``generator``'s (an md.Generator, as PyTorch's
+    ``generator=`` takes, or a NumPy Generator), or minidl's global one."""
+    return numpy_generator(generator)
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):

@@ -30,6 +30,13 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    def __deepcopy__(self, memo):
+        """A Parameter over a copy of the values, with the same requires_grad, as PyTorch's: the
+        gradient is not copied (a deep-copied model, say an EMA copy, starts without one)."""
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.detach().clone(), self.requires_grad)
+        return memo[id(self)]
+
 
 class Buffer(Tensor):
     """A tensor that a Module registers as a buffer when assigned as an attribute
@@ -56,3 +63,12 @@ class Buffer(Tensor):
         if self.requires_grad:
             t.requires_grad_(True)
         return t
+
+
+def __getattr__(name):
+    """``nn.parameter.UninitializedParameter`` / ``UninitializedBuffer`` / ``is_lazy``, as PyTorch
+    exports them here (defined in modules/uninitialized.py, which needs this module first)."""
+    if name in ("UninitializedParameter", "UninitializedBuffer", "UninitializedTensorMixin", "is_lazy"):
+        from .modules import uninitialized
+        return getattr(uninitialized, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,11 @@ def unbroadcast(grad, shape):
     return grad.reshape(shape)
 
 
+class RepeatedDimError(RuntimeError, ValueError):
+    """A dim given twice to a reduction: a RuntimeError, as PyTorch raises, and a ValueError, since
+    the value of the argument is wrong."""
+
+
 def normalize_dims(dim, ndim, op):
     """``dim`` as a sorted tuple of non-negative axes. None, and as in PyTorch's reductions an
     empty tuple or list, means all of them (``x.sum(())`` is the total; NumPy's axis=() would
@@ -37,7 +42,9 @@ def normalize_dims(dim, ndim, op):
             raise IndexError(f"{op}: dimension {d} is out of range for a tensor with {ndim} dims")
         out.append(d % ndim if ndim else None)
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: dimension repeated in {dim}")
+        repeated = next(d for d in out if out.count(d) > 1)
+        raise RepeatedDimError(f"{op}: dim {repeated} appears multiple times in the list of dims {dim} "
+                               "(a dimension repeated)")
     # a 0-d tensor accepts dim 0 or -1 (as PyTorch) and has no axis to reduce
     return tuple(sorted(d for d in out if d is not None))
 

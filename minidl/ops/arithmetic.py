@@ -127,7 +127,7 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         xp = namespace_of(a if hasattr(a, "shape") else b)
-        out = xp.power(a, b)
+        out = _integer_power(xp, a, b) if _kind(a) in "iub" and _kind(b) in "iub" else xp.power(a, b)
         ctx.shapes = shape_of(a), shape_of(b)
         ctx.save_for_backward(a, b, out if hasattr(b, "shape") else None)
         return out
@@ -167,6 +167,20 @@ class Pow(Function):
                     gb = keep_where(xp.asarray(~((raw_a == 0) & (raw_b >= 0))), gb)
                 gb = sum_to(gb, sb)
         return ga, gb
+
+
+def _integer_power(xp, a, b):
+    """a ** b for integers with PyTorch's values where an exponent tensor holds negative numbers
+    (NumPy refuses them): a**b = 1 / a**|b| truncated to an integer, so 1 for a = 1, +-1 for
+    a = -1 (by the parity of b), and 0 for any other a (0 ** -1 included, as PyTorch's CPU
+    kernel). A negative Python exponent never gets here: ``pow`` refuses it, as PyTorch."""
+    negative = b < 0
+    if not hasattr(b, "shape") or not bool(negative.any()):
+        return xp.power(a, b)
+    out = xp.power(a, xp.where(negative, 0, b))
+    sign = xp.where(b % 2 == 0, 1, -1)
+    at_negative = xp.where(xp.asarray(a == 1), 1, xp.where(xp.asarray(a == -1), sign, 0))
+    return xp.where(negative, at_negative, out).astype(out.dtype, copy=False)
 
 
 def _operands(ctx, inputs):
@@ -264,18 +278,50 @@ def _promote(fn, a, b):
     elif fn is Div and ka in "iub" and kb in "iub":
         a = a.to(dtypes.DEFAULT_FLOAT) if hasattr(a, "_data") else a
         b = b.to(dtypes.DEFAULT_FLOAT) if hasattr(b, "_data") else b
+    elif ka in "iu" and kb in "iu":
+        a, b = _integer_operands(a, b)
     return a, b
 
 
+def _integer_operands(a, b):
+    """Two integer operands in PyTorch's dtype where NumPy's differs: a 0-d tensor meeting a
+    tensor with dims takes that tensor's dtype (``int8 tensor + tensor(1000)`` is int8, as with a
+    number), and a Python int the tensor's dtype cannot hold wraps around into it (``uint8 + -1``
+    adds 255, where NumPy 2 raises OverflowError), as PyTorch casts the scalar to the
+    computation's dtype."""
+    ta, tb = hasattr(a, "_data"), hasattr(b, "_data")
+    if ta and tb:
+        if (a.ndim == 0) != (b.ndim == 0):
+            if a.ndim == 0:
+                a = a.to(b.dtype)
+            else:
+                b = b.to(a.dtype)
+    elif ta:
+        b = _wrapped_int(b, _raw(a).dtype)
+    elif tb:
+        a = _wrapped_int(a, _raw(b).dtype)
+    return a, b
+
+
+def _wrapped_int(v, dtype):
+    """A Python int as a NumPy scalar of ``dtype``, wrapped around when out of its range."""
+    info = np.iinfo(dtype)
+    if info.min <= v <= info.max:
+        return v
+    return np.asarray(v).astype(dtype)[()]
+
+
 def _kind(x):
-    """The dtype kind of a tensor ("f", "i", "u", "b"); Python numbers count as their type."""
+    """The dtype kind of a tensor ("f", "i", "u", "b"; bfloat16 counts as "f"); Python numbers
+    count as their type."""
     if isinstance(x, bool):
         return "b"
     if isinstance(x, int):
         return "i"
     if isinstance(x, float):
         return "f"
-    return getattr(_raw(x), "dtype", np.dtype(object)).kind
+    kind = getattr(_raw(x), "dtype", np.dtype(object)).kind
+    return "f" if kind == "V" else kind
 
 
 def _raw(x):
@@ -288,7 +334,10 @@ def add(a, b, alpha=1):
 
 
 def sub(a, b, alpha=1):
-    """a - alpha * b."""
+    """a - alpha * b. Two bool operands have no difference (PyTorch points to xor instead)."""
+    if _kind(a) == "b" and _kind(b) == "b":
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
     return _binary(Sub, a, b if alpha.__class__ is int and alpha == 1 else _scaled(a, b, alpha))
 
 
@@ -315,8 +364,24 @@ def div(a, b):
 
 
 def pow(a, b):
+    """a ** b. An integer (or bool) base with a negative Python int exponent is refused, as
+    PyTorch (the result would not be an integer); with an exponent tensor, see _integer_power."""
+    if _kind(a) == "b" and _kind(b) == "b":   # PyTorch has no bool power, but for a Python bool exponent
+        if isinstance(b, (bool, np.bool_)) and hasattr(a, "_data"):
+            return a.clone() if b else a | True
+        from ..tensor.dtype import DtypeNotImplementedError
+        raise DtypeNotImplementedError('"pow" is not implemented for two bool operands (as PyTorch)')
+    if isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) and b < 0 and _kind(a) in "iub":
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if isinstance(b, int) and not isinstance(b, bool) and _kind(a) in "iu" and hasattr(a, "_data"):
+        info = np.iinfo(a._data.dtype)
+        if not info.min <= b <= info.max:
+            raise RuntimeError(f"pow: exponent {b} cannot be converted to type {a.dtype} without overflow")
     return _binary(Pow, a, b)
 
 
 def neg(a):
+    if _kind(a) == "b":
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
     return Neg.apply(a)

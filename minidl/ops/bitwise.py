@@ -9,6 +9,7 @@ import numpy as np
 
 from ..autograd import function as _function
 from ..backends import namespace_of
+from ..tensor.dtype import DtypeNotImplementedError
 
 _LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_xor": "logical_xor",
             "bitwise_not": "logical_not"}
@@ -21,27 +22,29 @@ def _check(name, *values):
                                                            "i" if isinstance(v, int) else "f")
         if kind not in "biu":
             dtype = v.dtype if isinstance(v, Tensor) else type(v).__name__
-            raise TypeError(f"{name}: expected integer or bool tensors (or numbers), got {dtype}")
+            raise DtypeNotImplementedError(f'"{name}" is not implemented for {dtype}: expected integer or bool '
+                                           "tensors (or numbers), as PyTorch")
 
 
 def _binary(name, a, b):
+    """The ufunc on both operands brought to PyTorch's result dtype (``_elementwise_args.result_dtype``:
+    an int8 tensor with a 0-d int64 tensor or a number stays int8, a bool tensor with an integer becomes
+    int64); a number that dtype cannot hold wraps around into it, as PyTorch casts it."""
+    from ._elementwise_args import result_dtype
     Tensor = _function.Tensor
     _check(name, a, b)
-    ra = a._data if isinstance(a, Tensor) else a
-    rb = b._data if isinstance(b, Tensor) else b
-    tensor = ra if isinstance(a, Tensor) else rb
-    both_bool = all((v.dtype.kind == "b") if isinstance(v, Tensor) else isinstance(v, bool) for v in (a, b))
+    dtype = result_dtype(a, b)
+    tensor = (a if isinstance(a, Tensor) else b)._data
     xp = namespace_of(tensor)
-    ufunc = getattr(xp, _LOGICAL[name] if both_bool and name in _LOGICAL else name)
-    dtype = tensor.dtype
-    if dtype.kind == "b" and not both_bool:       # a bool tensor with an integer number: int64, as PyTorch
-        dtype = np.dtype(np.int64)
-        ra, rb = (xp.asarray(v).astype(dtype) if hasattr(v, "dtype") else v for v in (ra, rb))
-    if not isinstance(a, Tensor):
-        ra = xp.asarray(ra, dtype=dtype)
-    if not isinstance(b, Tensor):
-        rb = xp.asarray(rb, dtype=dtype)
+    ufunc = getattr(xp, _LOGICAL[name] if dtype.kind == "b" and name in _LOGICAL else name)
+    ra, rb = (_as(xp, v, dtype) for v in (a, b))
     return Tensor._wrap(ufunc(ra, rb), None, 0)
+
+
+def _as(xp, v, dtype):
+    if isinstance(v, _function.Tensor):
+        return v._data if v._data.dtype == dtype else v._data.astype(dtype)
+    return xp.asarray(np.asarray(v).astype(dtype))
 
 
 def bitwise_and(input, other):

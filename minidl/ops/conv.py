@@ -291,7 +291,7 @@ def check_weight_and_groups(op, input_shape, weight_shape, bias, groups):
     """The checks a convolution's operands share in every rank: input (N, C, ...) or unbatched
     (C, ...), weight (O, C / groups, kernel...), bias (O,), groups a positive int dividing O and C."""
     if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+        raise ShapeError(f"{op}: groups must be a positive int, got {groups!r}")
     O, Cg, kernel = weight_shape[0], weight_shape[1], weight_shape[2:]
     if O == 0 or 0 in kernel:   # PyTorch's rule (an input of no channel, Cg = 0, is fine: out = bias)
         raise RuntimeError(f"{op}: expected a weight with at least one output channel and a kernel of positive "
@@ -301,7 +301,8 @@ def check_weight_and_groups(op, input_shape, weight_shape, bias, groups):
         raise ShapeError(f"{op}: Given groups={groups}, weight of size {list(weight_shape)}, expected input"
                          f"{list(input_shape)} to have {Cg * groups} channels, but got {C} channels instead")
     if O % groups:
-        raise ValueError(f"{op}: out_channels {O} is not divisible by groups={groups}")
+        raise ShapeError(f"{op}: Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                         f"but got weight of size {list(weight_shape)} (out_channels {O} is not divisible by groups)")
     if bias is not None and tuple(bias.shape) != (O,):
         raise ShapeError(f"{op}: bias must have shape [{O}], got {list(bias.shape)}")
 
@@ -317,36 +318,36 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if unbatched:
         input = unsqueeze(input, 0)
     if input.ndim != 4:
-        raise ValueError(f"conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {list(input.shape)}")
+        raise ShapeError(f"conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {list(input.shape)}")
     if weight.ndim != 4:
-        raise ValueError(f"conv2d: expected a 4-D weight (out_channels, in_channels/groups, kH, kW), "
+        raise ShapeError(f"conv2d: expected a 4-D weight (out_channels, in_channels/groups, kH, kW), "
                          f"got shape {list(weight.shape)}")
     check_weight_and_groups("conv2d", input.shape, weight.shape, bias, groups)
     O, C, kh, kw = weight.shape[0], input.shape[1], weight.shape[2], weight.shape[3]
     check_same_dtype("conv2d", [("input", input), ("weight", weight), ("bias", bias)])
     stride, dilation = int_pair(stride, "stride", "conv2d"), int_pair(dilation, "dilation", "conv2d")
     if min(stride) < 1 or min(dilation) < 1:
-        raise ValueError(f"conv2d: stride and dilation must be >= 1, got stride={stride}, dilation={dilation}")
+        raise ShapeError(f"conv2d: stride and dilation must be >= 1, got stride={stride}, dilation={dilation}")
     extra = None
     if isinstance(padding, str):
         if padding == "valid":
             padding = (0, 0)
         elif padding == "same":
             if stride != (1, 1):
-                raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
+                raise ShapeError("conv2d: padding='same' is not supported for strided convolutions")
             tot = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
             padding = (tot[0] // 2, tot[1] // 2)
             extra = (tot[0] % 2, tot[1] % 2)
         else:
-            raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+            raise ShapeError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
     padding = int_pair(padding, "padding", "conv2d")
     if min(padding) < 0:
-        raise ValueError(f"conv2d: padding must be >= 0, got {padding}")
+        raise ShapeError(f"conv2d: padding must be >= 0, got {padding}")
     if extra and any(extra):
         input = _pad_bottom_right(input, extra)
     H, W = input.shape[2] + 2 * padding[0], input.shape[3] + 2 * padding[1]
     if H < dilation[0] * (kh - 1) + 1 or W < dilation[1] * (kw - 1) + 1:
-        raise ValueError(f"conv2d: kernel size {kh}x{kw} (dilation {dilation}) is larger than the padded input "
+        raise ShapeError(f"conv2d: kernel size {kh}x{kw} (dilation {dilation}) is larger than the padded input "
                          f"{H}x{W}")
     N = input.shape[0]
     OH = conv_output_size(input.shape[2], kh, stride[0], padding[0], dilation[0])

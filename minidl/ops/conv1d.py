@@ -24,11 +24,15 @@ def _check(input, weight, bias, stride, padding, dilation, groups):
     check_weight_and_groups("conv1d", input.shape, weight.shape, bias, groups)
     k = weight.shape[2]
     if stride < 1 or dilation < 1:
-        raise ValueError(f"conv1d: stride and dilation must be >= 1, got stride={stride}, dilation={dilation}")
+        raise ShapeError(f"conv1d: stride and dilation must be >= 1, got stride={stride}, dilation={dilation}")
     if isinstance(padding, str):
-        return   # "valid", "same" (or a bad string, which conv2d names)
+        if padding not in ("valid", "same"):
+            raise ShapeError(f"conv1d: padding must be an int, a 1-tuple, 'valid' or 'same', got {padding!r}")
+        if padding == "same" and stride != 1:
+            raise ShapeError(f"conv1d: padding='same' is not supported for strided convolutions, got stride={stride}")
+        return
     if padding < 0:
-        raise ValueError(f"conv1d: padding must be >= 0, got {padding}")
+        raise ShapeError(f"conv1d: padding must be >= 0, got {padding}")
     L = input.shape[-1] + 2 * padding
     if L < dilation * (k - 1) + 1:
         raise ShapeError(f"conv1d: kernel size {k} (dilation {dilation}) is larger than the padded input length "

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ._broadcast import normalize_dim, normalize_dims
+from ..tensor.dtype import DtypeNotImplementedError, int64
 from ._higher_order import constant
 from .indexing import Where
 from .unary import _floating
@@ -40,7 +41,7 @@ class Prod(Function):
     def forward(ctx, x, axis, keepdim):
         ctx.save_for_backward(x)
         ctx.axis, ctx.keepdim = axis, keepdim
-        return np.prod(x, axis=axis, keepdims=keepdim)
+        return np.prod(x, axis=axis, keepdims=keepdim, dtype=x.dtype if x.dtype.kind in "biu" else None)
 
     @staticmethod
     def backward(ctx, g):
@@ -66,11 +67,12 @@ class Prod(Function):
 
 
 def _accumulated(scan, x, axis):
-    """np.cumsum / np.cumprod (or another scan) of x along axis: integers in int64 (as PyTorch), float16 and
-    bfloat16 accumulated in float32 and rounded once (a running sum in 8 bits of significand
+    """np.cumsum / np.cumprod (or another scan) of x along axis: integers in their own dtype (cumsum
+    and cumprod bring them to int64 first unless a ``dtype=`` says otherwise, as PyTorch), float16
+    and bfloat16 accumulated in float32 and rounded once (a running sum in 8 bits of significand
     would lose every small term), float32 and float64 in their own dtype."""
     if x.dtype.kind not in "fV":
-        return scan(x, axis=axis, dtype=np.int64)
+        return scan(x, axis=axis, dtype=x.dtype)
     if x.dtype.itemsize == 2:
         return scan(x, axis=axis, dtype=np.float32).astype(x.dtype)
     return scan(x, axis=axis, dtype=x.dtype)
@@ -218,17 +220,27 @@ class LogCumSumExp(Function):
 
 
 def logcumsumexp(x, dim):
-    x = _floating(x)
+    """log(cumsum(exp(x))) along ``dim``, for floating tensors only (PyTorch has no integer version,
+    though its logsumexp promotes integers)."""
+    if x.dtype.kind not in "fV":
+        raise DtypeNotImplementedError(f'"logcumsumexp" is not implemented for {x.dtype} tensors (as PyTorch: '
+                                       "floating point only)")
     if x.ndim == 0:
         return LogCumSumExp.apply(x.reshape(1), 0).reshape(())
     return LogCumSumExp.apply(x, normalize_dim(dim, x.ndim, "logcumsumexp"))
 
 
 def _dtype_arg(x, dtype):
-    return x if dtype is None else x.to(dtype)
+    """x in ``dtype``; without one, bool and integer tensors in int64 (PyTorch's prod, cumsum and
+    cumprod accumulate them there) and others in their own dtype."""
+    if dtype is None:
+        return x.to(int64) if x.dtype.kind in "biu" and x.dtype != int64 else x
+    return x.to(dtype)
 
 
 def prod(x, dim=None, keepdim=False, *, dtype=None):
+    """The product over ``dim`` (all elements if None). Bool and integer tensors multiply in int64
+    unless ``dtype`` says otherwise (``dtype=md.bool``: whether all are non-zero), as PyTorch."""
     x = _dtype_arg(x, dtype)
     axis = None if dim is None else normalize_dim(dim, x.ndim, "prod")
     if axis is not None and x.ndim == 0:

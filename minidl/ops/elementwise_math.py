@@ -7,10 +7,11 @@ import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.dtype import DtypeNotImplementedError
 from . import _special_math
 from ._broadcast import unbroadcast
 from ._higher_order import constant, sum_to
-from .unary import _floating
+from .unary import _floating, _sign
 
 
 class Log1p(Function):
@@ -180,34 +181,48 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 
 def sign(x):
-    return Piecewise.apply(x, np.sign)
+    """-1, 0 or 1 (0 for NaN, as PyTorch); a bool tensor is its own sign."""
+    return x.clone() if x.dtype.kind == "b" else Piecewise.apply(x, _sign)
+
+
+def _no_bool(op, x):
+    if x.dtype.kind == "b":
+        raise DtypeNotImplementedError(f'"{op}" is not implemented for bool tensors (as PyTorch)')
 
 
 def floor(x):
+    """Rounded down; an integer tensor comes back unchanged in its dtype, a bool one is refused."""
+    _no_bool("floor", x)
     return Piecewise.apply(x, np.floor)
 
 
 def ceil(x):
+    _no_bool("ceil", x)
     return Piecewise.apply(x, np.ceil)
 
 
 def trunc(x):
+    _no_bool("trunc", x)
     return Piecewise.apply(x, np.trunc)
 
 
 def round(x, decimals=0):   # noqa: A001  (PyTorch's name)
-    """Half to even, as PyTorch (and NumPy) round."""
+    """Half to even, as PyTorch (and NumPy) round. Integer tensors have nothing to round (they come
+    back unchanged), and no decimals to round to: PyTorch refuses ``decimals`` for them."""
+    _no_bool("round", x)
+    if decimals != 0 and x.dtype.kind in "iu":
+        raise DtypeNotImplementedError(f'"round" with decimals is not implemented for {x.dtype} tensors (as '
+                                       "PyTorch: floating point only)")
     return Piecewise.apply(x, lambda a: np.round(a, decimals))
 
 
 def _pair(a, b, op):
+    """Both Tensors (PyTorch's maximum/minimum take no numbers), in PyTorch's result dtype."""
+    from ._elementwise_args import operands
     Tensor = _function.Tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"{op}(): expected two Tensors, got {type(a).__name__} and {type(b).__name__}")
-    if a.dtype != b.dtype:
-        from ..tensor.dtype import DtypeMismatchError
-        raise DtypeMismatchError(f"{op}: expected both tensors in one dtype, got {a.dtype} and {b.dtype}")
-    return a, b
+    return operands(op, a, b, floating=False)
 
 
 def maximum(a, b):

@@ -68,7 +68,7 @@ def fix(input):
 
 def sgn(input):
     """sign(x) for real tensors (PyTorch's sgn is x / |x| for complex ones); gradient 0."""
-    return input.clone() if _is_bool(input) else _em.Piecewise.apply(input, lambda a: ufunc("sgn", "sign", a))
+    return _em.sign(input)
 
 
 def positive(input):

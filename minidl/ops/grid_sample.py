@@ -35,7 +35,14 @@ out = sum over the taps inside the image of weight * input[tap]. The derivatives
 dL/dx = dL/dix * d ix/dx (the unnormalizing scale times the padding slope), likewise y.
 
 nearest: the one tap (rint(ix), rint(iy)) (half to even, as PyTorch); the grid gets no
-gradient (the output is piecewise constant in it). 'bicubic' is not implemented.
+gradient (the output is piecewise constant in it).
+
+bicubic: the 16 taps (x0 - 1 + i, y0 - 1 + j), i, j in 0..3, weighted by c_i(tx) c_j(ty), the
+cubic convolution coefficients of interpolate's bicubic (A = -0.75). As PyTorch, the point is
+only unnormalized (no padding applied to ix, iy, so the slope is the scale alone) and the
+padding_mode maps each tap's integer position instead: 'border' clips it into the image,
+'reflection' folds it as above then clips; 'zeros' reads 0 outside. The tap positions are
+piecewise constant in ix, so dL/dix = sum_c g sum_taps input[tap] c_i'(tx) c_j(ty).
 """
 import warnings
 
@@ -206,6 +213,44 @@ def _taps(ix, iy, H, W, mode):
     return taps
 
 
+def _cubic(t):
+    """The four cubic convolution coefficients at fraction t (A = -0.75) and their derivatives in t."""
+    A = -0.75
+    near = lambda d: ((A + 2) * d - (A + 3)) * d * d + 1          # noqa: E731  (d <= 1)
+    far = lambda d: ((A * d - 5 * A) * d + 8 * A) * d - 4 * A     # noqa: E731  (1 < d < 2)
+    dnear = lambda d: (3 * (A + 2) * d - 2 * (A + 3)) * d         # noqa: E731
+    dfar = lambda d: (3 * A * d - 10 * A) * d + 8 * A             # noqa: E731
+    return ((far(t + 1), near(t), near(1 - t), far(2 - t)),
+            (dfar(t + 1), dnear(t), -dnear(1 - t), -dfar(2 - t)))
+
+
+def _bounded(v, n, padding_mode, align_corners, xp):
+    """A bicubic tap's integer position mapped by the padding mode (module docstring)."""
+    if padding_mode == "border":
+        v = _clip(v, n, xp)[0]
+    elif padding_mode == "reflection":
+        v = _reflect(v, 0, 2 * (n - 1), xp)[0] if align_corners else _reflect(v, -1, 2 * n - 1, xp)[0]
+        v = _clip(v, n, xp)[0]
+    return _floor(v, xp)
+
+
+def _bicubic_taps(ix, iy, H, W, padding_mode, align_corners):
+    """_taps's five arrays for the 16 bicubic taps (module docstring)."""
+    xp = namespace_of(ix)
+    x0, y0 = _floor(ix, xp), _floor(iy, xp)
+    (cx, dcx), (cy, dcy) = _cubic(ix - x0), _cubic(iy - y0)
+    taps = []
+    for j in range(4):
+        ys = _bounded(y0 - 1 + j, H, padding_mode, align_corners, xp)
+        for i in range(4):
+            xs = _bounded(x0 - 1 + i, W, padding_mode, align_corners, xp)
+            inside = (xs >= 0) & (xs <= W - 1) & (ys >= 0) & (ys <= H - 1)
+            xi = xp.clip(xp.where(inside, xs, 0), 0, W - 1).astype(np.int64)
+            yi = xp.clip(xp.where(inside, ys, 0), 0, H - 1).astype(np.int64)
+            taps.append((yi * W + xi, inside, cx[i] * cy[j], dcx[i] * cy[j], cx[i] * dcy[j]))
+    return taps
+
+
 class GridSample2d(Function):
     """See the module docstring. x (N, C, H, W), grid (N, OH, OW, 2) -> (N, C, OH, OW)."""
 
@@ -214,9 +259,12 @@ class GridSample2d(Function):
         xp = namespace_of(x)
         N, C, H, W = x.shape
         OH, OW = grid.shape[1:3]
-        ix, sx = source_index(grid[..., 0], W, padding_mode, align_corners)
-        iy, sy = source_index(grid[..., 1], H, padding_mode, align_corners)
-        taps = _taps(ix.reshape(N, 1, OH * OW), iy.reshape(N, 1, OH * OW), H, W, mode)
+        unpadded = "zeros" if mode == "bicubic" else padding_mode    # bicubic pads each tap instead
+        ix, sx = source_index(grid[..., 0], W, unpadded, align_corners)
+        iy, sy = source_index(grid[..., 1], H, unpadded, align_corners)
+        ix, iy = ix.reshape(N, 1, OH * OW), iy.reshape(N, 1, OH * OW)
+        taps = (_bicubic_taps(ix, iy, H, W, padding_mode, align_corners) if mode == "bicubic"
+                else _taps(ix, iy, H, W, mode))
         flat_x = x.reshape(N, C, H * W)
         out = xp.zeros((N, C, OH * OW), dtype=x.dtype)
         zero = xp.zeros((), dtype=x.dtype)
@@ -259,8 +307,8 @@ class GridSample2d(Function):
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """As ``torch.nn.functional.grid_sample`` for 4-D input, modes 'bilinear' and 'nearest'
-    (see the module docstring); 5-D input and mode 'bicubic' raise NotImplementedError."""
+    """As ``torch.nn.functional.grid_sample`` for 4-D input, modes 'bilinear', 'nearest' and
+    'bicubic' (see the module docstring); 5-D input raises NotImplementedError."""
     if mode not in _MODES:
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
                          f"but got: '{mode}'")
@@ -292,6 +340,4 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if input.dtype != grid.dtype:
         raise RuntimeError(f"grid_sampler(): expected input and grid to have the same dtype, but got input of "
                            f"dtype {input.dtype} and grid of dtype {grid.dtype}")
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: mode='bicubic' is not supported (only 'bilinear' and 'nearest')")
     return GridSample2d.apply(input, grid, mode, padding_mode, align_corners)

@@ -1,9 +1,16 @@
 """Joining tensors: cat along an existing dim, stack along a new one. The backward
-slices g back into the pieces each input contributed."""
+slices g back into the pieces each input contributed.
+
+The result has the dtype the inputs promote to, as PyTorch (int32 with float32 gives float32,
+where NumPy's concatenate would give float64); each input is cast to it first, so its gradient
+comes back in its own dtype."""
+import functools
+
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim
+from ._elementwise_args import _promote
 from .shape_error import ShapeError
 
 
@@ -55,7 +62,7 @@ class Stack(Function):
         return (None,) + tuple(g[lead + (k,)] for k in range(ctx.n))
 
 
-def _check(ts, op, same_shape):
+def _check(ts, op, same_shape, legacy_empty=False):
     Tensor = _function.Tensor
     if not ts:
         raise ValueError(f"{op}: expected a non-empty sequence of tensors")
@@ -63,6 +70,8 @@ def _check(ts, op, same_shape):
     ref = ts[0].shape
     for i, t in enumerate(ts[1:], 1):
         bad = t.shape != ref if same_shape else (t.ndim != len(ref))
+        if legacy_empty and (t.shape == (0,) or ref == (0,)):
+            bad = False
         if bad:
             raise ShapeError(f"{op}: tensor 0 has shape {list(ref)} but tensor {i} has shape {list(t.shape)}")
     return ts
@@ -73,10 +82,25 @@ def _as_tensor(t):
     return tensor(t)
 
 
+def _promoted(ts):
+    """The tensors cast to the dtype they promote to (all of them count alike, 0-d ones too)."""
+    dt = functools.reduce(_promote, (t._data.dtype for t in ts))
+    if all(t._data.dtype == dt for t in ts):
+        return ts
+    from ..tensor.dtype import wrap
+    return [t if t._data.dtype == dt else t.to(wrap(dt)) for t in ts]
+
+
 def cat(tensors, dim=0):
-    ts = _check(list(tensors), "cat", same_shape=False)
+    """The tensors joined along ``dim``. As PyTorch, a 1-d tensor with no elements is skipped
+    whatever the others' shape (the legacy empty tensor), though it takes part in the dtype."""
+    ts = _promoted(_check(list(tensors), "cat", same_shape=False, legacy_empty=True))
+    kept = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)]
+    if kept and len(kept) < len(ts):
+        ts = kept
+        _check(ts, "cat", same_shape=False)
     if ts[0].ndim == 0:
-        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use md.stack")
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use md.stack")
     d = normalize_dim(dim, ts[0].ndim, "cat")
     for i, t in enumerate(ts[1:], 1):
         if t.shape[:d] + t.shape[d + 1:] != ts[0].shape[:d] + ts[0].shape[d + 1:]:
@@ -86,5 +110,5 @@ def cat(tensors, dim=0):
 
 
 def stack(tensors, dim=0):
-    ts = _check(list(tensors), "stack", same_shape=True)
+    ts = _promoted(_check(list(tensors), "stack", same_shape=True))
     return Stack.apply(normalize_dim(dim, ts[0].ndim + 1, "stack"), *ts)

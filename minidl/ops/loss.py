@@ -20,6 +20,7 @@ dl_k/dx_kj = p_kj sum_c w[c] t[k, c] - w[j] t[k, j],  dl_k/dt[k, c] = -(1 - e) w
 """
 import numpy as np
 
+from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
@@ -36,6 +37,14 @@ REDUCTIONS = ("mean", "sum", "none")
 class LossArgumentError(RuntimeError, ValueError):
     """A loss argument out of its range (PyTorch raises RuntimeError; minidl's checks grew
     from NumPy's ValueError, which its callers expect, so this is both)."""
+
+
+class TargetDtypeError(RuntimeError, TypeError):
+    """Class-index targets of a dtype other than int64 or uint8: PyTorch's RuntimeError
+    ("expected target dtype to be Long or Byte"), and a TypeError, the wrong type of operand."""
+
+
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.uint8))   # PyTorch's Long and Byte
 
 
 def _log_softmax(x, xp):
@@ -183,7 +192,8 @@ class CrossEntropyProbs(Function):
         logp = _log_softmax(x, xp)
         t = target * (1.0 - label_smoothing) + label_smoothing / C if label_smoothing else target
         wb = _class_shape(weight, x.ndim) if weight is not None else 1.0
-        loss = -(logp * t * wb).sum(axis=1)
+        with np.errstate(invalid="ignore"):   # a -inf logit with probability 0: nan, as PyTorch's, unwarned
+            loss = -(logp * t * wb).sum(axis=1)
         denom = x.size // C if x.size else 0
         ctx.save_for_backward(logp, t, weight)
         ctx.args = (reduction, label_smoothing, denom)
@@ -203,8 +213,12 @@ class CrossEntropyProbs(Function):
         wb = _class_shape(weight, logp.ndim) if weight is not None else 1.0
         tw = t * wb
         nx, nt = ctx.needs_input_grad[:2]
-        dx = (r * (xp.exp(logp) * tw.sum(axis=1, keepdims=True) - tw)).astype(logp.dtype, copy=False) if nx else None
-        dt = (-(1.0 - eps) * r * logp * wb).astype(logp.dtype, copy=False) if nt else None
+        dx = dt = None
+        with np.errstate(invalid="ignore"):
+            if nx:
+                dx = (r * (xp.exp(logp) * tw.sum(axis=1, keepdims=True) - tw)).astype(logp.dtype, copy=False)
+            if nt:
+                dt = (-(1.0 - eps) * r * logp * wb).astype(logp.dtype, copy=False)
         return dx, dt, None, None, None
 
     @staticmethod
@@ -280,7 +294,8 @@ class MSELoss(Function):
         sq = d * d
         if reduction == "none":
             return sq
-        return xp.asarray(sq.mean() if reduction == "mean" else sq.sum(), dtype=sq.dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):   # an empty mean is nan, as PyTorch's, unwarned
+            return xp.asarray(sq.sum() / sq.size if reduction == "mean" else sq.sum(), dtype=sq.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -321,9 +336,10 @@ def _index_target(input, target, op, ignore_index):
     t = _raw(target)
     if not hasattr(t, "dtype"):
         t = np.asarray(t)
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"{op}: expected class-index targets of an integer dtype (or class probabilities of the "
-                        f"input's shape {list(input.shape)}), got dtype {t.dtype} and shape {list(t.shape)}")
+    if t.dtype not in _INDEX_DTYPES:   # int32 too: PyTorch takes Long or Byte only
+        raise TargetDtypeError(f"{op}: expected class-index targets of dtype int64 (or uint8), or class "
+                               f"probabilities of the input's shape {list(input.shape)}, got dtype {t.dtype} and "
+                               f"shape {list(t.shape)}")
     expected = (input.shape[0],) + tuple(input.shape[2:])
     if tuple(t.shape) != expected:
         raise ShapeError(f"{op}: expected target of shape {list(expected)} for input of shape {list(input.shape)}, "
@@ -348,6 +364,13 @@ def _weight(weight, C, op):
     return w
 
 
+def _floating_input(input, op):
+    """PyTorch's NotImplementedError for integer or bool logits (its log_softmax and NLL
+    kernels exist for floating dtypes only)."""
+    if getattr(input, "dtype", None) is not None and np.dtype(input.dtype).kind not in "fV":
+        raise NotImplementedError(f"\"{op}\" not implemented for '{input.dtype}': expected a floating point input")
+
+
 def _batch(input, target, op):
     """Unbatched (C,) input with a scalar target -> (1, C) and (1,)."""
     if input.ndim == 1:
@@ -358,7 +381,8 @@ def _batch(input, target, op):
             return unsqueeze(input, 0), (unsqueeze(target, 0) if hasattr(target, "_data") else t[None]), True
         return unsqueeze(input, 0), t.reshape(1), True
     if input.ndim < 2:
-        raise ValueError(f"{op}: expected input of shape (C,), (N, C) or (N, C, d1, ...), got {list(input.shape)}")
+        raise LossArgumentError(f"{op}: expected input of shape (C,), (N, C) or (N, C, d1, ...), got "
+                                f"{list(input.shape)}")
     return input, target, False
 
 
@@ -369,34 +393,74 @@ def _unbatch_loss(loss, reduction, unbatched):
     return loss
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+def _same_float_dtype(x, target):
+    """Logits and class probabilities of different floating dtypes, both cast to PyTorch's
+    promotion of the two (float32 logits with float64 probabilities give a float64 loss; with
+    float16 ones, a float32 loss)."""
+    t = _raw(target)
+    if t.dtype == x.dtype:
+        return x, target
+    from .._namespace_arrange import promote_types
+    to = promote_types(x.dtype, t.dtype)
+    if not hasattr(target, "_data"):
+        from ..tensor.factories import tensor
+        target = tensor(t)
+    return (x if x.dtype == to else x.to(to)), (target if target.dtype == to else target.to(to))
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0, *,
+                  size_average=None, reduce=None):
     """As ``torch.nn.functional.cross_entropy``: ``target`` holds class indices (an int64
-    Tensor, ndarray or list, shape (N, d1, ...)) or class probabilities (input's shape)."""
+    Tensor, ndarray or list, shape (N, d1, ...)) or class probabilities (input's shape).
+    PyTorch's deprecated ``size_average`` and ``reduce`` are taken by keyword (and map to a
+    reduction as PyTorch maps them)."""
+    reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise LossArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    _floating_input(input, "cross_entropy")
     x, target, unbatched = _batch(input, target, "cross_entropy")
     C = x.shape[1]
-    w = _weight(weight, C, "cross_entropy")
     t = _raw(target)
     if hasattr(t, "dtype") and t.dtype.kind in "fV":
         if tuple(t.shape) != tuple(x.shape):
             raise ShapeError(f"cross_entropy: class-probability target must have the input's shape "
                              f"{list(x.shape)}, got {list(t.shape)}")
+        x, target = _same_float_dtype(x, target)
+        w = _weight(weight, C, "cross_entropy")
         loss = CrossEntropyProbs.apply(x, target, w, reduction, float(label_smoothing))
     else:
+        w = _weight(weight, C, "cross_entropy")
         t = _index_target(x, target, "cross_entropy", ignore_index)
         loss = CrossEntropy.apply(x, t, w, int(ignore_index), reduction, float(label_smoothing))
     return _unbatch_loss(loss, reduction, unbatched)
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
-    """As ``torch.nn.functional.nll_loss``: ``input`` holds log-probabilities on dim 1."""
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean", *, size_average=None, reduce=None):
+    """As ``torch.nn.functional.nll_loss``: ``input`` holds log-probabilities on dim 1
+    (``size_average`` and ``reduce`` by keyword, as cross_entropy)."""
+    reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction, "nll_loss")
+    _floating_input(input, "nll_loss")
     x, target, unbatched = _batch(input, target, "nll_loss")
     w = _weight(weight, x.shape[1], "nll_loss")
     t = _index_target(x, target, "nll_loss", ignore_index)
     return _unbatch_loss(NLLLoss.apply(x, t, w, int(ignore_index), reduction), reduction, unbatched)
+
+
+def _mse_dtypes(input, target):
+    """PyTorch's dtypes for mse_loss: an integer (or bool) operand with a floating one takes
+    the floating one's dtype (an int64 target with float32 input is a float32 loss, where
+    NumPy would promote to float64); two integer operands are its NotImplementedError."""
+    kinds = [np.dtype(a.dtype).kind if isinstance(a, _function.Tensor) else None for a in (input, target)]
+    if all(k is not None and k not in "fVc" for k in kinds):
+        raise NotImplementedError(f"\"mse_loss\" not implemented for '{input.dtype}': expected a floating point input "
+                                  f"or target")
+    if None in kinds or all(k in "fVc" for k in kinds):
+        return input, target
+    if kinds[0] in "fVc":
+        return input, target.to(input.dtype)
+    return input.to(target.dtype), target
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -410,6 +474,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         raise ShapeError(f"mse_loss: input shape {list(np.shape(_raw(input)))} and target shape "
                          f"{list(np.shape(_raw(target)))} do not broadcast") from None
     warn_if_broadcast(input, target)
+    input, target = _mse_dtypes(input, target)
     if weight is not None:
         w = elementwise_weight("mse_loss", weight, input)
         return weighted_reduction(MSELoss.apply(input, target, "none"), w, reduction, True)

@@ -96,6 +96,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     gradients are pairwise_distance's (a tie in the swap's min shares the gradient, as PyTorch)."""
     op = "triplet_margin_loss"
     reduction = _reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
     _floating_operands(op, [("anchor", anchor), ("positive", positive), ("negative", negative)])
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise RuntimeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same number "

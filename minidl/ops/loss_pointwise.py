@@ -65,7 +65,8 @@ class PointwiseLoss(Function):
         x, y, weight = ctx.saved_tensors
         reduction, params, y_shape, full = ctx.args
         xp = namespace_of(x)
-        r = g if reduction in ("none", "sum") else g / ctx.count
+        with np.errstate(divide="ignore", invalid="ignore"):   # an empty mean's count is 0
+            r = g if reduction in ("none", "sum") else g / ctx.count
         if weight is not None:
             r = r * weight
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -276,10 +277,20 @@ def _check_reduction(reduction, allowed=_REDUCTIONS):
                          f"{', '.join(repr(r) for r in allowed)}")
 
 
+def _warn_legacy(size_average, reduce):
+    """PyTorch's UserWarning for the deprecated flags, naming the reduction they stand for."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "none" if not reduce else ("mean" if size_average else "sum")
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                  UserWarning, stacklevel=4)
+
+
 def _legacy(size_average, reduce, reduction):
     """PyTorch's deprecated size_average / reduce flags, mapped to a reduction as PyTorch maps them."""
     if size_average is None and reduce is None:
         return reduction
+    _warn_legacy(size_average, reduce)
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     return "none" if not reduce else ("mean" if size_average else "sum")
@@ -304,6 +315,14 @@ def _operands(op, input, target, same_shape=None):
     else:
         _broadcastable(op, "target", target.shape, input.shape)
     return input, target
+
+
+def _floating_target(op, target):
+    """The binary cross entropies take probabilities as targets: an integer or bool target is
+    PyTorch's RuntimeError, not promoted (its kernels want the input's floating dtype)."""
+    if isinstance(target, Tensor) and target.dtype.kind not in "fV":
+        raise RuntimeError(f"{op}: expected a floating point target (probabilities, e.g. target.float()), got dtype "
+                           f"{target.dtype}")
 
 
 def warn_if_broadcast(input, target):
@@ -379,6 +398,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     [0, 1], ``target`` has its shape; ``weight`` rescales each element (broadcast)."""
     reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction)
+    _floating_target("binary_cross_entropy", target)
     x, y = _operands("binary_cross_entropy", input, target,
                      same_shape="Using a target size ({target}) that is different to the input size ({input}) "
                                 "is deprecated. Please ensure they have the same size.")
@@ -398,6 +418,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     reduction = _legacy(size_average, reduce, reduction)
     _check_reduction(reduction)
     op = "binary_cross_entropy_with_logits"
+    _floating_target(op, target)
     x, y = _operands(op, input, target, same_shape="Target size ({target}) must be the same as input size ({input})")
     w = _weight_array(op, "weight", weight, x)
     p = _weight_array(op, "pos_weight", pos_weight, x)

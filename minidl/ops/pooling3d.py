@@ -75,7 +75,8 @@ def max_pool3d_forward_reference(x, k, s, p, d, out):
     xp = namespace_of(x)
     size = x.shape[2:]
     reach = tuple(_reach(k_, d_, n, p_) for k_, d_, n, p_ in zip(k, d, size, p))   # offsets that can land inside
-    stack = xp.stack(_windows(_pad(x, reach, s, p, d, out, -xp.inf), reach, s, d, out))
+    lowest = -xp.inf if x.dtype.kind in "fc" else np.iinfo(x.dtype).min    # no max is below it
+    stack = xp.stack(_windows(_pad(x, reach, s, p, d, out, lowest), reach, s, d, out))
     kk = torch_argmax(stack)
     y = xp.take_along_axis(stack, kk[None], axis=0)[0]
     offsets = np.unravel_index(kk, reach)
@@ -217,7 +218,7 @@ class AdaptiveMaxPool3d(Function):
         for a, (d0, d1) in bins[0]:
             for i, (h0, h1) in bins[1]:
                 for j, (w0, w1) in bins[2]:
-                    box = x[:, :, d0:d1, h0:h1, w0:w1].reshape(N, C, -1)
+                    box = x[:, :, d0:d1, h0:h1, w0:w1].reshape(N, C, (d1 - d0) * (h1 - h0) * (w1 - w0))
                     k = torch_argmax(box, axis=2)
                     y[:, :, a, i, j] = xp.take_along_axis(box, k[..., None], axis=2)[..., 0]
                     kd, kh, kw = np.unravel_index(k, (d1 - d0, h1 - h0, w1 - w0))

@@ -301,9 +301,15 @@ def diag(x, diagonal=0):
     return Diag.apply(x, int(diagonal))
 
 
-def gather(x, dim, index):
+def gather(x, dim, index, *, sparse_grad=False):
+    """out[i][j] = x[index[i][j]][j] (dim 0; likewise for the others). A 0-d tensor, input or index,
+    counts as one with one element, as in PyTorch. ``sparse_grad`` is accepted: the gradient is
+    dense here either way."""
     axis = normalize_dim(dim, max(x.ndim, 1), "gather")
-    idx = _index_array(index, "gather", x.ndim)
+    idx = _index_array(index, "gather")
+    if x.ndim <= 1 and idx.ndim <= 1 and (x.ndim == 0 or idx.ndim == 0):
+        return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
+    idx = _index_array(idx, "gather", x.ndim)
     for d in range(x.ndim):
         if d != axis and idx.shape[d] > x.shape[d]:
             raise RuntimeError(f"gather(): Size does not match at dimension {d} expected index {list(idx.shape)} "

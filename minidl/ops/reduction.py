@@ -56,6 +56,8 @@ class Sum(Function):
         if x.dtype.itemsize == 2 and type(x) is np.ndarray and x.dtype.kind in "fV":
             # float16/bfloat16 summed in float32, as PyTorch (the cuda reductions already do)
             return x.sum(axis=axes, dtype=np.float32, keepdims=keepdim).astype(x.dtype)
+        if x.dtype.kind in "biu":   # in x's own dtype (NumPy would widen int8/int32 to int64, bool to a count):
+            return x.sum(axis=axes, dtype=x.dtype, keepdims=keepdim)   # sum(dtype=...) picked it, as PyTorch
         return x.sum(axis=axes, keepdims=keepdim)
 
     @staticmethod
@@ -228,22 +230,40 @@ class Max(Function):
 
     @staticmethod
     def forward(ctx, x, axes, keepdim):
-        out = x.max(axis=axes, keepdims=True)
-        ctx.save_for_backward(x == out)
-        ctx.axes = axes
-        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+        return _extremum(ctx, x, x.max(axis=axes, keepdims=True), axes, keepdim)
 
     @staticmethod
     def backward(ctx, g):
         (is_max,) = ctx.saved_tensors
         g = g.reshape(_keepdim_shape(is_max.shape, ctx.axes))
-        return g * is_max / is_max.sum(axis=ctx.axes, keepdims=True), None, None
+        with np.errstate(divide="ignore", invalid="ignore"):   # a NaN extremum equals nothing: NaN, as PyTorch
+            return g * is_max / is_max.sum(axis=ctx.axes, keepdims=True), None, None
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
         (is_max,) = ctx.saved_tensors
         share = is_max / is_max.sum(axis=ctx.axes, keepdims=True)
         return g.reshape(_keepdim_shape(is_max.shape, ctx.axes)) * constant(share.astype(g.dtype)), None, None
+
+
+class Min(Max):
+    """out = min_i x_i, the gradient split between the minimal elements as Max's. (Not -max(-x):
+    negation wraps around for unsigned and the lowest signed integer, and bools have none.)"""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        return _extremum(ctx, x, x.min(axis=axes, keepdims=True), axes, keepdim)
+
+    backward = staticmethod(Max.backward)
+    differentiable_backward = staticmethod(Max.differentiable_backward)
+
+
+def _extremum(ctx, x, out, axes, keepdim):
+    """Max's and Min's forward from the keepdim-shaped ``out``: the mask of the elements equal to it
+    saved for backward."""
+    ctx.save_for_backward(x == out)
+    ctx.axes = axes
+    return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
 
 def sum(x, dim=None, keepdim=False):
@@ -299,26 +319,31 @@ def _check_nonempty(op, x, dim, axes, all_error=RuntimeError):
 def max(x, dim=None, keepdim=False, _op="max"):
     axes = normalize_dims(dim, x.ndim, _op)
     _check_nonempty(_op, x, dim, axes)
-    return Max.apply(x, axes, keepdim)
+    return (Min if _op == "min" else Max).apply(x, axes, keepdim)
 
 
 def min(x, dim=None, keepdim=False):
-    return -max(-x, dim, keepdim, _op="min")
+    return max(x, dim, keepdim, _op="min")
 
 
 def argmax(x, dim=None, keepdim=False, _op="argmax"):
+    """The index of the (first) largest element, over all elements (dim None) or along ``dim``.
+    Bool tensors have none, as in PyTorch."""
     Tensor = _function.Tensor
     data = x._data
+    if data.dtype.kind == "b":
+        raise RuntimeError(f"{_op}(): does not support bool input")
+    find = data.argmin if _op == "argmin" else data.argmax
     if dim is None:
         _check_nonempty(_op, x, dim, (), all_error=IndexError)
-        out = data.argmax()
+        out = find()
         return Tensor._wrap(out.reshape((1,) * data.ndim) if keepdim else out, None, 0)
     dim = normalize_dim(dim, builtins.max(data.ndim, 1), _op)   # a 0-d tensor takes dim 0 or -1, as PyTorch
     _check_nonempty(_op, x, dim, (dim,) if data.ndim else ())
     if data.ndim == 0:
         return Tensor._wrap(data.reshape(1).argmax(axis=0), None, 0)
-    return Tensor._wrap(data.argmax(axis=dim, keepdims=keepdim), None, 0)
+    return Tensor._wrap(find(axis=dim, keepdims=keepdim), None, 0)
 
 
 def argmin(x, dim=None, keepdim=False):
-    return argmax(-x.detach(), dim, keepdim, _op="argmin")
+    return argmax(x, dim, keepdim, _op="argmin")

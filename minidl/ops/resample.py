@@ -12,7 +12,9 @@ one of these per axis. The gradient scatters back along the same taps:
 
     dL/dx[..., i, ...] = sum_k sum_{j : i_k[j] = i} w_k[j] g[..., j, ...]
 
-(a scatter-add, since several j may read the same i); the constant gets no gradient.
+(a scatter-add, since several j may read the same i); the constant gets no gradient. A tap
+may carry a third array, a mask: where it is False the tap reads (and sends back) nothing, not
+0 times the value, so an inf there leaves no NaN (the antialiased filters' unused taps).
 
 The scatter is linear in g, and its adjoint is the gather again (without the constant), so it
 is an op of its own, ScatterAxis, whose backward is the gather: a gradient through padding or
@@ -38,12 +40,14 @@ def gather_axis(x, axis, taps, n_out):
     out_shape = list(x.shape)
     out_shape[axis] = n_out
     y = xp.zeros(tuple(out_shape), dtype=x.dtype)   # no taps: nothing is read (padding an empty axis)
-    for idx, w in taps:
+    for idx, w, *mask in taps:
         part = xp.take(x, idx, axis=axis)
+        if mask:   # first, so that a masked-off inf meets no weight
+            part = xp.where(xp.asarray(mask[0].reshape(shape)), part, xp.zeros((), dtype=x.dtype))
         if w is not None and w.dtype == bool:   # a mask: 0 where it reads nothing, even from an inf
-            part = xp.where(w.reshape(shape), part, xp.zeros((), dtype=x.dtype))   # (keeps a bool x bool)
+            part = xp.where(xp.asarray(w.reshape(shape)), part, xp.zeros((), dtype=x.dtype))   # (keeps bool x bool)
         elif w is not None:
-            part = part * w.astype(x.dtype).reshape(shape)
+            part = part * xp.asarray(w.astype(x.dtype).reshape(shape))
         y = y + part
     return y
 
@@ -54,18 +58,20 @@ def scatter_axis(g, axis, taps, n_in):
     gm = xp.moveaxis(g, axis, 0)
     dx = xp.zeros((n_in,) + gm.shape[1:], dtype=g.dtype)
     wshape = (-1,) + (1,) * (gm.ndim - 1)
-    for idx, w in taps:
+    for idx, w, *mask in taps:
+        part = xp.where(xp.asarray(mask[0].reshape(wshape)), gm, xp.zeros((), dtype=g.dtype)) if mask else gm
         if w is not None and w.dtype == bool:   # a mask: what it drops adds nothing, even an inf
-            part = xp.where(w.reshape(wshape), gm, xp.zeros((), dtype=g.dtype))
-        else:
-            part = gm if w is None else gm * w.astype(g.dtype).reshape(wshape)
+            part = xp.where(xp.asarray(w.reshape(wshape)), part, xp.zeros((), dtype=g.dtype))
+        elif w is not None:
+            part = part * xp.asarray(w.astype(g.dtype).reshape(wshape))
         xp.add.at(dx, idx, part)
     return xp.moveaxis(dx, 0, axis)
 
 
 class GatherAxis(Function):
-    """See the module docstring. ``taps`` is a tuple of (index, weight) arrays of the output
-    length (weight None means 1, a bool weight is a mask); ``constant`` is None or a float array."""
+    """See the module docstring. ``taps`` is a tuple of (index, weight) or (index, weight, mask)
+    arrays of the output length (weight None means 1, a bool weight is a mask); ``constant`` is
+    None or a float array."""
 
     @staticmethod
     def forward(ctx, x, axis, taps, constant):

@@ -23,7 +23,7 @@ from ._higher_order import add_at, along_axis_index
 
 _FIELDS = ("values", "indices")
 return_types = {name: namedtuple(name, _FIELDS)
-                for name in ("max", "min", "sort", "topk", "kthvalue", "median", "mode")}
+                for name in ("max", "min", "sort", "topk", "kthvalue", "median", "nanmedian", "mode")}
 
 
 class TakeAlong(Function):
@@ -121,6 +121,8 @@ def argsort(x, dim=-1, descending=False, stable=False):
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
     a, axis, scalar = _prepare(x, dim, "topk", need_nonempty=False)
+    if a.dtype.kind == "b":
+        raise RuntimeError("topk does not support bool dtypes (as PyTorch)")
     k = int(k)
     if not 0 <= k <= a.shape[axis]:
         raise RuntimeError(f"topk: selected index k out of range: k = {k} for a dim of size {a.shape[axis]}")
@@ -139,10 +141,16 @@ def kthvalue(x, k, dim=-1, keepdim=False):
 
 
 def median_dim(x, dim, keepdim=False):
-    """The lower median ((n - 1) // 2-th smallest) along dim, with its index."""
+    """The lower median ((n - 1) // 2-th smallest) along dim, with its index; NaN, at the first NaN's
+    index, where the row holds one (as PyTorch: NaN propagates)."""
     a, axis, scalar = _prepare(x, dim, "median")
     n = a.shape[axis]
-    idx = np.take(_stable_argsort(a, axis, False), [(n - 1) // 2], axis=axis)
+    order = _stable_argsort(a, axis, False)       # NaNs last, in their original order
+    idx = np.take(order, [(n - 1) // 2], axis=axis)
+    if a.dtype.kind in "fV":
+        nans = np.isnan(a).sum(axis=axis, keepdims=True)
+        first_nan = np.take_along_axis(order, np.minimum(n - nans, n - 1), axis)
+        idx = np.where(nans > 0, first_nan, idx)
     return _select("median", x, idx, axis, keepdim, scalar)
 
 
@@ -162,17 +170,20 @@ def mode(x, dim=-1, keepdim=False):
 
 
 class MedianAll(Function):
-    """out = the lower median of all elements. The gradient is split evenly between the
-    elements equal to it (as PyTorch's median() and max()):
-    dL/dx_i = g * [x_i == out] / (number of such elements)."""
+    """out = the lower median of all elements, NaN if any is NaN (as PyTorch). The gradient is
+    split evenly between the elements equal to it (as PyTorch's median() and max()), the NaNs
+    for a NaN median: dL/dx_i = g * [x_i == out] / (number of such elements)."""
 
     @staticmethod
     def forward(ctx, x):
         xp = backends.namespace_of(x)
         flat = backends.get(backends.device_of(x)).to_host(x).reshape(-1)
-        value = np.sort(flat, kind="stable")[(flat.size - 1) // 2]
+        value = np.sort(flat, kind="stable")[(flat.size - 1) // 2]   # NaNs sort last
+        nan = flat.dtype.kind in "fV" and bool(np.isnan(flat).any())
+        if nan:
+            value = flat[np.isnan(flat)][0]
         out = xp.asarray(np.asarray(value, dtype=x.dtype)) if xp is not np else np.asarray(value, dtype=x.dtype)
-        ctx.save_for_backward(x == out)
+        ctx.save_for_backward((x != x) if nan else (x == out))
         return out
 
     @staticmethod

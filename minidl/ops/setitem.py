@@ -8,12 +8,15 @@ Tensor.__setitem__ writes ``out`` into x's memory and records this op in the gra
 (tensor/inplace.py). With an integer-array index that names one position twice, the last
 write wins in the forward, and each copy of v receives the gradient of that position.
 """
+import math
+import numbers
+
 import numpy as np
 
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ._broadcast import shape_of, unbroadcast
-from .indexing import _normalize_index, _own_index
+from .indexing import _own_index, assign, split_index, take
 
 
 class SetItem(Function):
@@ -38,14 +41,51 @@ class SetItem(Function):
         return gx, gv, None
 
 
+class SetItemStaged(Function):
+    """SetItem for an index PyTorch applies in two steps (ops/indexing.py's split_index):
+    out = x with out[first][second] = v;  dL/dx = g zeroed there,  dL/dv = unbroadcast(g[first][second])."""
+
+    @staticmethod
+    def forward(ctx, x, v, first, second):
+        ctx.first, ctx.second, ctx.v_shape = first, _own_index(ctx, second), shape_of(v)
+        out = x.copy()
+        assign(out, first, second, v)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        nx, nv = ctx.needs_input_grad[:2]
+        gx = gv = None
+        if nx:
+            gx = g.copy()
+            assign(gx, ctx.first, ctx.second, 0)
+        if nv:
+            gv = unbroadcast(take(g, ctx.first, ctx.second), ctx.v_shape)
+        return gx, gv, None, None
+
+
 def setitem(x, index, value):
     """The out-of-place result of ``x[index] = value``; checks that value broadcasts to the
     indexed shape."""
+    return setitem_split(x, *split_index(index, x.ndim), value)
+
+
+def write_indexed(memory, result, first, second):
+    """Write into ``memory`` the positions of ``result`` that ``x[first][second] = value`` set."""
+    assign(memory, first, second, take(result, first, second))
+
+
+def setitem_split(x, first, second, value):
+    """setitem with the index already split by ops/indexing.py's split_index."""
     Tensor = _function.Tensor
-    index, _ = _normalize_index(index)
-    if len(index) == 1:
-        index = index[0]
-    target = np.empty(x.shape, dtype=np.bool_)[index].shape if x.device == "cpu" else x._data[index].shape
+    if not isinstance(value, Tensor):
+        value = _scalar_value(value, x)
+    if second is None:
+        index = first[0] if len(first) == 1 else first
+    target = take(np.empty(x.shape, dtype=np.bool_) if x.device == "cpu" else x._data, first, second).shape
+    if isinstance(value, Tensor):
+        while value.ndim > len(target) and value.shape[0] == 1:   # PyTorch drops leading dims of length 1
+            value = value.reshape(value.shape[1:])
     v_shape = value.shape if isinstance(value, Tensor) else np.shape(value)
     try:
         ok = np.broadcast_shapes(tuple(v_shape), tuple(target)) == tuple(target)
@@ -58,4 +98,40 @@ def setitem(x, index, value):
         value = value.to(x.device)
     if isinstance(value, Tensor) and value.dtype != x.dtype:
         value = value.to(x.dtype)
+    if second is not None:
+        return SetItemStaged.apply(x, value, first, second)
     return SetItem.apply(x, value, index)
+
+
+def _scalar_value(value, x):
+    """A value that is not a Tensor must be a number that x's dtype holds (as PyTorch: no None or
+    string, no value a signed integer or a float dtype would overflow on; a negative integer wraps
+    around in an unsigned dtype, a float too large for float16 is inf). Returns the value to write."""
+    if isinstance(value, (list, tuple, np.ndarray)) and np.asarray(value).dtype.kind in "biuf":
+        return value      # (PyTorch refuses a sequence of numbers; minidl writes it, as NumPy does)
+    if not isinstance(value, (numbers.Number, np.generic)) or isinstance(value, np.void):
+        kind = type(value)
+        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        raise TypeError(f"can't assign a {name} to a {x.type()}")
+    dt = np.dtype(x._data.dtype)
+    overflow = RuntimeError(f"value cannot be converted to type {x.dtype} without overflow")
+    if isinstance(value, (complex, np.complexfloating)):
+        if value.imag:
+            raise overflow
+        value = value.real
+    if isinstance(value, (bool, np.bool_)) or dt.kind not in "iuf":
+        return value
+    if dt.kind in "iu":
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise overflow
+        info = np.iinfo(dt)
+        if dt.kind == "u" and isinstance(value, (int, np.integer)) and -2 ** 63 <= value < 0:
+            return int(value) % (int(info.max) + 1)
+        if not info.min <= value <= info.max:
+            raise overflow
+        return value
+    if math.isfinite(value) and abs(value) > float(np.finfo(dt).max):
+        if dt.itemsize >= 4:
+            raise overflow
+        return math.copysign(math.inf, value)
+    return value

@@ -122,11 +122,53 @@ def reshape(x, *shape):
                          f"({x.numel()} elements)") from None
 
 
+def view(x, *shape):
+    """x with a new shape over the same memory, as ``Tensor.view``: reshape, where the strides
+    allow it without a copy; a RuntimeError (PyTorch's) where they do not (reshape copies there)."""
+    shape = _shape_arg(shape)
+    dims = [operator.index(n) for n in shape]
+    n = x.numel()
+    if dims.count(-1) == 1 and all(d >= 0 for d in dims if d != -1):
+        known = int(np.prod([d for d in dims if d != -1]))
+        if known and n % known == 0:
+            dims[dims.index(-1)] = n // known
+    if n and x.ndim and all(d >= 0 for d in dims) and int(np.prod(dims)) == n:
+        item = x._data.dtype.itemsize
+        if _view_strides(x.shape, [st // item for st in x._data.strides], dims) is None:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return reshape(x, *shape)
+
+
+def _view_strides(old_shape, old_strides, new_shape):
+    """The strides of ``new_shape`` over the memory of a tensor of ``old_shape`` / ``old_strides``,
+    or None where no strides give it (PyTorch's computeStride). The old dims are taken in chunks
+    that are contiguous with one another; each chunk must be split exactly by whole new dims."""
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_stride = old_strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[d]
+        if d == 0 or (old_shape[d - 1] != 1 and old_strides[d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_stride = old_strides[d - 1]
+                tensor_numel = view_numel = 1
+    return new_strides if view_d == -1 else None
+
+
 def permute(x, *dims):
     dims = _shape_arg(dims)
     axes = tuple(normalize_dim(d, max(x.ndim, 1), "permute") for d in dims)   # out of range: IndexError
     if sorted(axes) != list(range(x.ndim)):
-        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {x.ndim} dims of shape {list(x.shape)}")
+        raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {x.ndim} dims of shape "
+                         f"{list(x.shape)}")
     return Permute.apply(x, axes)
 
 

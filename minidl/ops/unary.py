@@ -6,6 +6,7 @@ import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..backends import namespace_of
+from ..tensor.dtype import DtypeNotImplementedError
 from ._broadcast import shape_of, unbroadcast
 from ._higher_order import constant, keep_where, sum_to
 from ._kernel_switch import LAYER
@@ -211,13 +212,20 @@ class AddRelu(Function):
         return (d if na else None), (d if nb else None)
 
 
+def _sign(a):
+    """-1, 0 or 1, and 0 for NaN (PyTorch's sign, where NumPy's gives NaN)."""
+    xp = namespace_of(a)
+    s = xp.sign(a)
+    return xp.where(s != s, 0, s).astype(s.dtype, copy=False) if a.dtype.kind in "fV" else s
+
+
 class Abs(Function):
-    """y = |x|;  dy/dx = sign(x) (0 at x = 0, as PyTorch)."""
+    """y = |x|;  dy/dx = sign(x) (0 at x = 0, and at NaN, as PyTorch)."""
 
     @staticmethod
     def forward(ctx, x):
         xp = namespace_of(x)
-        ctx.save_for_backward(xp.sign(x))
+        ctx.save_for_backward(_sign(x))
         return xp.abs(x)
 
     @staticmethod
@@ -338,14 +346,21 @@ def add_relu(input, other):
 
 
 def abs(x):
+    if x.dtype.kind == "b":
+        raise DtypeNotImplementedError('"abs" is not implemented for bool tensors (as PyTorch)')
     return Abs.apply(x)
 
 
 def clamp(x, min=None, max=None):
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
     if x.dtype.kind in "biu" and any(_is_floating_bound(b) for b in (min, max)):
         x = _floating(x)                  # PyTorch promotes: an integer tensor clamped at 0.5 becomes float
+    elif x.dtype.kind in "iu":
+        info = np.iinfo(x._data.dtype)
+        for b in (min, max):
+            if isinstance(b, numbers.Integral) and not isinstance(b, bool) and not info.min <= b <= info.max:
+                raise RuntimeError(f"clamp: value {b} cannot be converted to type {x.dtype} without overflow")
     return Clamp.apply(x, min, max)
 
 

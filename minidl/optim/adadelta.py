@@ -30,14 +30,14 @@ class Adadelta(Optimizer):
         hyper.check_common(group)
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "square_avg": ("param", True), "acc_delta": ("param", True)}
+        return {"step": ("step", True), "square_avg": ("param", True), "acc_delta": ("param", True)}
 
     def _initial_state(self, group, w, xp):
         return {"square_avg": xp.zeros_like(w), "acc_delta": xp.zeros_like(w)}
 
-    def _update_param(self, group, w, g, state, xp):
+    def _update_param(self, group, w, g, state, xp, t):
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
-        v, u = state["square_avg"], state["acc_delta"]
+        v, u = state["square_avg"]._data, state["acc_delta"]._data
         v *= rho
         v += (1 - rho) * g * g
         delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g

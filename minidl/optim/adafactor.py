@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import backends
 from . import hyper
-from .optimizer import Optimizer
+from .optimizer import Optimizer, advance, held, new_step
 
 
 class Adafactor(Optimizer):
@@ -54,7 +54,7 @@ class Adafactor(Optimizer):
             raise ValueError(f"weight_decay should be >= 0 but is: {group['weight_decay']}")
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "variance": ("param", False)}
+        return {"step": ("step", True), "variance": ("param", False)}
 
     def _update_group(self, group):
         lr, wd, d = group["lr"], group["weight_decay"], group["d"]
@@ -67,14 +67,13 @@ class Adafactor(Optimizer):
             g = hyper.prepared_grad(w, p.grad._data, group["maximize"], 0)
             state = self.state.setdefault(p, {})
             if not state:
-                state["step"] = 0
+                state["step"] = new_step()
                 if g.ndim > 1:   # the factored second moment: row and column means of g**2
-                    state["row_var"] = xp.zeros(g.shape[:-1] + (1,), dtype=w.dtype)
-                    state["col_var"] = xp.zeros(g.shape[:-2] + (1,) + g.shape[-1:], dtype=w.dtype)
+                    state["row_var"] = held(xp.zeros(g.shape[:-1] + (1,), dtype=w.dtype))
+                    state["col_var"] = held(xp.zeros(g.shape[:-2] + (1,) + g.shape[-1:], dtype=w.dtype))
                 else:
-                    state["variance"] = xp.zeros_like(w)
-            state["step"] += 1
-            t = float(state["step"])
+                    state["variance"] = held(xp.zeros_like(w))
+            t = float(advance(state["step"]))
             e1 = float(np.finfo(w.dtype).eps) if eps1 is None else eps1
             weight = t ** group["beta2_decay"]   # 1 - beta2_t
             rho = min(lr, 1 / t ** 0.5)
@@ -82,13 +81,13 @@ class Adafactor(Optimizer):
             if wd != 0:
                 w *= 1 - lr * wd
             if g.ndim > 1:
-                row, col = state["row_var"], state["col_var"]
+                row, col = state["row_var"]._data, state["col_var"]._data
                 _lerp(row, xp.sqrt(xp.sum(g * g, axis=-1, keepdims=True)) ** 2 / g.shape[-1], weight)
                 _lerp(col, xp.sqrt(xp.sum(g * g, axis=-2, keepdims=True)) ** 2 / g.shape[-2], weight)
                 var = (row * col) / xp.maximum(xp.mean(row, axis=-2, keepdims=True), e1)
             else:
-                _lerp(state["variance"], g * g, weight)
-                var = state["variance"]
+                var = state["variance"]._data
+                _lerp(var, g * g, weight)
             update = g / xp.sqrt(xp.maximum(var, e1 * e1))
             denom = max(1.0, _rms(update, xp) / d)
             w -= (alpha / denom) * update.astype(w.dtype)

@@ -28,13 +28,13 @@ class Adagrad(Optimizer):
         hyper.check_nonnegative("initial_accumulator_value", group["initial_accumulator_value"])
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "sum": ("param", True)}
+        return {"step": ("step", True), "sum": ("param", True)}
 
     def _initial_state(self, group, w, xp):
         return {"sum": xp.full_like(w, group["initial_accumulator_value"])}
 
-    def _update_param(self, group, w, g, state, xp):
-        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        s = state["sum"]
+    def _update_param(self, group, w, g, state, xp, t):
+        clr = group["lr"] / (1 + (t - 1) * group["lr_decay"])
+        s = state["sum"]._data
         s += g * g
         w -= clr * (g / (xp.sqrt(s) + group["eps"]))

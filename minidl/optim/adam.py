@@ -21,7 +21,7 @@ import math
 
 from .. import backends
 from . import hyper, implementation
-from .optimizer import Optimizer
+from .optimizer import Optimizer, advance, held, new_step
 
 
 class Adam(Optimizer):
@@ -49,13 +49,14 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {wd}")
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "exp_avg": ("param", True), "exp_avg_sq": ("param", True),
+        return {"step": ("step", True), "exp_avg": ("param", True), "exp_avg_sq": ("param", True),
                 "max_exp_avg_sq": ("param", bool(group["amsgrad"]))}
 
     def _update_group(self, group):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         decoupled = group.get("decoupled_weight_decay", False)
+        kernels = {}   # the fused update of each kind of array (each device) met in this group, looked up once
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -63,17 +64,19 @@ class Adam(Optimizer):
             xp = backends.namespace_of(w)
             state = self.state.setdefault(p, {})
             if not state:
-                state["step"] = 0
-                state["exp_avg"] = xp.zeros_like(w)
-                state["exp_avg_sq"] = xp.zeros_like(w)
+                state["step"] = new_step()
+                state["exp_avg"] = held(xp.zeros_like(w))
+                state["exp_avg_sq"] = held(xp.zeros_like(w))
                 if amsgrad:
-                    state["max_exp_avg_sq"] = xp.zeros_like(w)
-            m, v = state["exp_avg"], state["exp_avg_sq"]
-            state["step"] += 1
-            t = state["step"]
-            fused = implementation.fused(w, "fused_adam")
-            if fused is not None and fused(w, g, m, v, state.get("max_exp_avg_sq"), lr, beta1, beta2, eps, wd, t,
-                                           decoupled, amsgrad, maximize):
+                    state["max_exp_avg_sq"] = held(xp.zeros_like(w))
+            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+            vmax = state["max_exp_avg_sq"]._data if amsgrad else None
+            t = advance(state["step"])
+            fused = kernels.get(type(w), kernels)
+            if fused is kernels:
+                fused = kernels[type(w)] = implementation.fused(w, "fused_adam")
+            if fused is not None and fused(w, g, m, v, vmax, lr, beta1, beta2, eps, wd, t, decoupled, amsgrad,
+                                           maximize):
                 continue   # one kernel did the whole update (a device's fused path)
             if maximize:
                 g = -g
@@ -92,7 +95,6 @@ class Adam(Optimizer):
             v += tmp
 
             if amsgrad:
-                vmax = state["max_exp_avg_sq"]
                 xp.maximum(vmax, v, out=vmax)
                 v = vmax
             step_size = lr / (1 - beta1 ** t)

@@ -23,15 +23,15 @@ class Adamax(Optimizer):
     _check_group = staticmethod(hyper.check_common)
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "exp_avg": ("param", True), "exp_inf": ("param", True)}
+        return {"step": ("step", True), "exp_avg": ("param", True), "exp_inf": ("param", True)}
 
     def _initial_state(self, group, w, xp):
         return {"exp_avg": xp.zeros_like(w), "exp_inf": xp.zeros_like(w)}
 
-    def _update_param(self, group, w, g, state, xp):
+    def _update_param(self, group, w, g, state, xp, t):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-        m, u = state["exp_avg"], state["exp_inf"]
+        m, u = state["exp_avg"]._data, state["exp_inf"]._data
         m += (1 - beta1) * (g - m)
         u *= beta2
         xp.maximum(u, xp.abs(g) + eps, out=u)
-        w -= (lr / (1 - beta1 ** state["step"])) * (m / u)
+        w -= (lr / (1 - beta1 ** t)) * (m / u)

@@ -12,7 +12,7 @@ t = 1, 2, ..., with eta starting at lr and mu at 1:
 ``ax``, the averaged parameter, is kept in the state; the parameter itself is the plain iterate.
 """
 from . import hyper
-from .optimizer import Optimizer
+from .optimizer import Optimizer, new_scalar
 
 
 class ASGD(Optimizer):
@@ -30,19 +30,20 @@ class ASGD(Optimizer):
             hyper.check_real(name, group[name])
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "eta": ("real", True), "mu": ("real", True), "ax": ("param", True)}
+        return {"step": ("step", True), "eta": ("scalar", True), "mu": ("scalar", True), "ax": ("param", True)}
 
     def _initial_state(self, group, w, xp):
-        return {"eta": float(group["lr"]), "mu": 1.0, "ax": xp.zeros_like(w)}
+        return {"eta": new_scalar(group["lr"], w), "mu": new_scalar(1.0, w), "ax": xp.zeros_like(w)}
 
-    def _update_param(self, group, w, g, state, xp):
+    def _update_param(self, group, w, g, state, xp, t):
         lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
-        t, eta, ax = state["step"], state["eta"], state["ax"]
-        w *= 1 - lambd * eta
-        w -= eta * g
-        if state["mu"] != 1:
-            ax += (w - ax) * state["mu"]
+        eta, mu, ax = state["eta"]._data, state["mu"]._data, state["ax"]._data   # eta, mu: 0-d float32
+        eta_value = float(eta)
+        w *= 1 - lambd * eta_value
+        w -= eta_value * g
+        if float(mu) != 1:
+            ax += (w - ax) * mu.astype(ax.dtype)
         else:
             ax[...] = w
-        state["eta"] = lr / ((1 + lambd * lr * t) ** alpha)
-        state["mu"] = 1 / max(1, t - t0)
+        eta[()] = lr / ((1 + lambd * lr * t) ** alpha)
+        mu[()] = 1 / max(1, t - t0)

@@ -17,14 +17,16 @@ with flat gradient g:
 It stops early when max|g| <= tolerance_grad, g.d > -tolerance_change, max|t d| or the change
 of the loss fall below tolerance_change, or ``max_eval`` closure calls are spent. The state
 (the history, d, t, ...) is kept under the first parameter, as in PyTorch, so state_dict and
-load_state_dict carry it.
+load_state_dict carry it; its vectors (d, prev_flat_grad, old_dirs, old_stps) are Tensors, as
+PyTorch's. The scalars of the recursion (ro, H_diag, al) are Python floats, computed in
+float64 where PyTorch keeps 0-d tensors of the parameters' dtype.
 """
 from .. import backends
 from ..autograd import grad_mode
 from ..tensor.tensor import Tensor
 from . import hyper, state_checks
 from .line_search import strong_wolfe
-from .optimizer import Optimizer
+from .optimizer import Optimizer, held
 
 _FLAT = ("d", "prev_flat_grad")
 _FLAT_LISTS = ("old_dirs", "old_stps")
@@ -128,9 +130,10 @@ class LBFGS(Optimizer):
         if float(abs(flat_grad).max(initial=0.0)) <= tolerance_grad:
             return orig_loss
 
-        d, t = state.get("d"), state.get("t")
-        old_dirs, old_stps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
-        H_diag, prev_flat_grad, prev_loss = state.get("H_diag"), state.get("prev_flat_grad"), state.get("prev_loss")
+        d, t = _array(state.get("d")), _number(state.get("t"))
+        old_dirs, old_stps = _arrays(state.get("old_dirs")), _arrays(state.get("old_stps"))
+        ro, H_diag = _numbers(state.get("ro")), _number(state.get("H_diag"))
+        prev_flat_grad, prev_loss = _array(state.get("prev_flat_grad")), _number(state.get("prev_loss"))
         n_iter = 0
         while n_iter < max_iter:
             n_iter += 1
@@ -190,8 +193,8 @@ class LBFGS(Optimizer):
                     or float(abs(d * t).max()) <= tolerance_change or abs(loss - prev_loss) < tolerance_change):
                 break
 
-        state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=H_diag,
-                     prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        state.update(d=held(d), t=t, old_dirs=[held(v) for v in old_dirs], old_stps=[held(v) for v in old_stps],
+                     ro=ro, H_diag=H_diag, prev_flat_grad=held(prev_flat_grad), prev_loss=prev_loss)
         return orig_loss
 
 
@@ -201,3 +204,21 @@ def _loss_value(loss):
             raise ValueError(f"LBFGS closure must return a scalar loss, got a tensor of shape {tuple(loss.shape)}")
         return float(loss.item())
     return float(loss)
+
+
+def _array(value):
+    """A state vector's array (the state holds Tensors; None stays None)."""
+    return value._data if isinstance(value, Tensor) else value
+
+
+def _arrays(values):
+    return None if values is None else [_array(v) for v in values]
+
+
+def _number(value):
+    """A state scalar as a Python number (a 0-d Tensor, as PyTorch saves H_diag, included)."""
+    return value.item() if isinstance(value, Tensor) else value
+
+
+def _numbers(values):
+    return None if values is None else [_number(v) for v in values]

@@ -14,7 +14,7 @@ t = 1, 2, ...:
     p <- p - lr * (1 - mu_t) / (1 - P) * g / d - lr * mu_{t+1} / (1 - P * mu_{t+1}) * m / d
 """
 from . import hyper
-from .optimizer import Optimizer
+from .optimizer import Optimizer, new_scalar
 
 
 class NAdam(Optimizer):
@@ -33,19 +33,20 @@ class NAdam(Optimizer):
         hyper.check_nonnegative("momentum_decay", group["momentum_decay"])
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "mu_product": ("real", True), "exp_avg": ("param", True),
+        return {"step": ("step", True), "mu_product": ("scalar", True), "exp_avg": ("param", True),
                 "exp_avg_sq": ("param", True)}
 
     def _initial_state(self, group, w, xp):
-        return {"mu_product": 1.0, "exp_avg": xp.zeros_like(w), "exp_avg_sq": xp.zeros_like(w)}
+        return {"mu_product": new_scalar(1.0, w), "exp_avg": xp.zeros_like(w), "exp_avg_sq": xp.zeros_like(w)}
 
-    def _update_param(self, group, w, g, state, xp):
-        lr, (beta1, beta2), eps, t = group["lr"], group["betas"], group["eps"], state["step"]
+    def _update_param(self, group, w, g, state, xp, t):
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
-        state["mu_product"] *= mu
-        product = state["mu_product"]
-        m, v = state["exp_avg"], state["exp_avg_sq"]
+        held_product = state["mu_product"]._data   # rounded to its dtype at each product, as PyTorch's
+        held_product[()] = held_product * held_product.dtype.type(mu)
+        product = float(held_product)
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
         m += (1 - beta1) * (g - m)
         v *= beta2
         v += (1 - beta2) * g * g

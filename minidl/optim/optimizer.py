@@ -9,8 +9,14 @@ keyed by the parameter itself. ``step()`` updates the parameter arrays in place.
 groups (0, 1, 2, ... in group order), so the dict can be loaded into a fresh optimizer built
 over a fresh model with the same layout:
 
-    {"state": {0: {"step": 3, "exp_avg": array, ...}, ...},
+    {"state": {0: {"step": tensor(3.), "exp_avg": tensor([...]), ...}, ...},
      "param_groups": [{"lr": 0.001, ..., "params": [0, 1, 2]}]}
+
+The per-parameter state holds what PyTorch's does, of the same types: the buffers as Tensors
+beside the parameter, and ``step`` (and the scalars some optimizers keep, such as NAdam's
+``mu_product``) as 0-d float32 Tensors on the host, counted in place. The updates work on the
+arrays inside them. Loading also takes minidl's older state dicts, whose counts are ints and
+whose buffers are arrays.
 """
 import copy
 import functools
@@ -22,6 +28,7 @@ import numpy as np
 from .. import backends
 from ..autograd import grad_mode
 from ..autograd import profiler as _profiler
+from ..tensor import dtype as dtypes
 from ..tensor.tensor import Tensor
 from . import hyper, state_checks
 
@@ -216,18 +223,19 @@ class Optimizer:
                 w *= 1 - group["lr"] * wd
             state = self.state.setdefault(p, {})
             if not state:
-                state["step"] = 0
-                state.update(self._initial_state(group, w, xp))
-            state["step"] += 1
-            self._update_param(group, w, g, state, xp)
+                state["step"] = new_step()
+                state.update((k, held(v)) for k, v in self._initial_state(group, w, xp).items())
+            self._update_param(group, w, g, state, xp, advance(state["step"]))
 
     def _initial_state(self, group, w, xp):
-        """A parameter's state buffers besides ``step``, before its first update."""
+        """A parameter's state besides ``step``, before its first update: arrays (kept as
+        Tensors over them) or 0-d float32 Tensors (``new_scalar``)."""
         raise NotImplementedError
 
-    def _update_param(self, group, w, g, state, xp):
+    def _update_param(self, group, w, g, state, xp, t):
         """Update the parameter array ``w`` in place from its prepared gradient ``g`` and its
-        ``state`` (``step`` already counts this update); ``xp`` is w's array namespace."""
+        ``state`` (Tensors; the update writes into their arrays); ``t`` is this update's step
+        number (1, 2, ...), already counted in ``state["step"]``; ``xp`` is w's array namespace."""
         raise NotImplementedError
 
     # state -------------------------------------------------------------------------
@@ -322,22 +330,28 @@ class Optimizer:
         for name, value in entries.items():
             where = f"loaded optimizer state for parameter {index}, {name!r}"
             kind, required = spec.get(name, (None, False))
-            if kind == "count":
+            if kind == "step":
+                state[name] = new_step(state_checks.count(where, value))
+            elif kind == "scalar":
+                state[name] = new_scalar(state_checks.real(where, value), p)
+            elif kind == "count":
                 state[name] = state_checks.count(where, value)
             elif kind == "real":
                 state[name] = state_checks.real(where, value)
             elif kind == "param":
                 state[name] = None if value is None and not required else \
-                    _beside(p, state_checks.param_shaped(where, value, p))
+                    held(_beside(p, state_checks.param_shaped(where, value, p)))
             else:
                 state[name] = _state_value_for(p, name, value)
         return state
 
     def _state_spec(self, group):
         """What a loaded per-parameter state of a parameter in ``group`` must look like:
-        {name: (kind, required)}, kind "param" (an array of the parameter's shape; None
-        allowed when not required), "count" (an int >= 0) or "real" (a finite number, such as
-        NAdam's running product of momenta or ASGD's step size). An empty state is always fine
+        {name: (kind, required)}, kind "param" (a Tensor of the parameter's shape; None allowed
+        when not required), "step" (PyTorch's step count, kept as a 0-d float32 Tensor), "scalar"
+        (a finite number kept as a 0-d float32 Tensor, such as NAdam's running product of momenta
+        or ASGD's step size), "count" (an int >= 0) or "real" (a finite float). Each is taken as
+        an int, a float, a 0-d array or a 0-d Tensor alike. An empty state is always fine
         (the parameter starts afresh); entries not named are copied unchecked."""
         return {}
 
@@ -358,13 +372,50 @@ _GROUP_KEYS = {"initial_lr": 0.0}   # added by schedulers: checked even where th
 
 
 def _state_value_for(p, name, value):
-    """A private copy of one loaded state entry, on the parameter's dtype (step stays an int)."""
+    """A private copy of one loaded state entry: an array or Tensor as a Tensor beside the
+    parameter, on its dtype when floating (a 0-d ``step`` stays PyTorch's float32 count)."""
     value = state_checks.host(value)
     if isinstance(value, np.ndarray):
         if value.ndim == 0 and name == "step":
-            return int(value)
-        return _beside(p, np.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype, copy=True))
+            return held(np.array(value, dtype=scalar_dtype()))
+        return held(_beside(p, np.array(value, dtype=p.dtype if value.dtype.kind == "f" else value.dtype,
+                                        copy=True)))
     return copy.deepcopy(value)
+
+
+def held(array):
+    """A state array as the Tensor PyTorch's state holds (over the same memory, outside autograd)."""
+    return array if isinstance(array, Tensor) else Tensor._wrap(array, None, 0)
+
+
+def scalar_dtype():
+    """PyTorch's dtype of the optimizers' scalar state: float64 while that is the default dtype,
+    float32 otherwise (``torch.optim.optimizer._get_scalar_dtype``)."""
+    return np.float64 if dtypes.DEFAULT_FLOAT == np.float64 else np.float32
+
+
+def new_step(count=0):
+    """PyTorch's per-parameter step count: a 0-d Tensor of ``scalar_dtype()`` on the host (float32
+    counts every step exactly up to 2**24, as PyTorch's does)."""
+    return Tensor._wrap(np.array(count, dtype=scalar_dtype()), None, 0)
+
+
+def new_scalar(value, w):
+    """A per-parameter scalar of the state (NAdam's ``mu_product``, ASGD's ``eta``) of the parameter
+    array ``w``: a 0-d Tensor of ``scalar_dtype()`` on the host, as PyTorch keeps it, so that it is
+    rounded as PyTorch's is; but float64 for a float64 parameter whatever the default dtype (where
+    PyTorch would round it to float32), so that a float64 run keeps float64 precision throughout."""
+    dtype = np.float64 if np.dtype(w.dtype) == np.float64 else scalar_dtype()
+    return Tensor._wrap(np.array(value, dtype=dtype), None, 0)
+
+
+def advance(step):
+    """Count one more update in the 0-d ``step`` Tensor, in place (whoever holds it sees the count,
+    as in PyTorch); returns the new count as an int, for the update's arithmetic."""
+    array = step._data
+    t = int(array) + 1
+    array[()] = t
+    return t
 
 
 def _beside(p, host):

@@ -30,14 +30,14 @@ class RAdam(Optimizer):
     _check_group = staticmethod(hyper.check_common)
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "exp_avg": ("param", True), "exp_avg_sq": ("param", True)}
+        return {"step": ("step", True), "exp_avg": ("param", True), "exp_avg_sq": ("param", True)}
 
     def _initial_state(self, group, w, xp):
         return {"exp_avg": xp.zeros_like(w), "exp_avg_sq": xp.zeros_like(w)}
 
-    def _update_param(self, group, w, g, state, xp):
-        lr, (beta1, beta2), eps, t = group["lr"], group["betas"], group["eps"], state["step"]
-        m, v = state["exp_avg"], state["exp_avg_sq"]
+    def _update_param(self, group, w, g, state, xp, t):
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
         m += (1 - beta1) * (g - m)
         v *= beta2
         v += (1 - beta2) * g * g

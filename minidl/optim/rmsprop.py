@@ -11,7 +11,7 @@ PyTorch's update, per parameter p with gradient g (negated with ``maximize``):
     otherwise:     p <- p - lr * g / d
 """
 from . import hyper
-from .optimizer import Optimizer
+from .optimizer import Optimizer, held
 
 
 class RMSprop(Optimizer):
@@ -29,32 +29,42 @@ class RMSprop(Optimizer):
         hyper.check_nonnegative("alpha", group["alpha"])
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "square_avg": ("param", True),
+        return {"step": ("step", True), "square_avg": ("param", True),
                 "momentum_buffer": ("param", group["momentum"] > 0), "grad_avg": ("param", bool(group["centered"]))}
 
     def _initial_state(self, group, w, xp):
-        return {"square_avg": xp.zeros_like(w)}
+        state = {"square_avg": xp.zeros_like(w)}   # the buffers the options use, from the start, as PyTorch
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = xp.zeros_like(w)
+        if group["centered"]:
+            state["grad_avg"] = xp.zeros_like(w)
+        return state
 
-    def _update_param(self, group, w, g, state, xp):
+    def _update_param(self, group, w, g, state, xp, t):
         lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
-        v = state["square_avg"]
+        v = state["square_avg"]._data
         v *= alpha
         v += (1 - alpha) * g * g
         if group["centered"]:
-            a = state.get("grad_avg")
-            if a is None:
-                a = state["grad_avg"] = xp.zeros_like(w)
+            a = _buffer(state, "grad_avg", w, xp)
             a += (1 - alpha) * (g - a)
             d = xp.sqrt(v - a * a)
         else:
             d = xp.sqrt(v)
         d += eps
         if momentum > 0:
-            b = state.get("momentum_buffer")
-            if b is None:
-                b = state["momentum_buffer"] = xp.zeros_like(w)
+            b = _buffer(state, "momentum_buffer", w, xp)
             b *= momentum
             b += g / d
             w -= lr * b
         else:
             w -= lr * (g / d)
+
+
+def _buffer(state, name, w, xp):
+    """The array of the state's buffer ``name``, started at zeros where the state has none (a group
+    whose momentum or centering was switched on after its first update, or an older state dict)."""
+    buf = state.get(name)
+    if buf is None:
+        buf = state[name] = held(xp.zeros_like(w))
+    return buf._data

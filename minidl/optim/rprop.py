@@ -32,18 +32,19 @@ class Rprop(Optimizer):
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
 
     def _state_spec(self, group):
-        return {"step": ("count", True), "prev": ("param", True), "step_size": ("param", True)}
+        return {"step": ("step", True), "prev": ("param", True), "step_size": ("param", True)}
 
     def _initial_state(self, group, w, xp):
         return {"prev": xp.zeros_like(w), "step_size": xp.full_like(w, group["lr"])}
 
-    def _update_param(self, group, w, g, state, xp):
+    def _update_param(self, group, w, g, state, xp, t):
         (eta_minus, eta_plus), (size_min, size_max) = group["etas"], group["step_sizes"]
-        sign = xp.sign(g * state["prev"])
+        prev = state["prev"]._data
+        sign = xp.sign(g * prev)
         factor = xp.where(sign > 0, eta_plus, xp.where(sign < 0, eta_minus, 1.0)).astype(w.dtype)
-        s = state["step_size"]
+        s = state["step_size"]._data
         s *= factor
         xp.clip(s, size_min, size_max, out=s)
         g = xp.where(sign < 0, 0, g).astype(w.dtype)
         w -= xp.sign(g) * s
-        state["prev"][...] = g
+        prev[...] = g

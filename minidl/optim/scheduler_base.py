@@ -9,13 +9,17 @@ optimizer (it records each group's ``"initial_lr"``, the base lr, and sets the l
 ``get_lr()`` gives the lrs of epoch ``last_epoch``. Most schedules write it in PyTorch's
 chainable form: a factor applied to the group's current lr, so that schedules stacked on one
 optimizer (``ChainedScheduler``) or manual lr changes compose; ``_is_initial`` is true during
-the step the constructor makes. ``_get_closed_form_lr()`` is the same schedule as a function
+the step the constructor makes. As PyTorch's, the state (``state_dict()``: the instance's
+attributes) also holds ``_step_count``, the calls of ``step()`` the constructor's included, and
+the flags ``_is_initial`` and ``_get_lr_called_within_step`` (false between steps), so that
+state dicts have PyTorch's keys. ``_get_closed_form_lr()`` is the same schedule as a function
 of the epoch alone, used by ``step(epoch)`` (deprecated in PyTorch) and ``SequentialLR``.
 
 As PyTorch, the first ``step()`` after the constructor's warns when the optimizer has not
 stepped since the scheduler was built (the schedule would skip its first lr): the scheduler
 replaces the optimizer's ``step`` with a ``_CountedStep`` that counts the calls.
 """
+import types
 import warnings
 from collections.abc import Mapping
 
@@ -53,6 +57,8 @@ def _track_steps(optimizer):
 
 class LRScheduler:
     _is_initial = False
+    _get_lr_called_within_step = False   # PyTorch's flag, true while step() computes the lrs
+    _step_count = 0
     _steps_at_init = None   # the optimizer's step count when built; None once checked or loaded
     _UNSAVED = ("optimizer", "_steps_at_init")
 
@@ -72,17 +78,19 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._last_lr = None
+        self._get_lr_called_within_step = False
         steps = _track_steps(optimizer)
         self._initial_step()
         self._steps_at_init = steps
 
     def _initial_step(self):
         """The constructor's step: sets the lr of epoch 0 (or of last_epoch + 1 when resuming)."""
+        self._step_count = 0
         self._is_initial = True
         try:
             self.step()
         finally:
-            del self._is_initial   # back to the class's False; not part of the state
+            self._is_initial = False
 
     def get_lr(self):
         raise NotImplementedError
@@ -93,6 +101,7 @@ class LRScheduler:
 
     def step(self, epoch=None):
         self._check_order()
+        self._step_count += 1
         self._update_lr(epoch)
 
     def _check_order(self):
@@ -109,21 +118,31 @@ class LRScheduler:
     def _update_lr(self, epoch=None):
         """Move to the next epoch, or to ``epoch`` (by the closed form where there is one), and
         set the groups' lrs."""
-        if epoch is None:
-            self.last_epoch += 1
-            lrs = self.get_lr()
-        else:
-            self.last_epoch = epoch
-            closed_form = getattr(self, "_get_closed_form_lr", None)
-            lrs = closed_form() if closed_form is not None else self.get_lr()
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                lrs = self.get_lr()
+            else:
+                self.last_epoch = epoch
+                closed_form = getattr(self, "_get_closed_form_lr", None)
+                lrs = closed_form() if closed_form is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, lrs):
             set_group_value(group, "lr", lr)
         self._last_lr = group_values(self.optimizer, "lr")
 
     def state_dict(self):
-        """Everything but the optimizer (and functions, which cannot be saved)."""
-        return {k: v for k, v in self.__dict__.items() if k not in self._UNSAVED and not callable(v)
-                and k != "lr_lambdas"}
+        """Everything but the optimizer (and functions, which cannot be saved). As PyTorch, a
+        scheduler with ``lr_lambdas`` saves one entry per function: None for a plain function
+        or lambda, the attributes (``__dict__``) of a callable object, which loading restores."""
+        state = {k: v for k, v in self.__dict__.items() if k not in self._UNSAVED and not callable(v)
+                 and k != "lr_lambdas"}
+        if "lr_lambdas" in self.__dict__:
+            state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else dict(vars(fn))
+                                   for fn in self.lr_lambdas]
+        return state
 
     def load_state_dict(self, state_dict):
         """Restore what ``state_dict()`` gave, as PyTorch. Checked first, so a dict that does not
@@ -141,7 +160,10 @@ class LRScheduler:
         for k, v in state_dict.items():
             if not isinstance(k, str):
                 raise ValueError(f"scheduler state_dict has a key {k!r} that is not a string")
-            if k == "lr_lambdas" or callable(self.__dict__.get(k)):
+            if k == "lr_lambdas":
+                new[k] = self._checked_lambda_states(v)
+                continue
+            if callable(self.__dict__.get(k)):
                 continue
             if k == "optimizer" or callable(getattr(type(self), k, None)):
                 raise ValueError(f"scheduler state_dict key {k!r} would replace the scheduler's {k}; refused")
@@ -150,8 +172,24 @@ class LRScheduler:
         self._check_state({**current, **new})
         return new
 
+    def _checked_lambda_states(self, saved):
+        """The saved attributes of each of ``lr_lambdas`` (None: nothing to restore)."""
+        own = self.__dict__.get("lr_lambdas")
+        if own is None:
+            return None
+        if not isinstance(saved, (list, tuple)) or len(saved) != len(own) or \
+                not all(s is None or isinstance(s, Mapping) for s in saved):
+            raise ValueError(f"loaded scheduler state 'lr_lambdas': expected a list of {len(own)} entries, each "
+                             f"None or a dict of attributes, got {saved!r:.80}")
+        return [None if s is None else dict(s) for s in saved]
+
     def _apply_state(self, new):
+        new = dict(new)
+        lambda_states = new.pop("lr_lambdas", None)
         self.__dict__.update(new)
+        for fn, attributes in zip(self.__dict__.get("lr_lambdas", ()), lambda_states or ()):
+            if attributes is not None and not isinstance(fn, types.FunctionType):
+                fn.__dict__.update(attributes)
         self._steps_at_init = None   # a resumed schedule has stepped before (PyTorch loads its _step_count)
 
     def _check_state(self, state):
@@ -159,6 +197,8 @@ class LRScheduler:
         last_epoch = state["last_epoch"]
         if not state_checks.is_index(last_epoch) or last_epoch < -1:
             raise ValueError(f"loaded scheduler state 'last_epoch': expected an int >= -1, got {last_epoch!r}")
+        if "_step_count" in state:
+            state_checks.count("loaded scheduler state '_step_count'", state["_step_count"])
 
 
 def set_group_value(group, key, value):

@@ -109,7 +109,7 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
-        self.anneal_strategy = anneal_strategy
+        self._anneal_func_type = anneal_strategy   # PyTorch's attribute (and state dict key)
         # each phase ends at a step, going from one group value to another
         up_end = float(pct_start * self.total_steps) - 1
         if three_phase:
@@ -137,8 +137,20 @@ class OneCycleLR(LRScheduler):
             _momentum_setup(self, optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
+    def _checked_state(self, state_dict):
+        """Also minidl's older state dicts, which name the annealing ``anneal_strategy``."""
+        if isinstance(state_dict, dict) and "anneal_strategy" in state_dict:
+            state_dict = {("_anneal_func_type" if k == "anneal_strategy" else k): v for k, v in state_dict.items()}
+        return super()._checked_state(state_dict)
+
+    def _check_state(self, state):
+        super()._check_state(state)
+        if state["_anneal_func_type"] not in ("cos", "linear"):
+            raise ValueError(f"loaded scheduler state '_anneal_func_type': expected 'cos' or 'linear', got "
+                             f"{state['_anneal_func_type']!r}")
+
     def _anneal(self, start, end, pct):
-        if self.anneal_strategy == "cos":
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 

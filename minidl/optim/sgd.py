@@ -13,7 +13,7 @@ PyTorch's update, per parameter p with gradient g, at learning rate lr:
 """
 from .. import backends
 from . import hyper, implementation
-from .optimizer import Optimizer
+from .optimizer import Optimizer, held
 
 
 class SGD(Optimizer):
@@ -50,11 +50,12 @@ class SGD(Optimizer):
             fused = implementation.fused(w, "fused_sgd")
             if fused is not None:
                 state = self.state.setdefault(p, {}) if momentum != 0 else None
-                done, buf = fused(w, g, None if state is None else state.get("momentum_buffer"), lr, wd, momentum,
-                                  dampening, nesterov, maximize)
+                held_buf = None if state is None else state.get("momentum_buffer")
+                done, buf = fused(w, g, None if held_buf is None else held_buf._data, lr, wd, momentum, dampening,
+                                  nesterov, maximize)
                 if done:   # one kernel did the whole update (a device's fused path)
-                    if state is not None:
-                        state["momentum_buffer"] = buf
+                    if state is not None and held_buf is None:
+                        state["momentum_buffer"] = held(buf)
                     continue
             if maximize:
                 g = -g
@@ -62,10 +63,12 @@ class SGD(Optimizer):
                 g = g + wd * w  # a new array: the .grad the user sees is left alone
             if momentum != 0:
                 state = self.state.setdefault(p, {})
-                buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = state["momentum_buffer"] = backends.namespace_of(g).array(g, copy=True)
+                held_buf = state.get("momentum_buffer")
+                if held_buf is None:
+                    buf = backends.namespace_of(g).array(g, copy=True)
+                    state["momentum_buffer"] = held(buf)
                 else:
+                    buf = held_buf._data
                     buf *= momentum
                     buf += (1 - dampening) * g
                 g = g + momentum * buf if nesterov else buf

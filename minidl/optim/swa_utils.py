@@ -216,8 +216,7 @@ class SWALR(LRScheduler):
         self._set_anneal_func(anneal_strategy)
         _check_anneal_epochs(anneal_epochs)
         self.anneal_epochs = anneal_epochs
-        self._step_count = 0   # PyTorch's count of step() calls, the constructor's included
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch)   # counts step() calls in _step_count, the constructor's included
 
     @staticmethod
     def _linear_anneal(t):
@@ -236,10 +235,6 @@ class SWALR(LRScheduler):
     def _set_anneal_func(self, anneal_strategy):
         self._anneal_strategy = anneal_strategy
         self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" else self._linear_anneal
-
-    def step(self, epoch=None):
-        self._step_count += 1
-        super().step(epoch)
 
     def get_lr(self):
         step = self._step_count - 1

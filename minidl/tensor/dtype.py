@@ -214,6 +214,12 @@ class DtypeMismatchError(RuntimeError, TypeError):
     since a wrong dtype is a wrong type of operand."""
 
 
+class DtypeNotImplementedError(NotImplementedError, TypeError):
+    """An op has no version for an operand's dtype (bitwise logic on floats, abs of bools). A
+    NotImplementedError, as PyTorch raises ('"bitwise_and_cpu" not implemented for 'Float''), and
+    a TypeError, since a wrong dtype is a wrong type of operand."""
+
+
 def _device_type(x):
     """"cpu" or "cuda" for an array or a Tensor (only these two devices exist)."""
     return "cpu" if isinstance(getattr(x, "_data", x), np.ndarray) else "cuda"

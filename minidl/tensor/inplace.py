@@ -29,8 +29,11 @@ def _tensor_args(args):
     return [a for a in args if isinstance(a, function.Tensor)]
 
 
-def apply_inplace(t, name, compute, *args):
-    """Write ``compute(old)`` into t; ``args`` are the op's other operands."""
+def apply_inplace(t, name, compute, *args, write=None):
+    """Write ``compute(old)`` into t; ``args`` are the op's other operands. ``write(memory, result)``,
+    when given, writes only the part of the result the op changed (an index assignment: in a tensor
+    whose elements share memory, an unfold's windows, writing the whole result back would put the
+    old value of one alias over the new value of another)."""
     Tensor = function.Tensor
     others = _tensor_args(args)
     views.current(t)              # a view whose base was written since: its history first
@@ -56,7 +59,10 @@ def apply_inplace(t, name, compute, *args):
             raise RuntimeError(f"{name}: result type {have} can't be cast to the desired output type {want}")
         result = result.to(t.dtype)
     pos = views.write_through_view(t, result) if through_view and result._node is not None else None
-    t._data[...] = result._data
+    if write is None:
+        t._data[...] = result._data
+    else:
+        write(t._data, result._data)
     versions.bump(t._version_counter)
     if pos is not None:
         views.adopt_view_history(t, pos)

@@ -19,6 +19,7 @@ Every differentiable method is a thin call into ``minidl.ops``, where the op's f
 and backward are written out; this file only routes and wraps.
 """
 import sys
+import warnings
 import weakref
 
 import numpy as np
@@ -89,8 +90,16 @@ class Tensor(InplaceMethods):
     @property
     def grad(self):
         """The gradient accumulated by backward() (None until then). It may be assigned a
-        Tensor of this tensor's shape, dtype and device, or None."""
-        return self._grad
+        Tensor of this tensor's shape, dtype and device, or None. Reading it on a non-leaf that
+        does not retain its grad warns, as in PyTorch: backward never fills it."""
+        g = self._grad
+        if g is None and self._node is not None and not self.retains_grad:
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                          "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                          "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+                          "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+                          "instead.", UserWarning, stacklevel=2)
+        return g
 
     @grad.setter
     def grad(self, value):
@@ -149,12 +158,19 @@ class Tensor(InplaceMethods):
 
     @requires_grad.setter
     def requires_grad(self, flag):
+        if not self.is_leaf and flag:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad_(flag)
 
     def requires_grad_(self, flag=True):
+        """Make this leaf (not) require grad. On a tensor computed in the graph (which requires
+        grad already) ``requires_grad_()`` is allowed and changes nothing, as in PyTorch."""
         if not self.is_leaf:
-            raise RuntimeError("you can only change requires_grad of leaf tensors; "
-                               "use .detach() to get a new leaf")
+            if flag:
+                return self
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
+                               "computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
         if flag and self.dtype.kind != "f":
             raise RuntimeError(f"only floating point tensors can require gradients, got dtype {self.dtype}")
         self._requires_grad = bool(flag)
@@ -226,7 +242,10 @@ class Tensor(InplaceMethods):
         self._node, self._out_index, self._requires_grad = None, 0, False
         return self
 
-    def clone(self):
+    def clone(self, *, memory_format=_formats.preserve_format):
+        """A copy (differentiable). ``memory_format`` changes no value (tensor/memory_format.py); a
+        channels-last one needs the rank it is defined for, as PyTorch."""
+        _formats.copies(self, memory_format)
         return _ops.clone(self)
 
     def contiguous(self, memory_format=_formats.contiguous_format):
@@ -298,7 +317,7 @@ class Tensor(InplaceMethods):
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) (times ``gradient``) into every leaf's ``.grad`` (or
         only into ``inputs``'); see autograd.backward."""
-        api.backward(self, None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+        api.backward(self, None if gradient is None else [gradient], retain_graph, create_graph, inputs=inputs)
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` with this tensor's gradient each time it is computed; a
@@ -348,7 +367,7 @@ class Tensor(InplaceMethods):
         if self.device != "cpu":
             extra += f", device='{self.device}'"
         if self._node is not None:
-            extra += f", grad_fn=<{type(self._node).__name__}Backward0>"
+            extra += f", grad_fn=<{self._node.name()}>"
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
@@ -387,8 +406,11 @@ class Tensor(InplaceMethods):
 
     def __setitem__(self, index, value):
         """``x[index] = value`` in place; differentiable for x and value (ops/setitem.py)."""
-        from ..ops.setitem import setitem
-        apply_inplace(self, "index assignment", lambda old: setitem(old, index, value), value)
+        from ..ops.indexing import split_index
+        from ..ops.setitem import setitem_split, write_indexed
+        first, second = split_index(index, self.ndim)
+        apply_inplace(self, "index assignment", lambda old: setitem_split(old, first, second, value), value,
+                      write=lambda memory, result: write_indexed(memory, result, first, second))
 
     # comparisons give bool tensors and are not differentiable
     def __lt__(self, o): return _ops.compare("less", self, o)
@@ -471,7 +493,8 @@ class Tensor(InplaceMethods):
     def view(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (dtypes.DType, np.dtype, type)):
             return self._view_as_dtype(shape[0])
-        return _ops.reshape(self, *shape)
+        from ..ops.shape import view
+        return view(self, *shape)
 
     def _view_as_dtype(self, dtype):
         """``view(dtype)``: the same bytes read as another dtype (outside the graph); the last dim

@@ -27,9 +27,7 @@ class _Indexed(Module):
         return iter(self._modules.values())
 
     def __setitem__(self, idx, module):
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__} can only hold Modules, got {type(module).__name__}")
-        setattr(self, self._key(idx), module)
+        setattr(self, self._key(idx), self._check(module))
 
     def __delitem__(self, idx):
         keys = list(self._modules.keys())
@@ -45,7 +43,8 @@ class _Indexed(Module):
             self._modules[str(i)] = m
 
     def _check(self, module):
-        if not isinstance(module, Module):
+        """A Module, or None (a declared but absent entry, which PyTorch's containers hold too)."""
+        if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(self).__name__} can only hold Modules, got {type(module).__name__}")
         return module
 
@@ -64,6 +63,8 @@ class _Indexed(Module):
     def insert(self, index, module):
         """Insert before position ``index``, as ``list.insert`` (a negative index counts from the
         end: -1 inserts before the last child); IndexError outside [-len, len]."""
+        if isinstance(self, Sequential) and not isinstance(module, Module):   # PyTorch's check there
+            raise AssertionError(f"module should be of type: {Module}")
         self._check(module)
         mods = list(self._modules.values())
         n = len(mods)
@@ -186,7 +187,7 @@ class ModuleDict(Module):
         return self._modules[key]
 
     def __setitem__(self, key, module):
-        if not isinstance(module, Module):
+        if module is not None and not isinstance(module, Module):
             raise TypeError(f"ModuleDict can only hold Modules, got {type(module).__name__} for key {key!r}")
         self.add_module(key, module)
 

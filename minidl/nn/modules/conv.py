@@ -1,7 +1,9 @@
-"""Conv2d: 2-D convolution over (N, C, H, W) with PyTorch's constructor and initialisation."""
+"""Conv2d: 2-D convolution over (N, C, H, W) with PyTorch's constructor and initialisation; a
+``padding_mode`` other than "zeros" pads the input with ``F.pad`` first (conv_nd's ``pad_for_mode``)."""
 
 from .. import functional as F
 from .. import init
+from .conv_nd import check_padding_mode, pad_for_mode, reversed_padding
 from .linear import _add_weight_and_bias
 from .module import Module
 
@@ -27,22 +29,28 @@ class Conv2d(Module):
                              f"divisible by groups ({groups})")
         if min(_pair(kernel_size)) < 1:     # PyTorch raises at the first forward; an empty kernel is never useful
             raise RuntimeError(f"Conv2d: kernel_size must be positive, got kernel_size={kernel_size!r}")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         if isinstance(padding, str) and padding not in ("same", "valid"):
             raise ValueError(f"Conv2d: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
+        check_padding_mode("Conv2d", padding_mode)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size, self.stride, self.dilation = _pair(kernel_size), _pair(stride), _pair(dilation)
         self.padding = padding if isinstance(padding, str) else _pair(padding)
         self.groups, self.padding_mode = int(groups), padding_mode
+        self._reversed_padding_repeated_twice = reversed_padding(self.padding, self.kernel_size, self.dilation)
         _add_weight_and_bias(self, (self.out_channels, self.in_channels // self.groups) + self.kernel_size, bias,
                              self.out_channels, dtype, device)
 
     def reset_parameters(self):
         init.default_layer_init_(self.weight, self.bias)
 
+    def _conv_forward(self, input, weight, bias):
+        """The convolution with this layer's geometry and padding mode but the given weight and
+        bias (PyTorch's hook for subclasses that transform the weight first)."""
+        input, padding = pad_for_mode(self, input)
+        return F.conv2d(input, weight, bias, self.stride, padding, self.dilation, self.groups)
+
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv_forward(input, self.weight, self.bias)
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -54,4 +62,6 @@ class Conv2d(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s

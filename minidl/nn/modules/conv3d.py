@@ -2,7 +2,7 @@
 initialisation and repr (the shared set-up is conv_nd's ``_ConvNd``; the math is in
 ``minidl.ops.conv3d``)."""
 from ...ops.conv3d import conv3d, conv_transpose3d
-from .conv_nd import _ConvNd, _ConvTransposeNd
+from .conv_nd import _ConvNd, _ConvTransposeNd, pad_for_mode
 
 
 class Conv3d(_ConvNd):
@@ -18,8 +18,12 @@ class Conv3d(_ConvNd):
             raise ValueError(f"Conv3d: padding='same' is not supported for strided convolutions, got "
                              f"stride={self.stride}")
 
+    def _conv_forward(self, input, weight, bias):
+        input, padding = pad_for_mode(self, input)
+        return conv3d(input, weight, bias, self.stride, padding, self.dilation, self.groups)
+
     def forward(self, input):
-        return conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class ConvTranspose3d(_ConvTransposeNd):

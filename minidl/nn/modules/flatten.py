@@ -17,11 +17,19 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
-    """Split dim ``dim`` into ``unflattened_size`` (one entry may be -1, inferred)."""
+    """Split dim ``dim`` into ``unflattened_size`` (one entry may be -1, inferred), a tuple or
+    list of ints kept as given (its repr shows which), as PyTorch's."""
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"unflattened_size must be a tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        for i, size in enumerate(unflattened_size):
+            if not isinstance(size, int):
+                raise TypeError(f"unflattened_size must be tuple of ints, but found element of type "
+                                f"{type(size).__name__} at pos {i}")
+        self.dim, self.unflattened_size = dim, unflattened_size
 
     def forward(self, input):
         d = self.dim % input.ndim if -input.ndim <= self.dim < input.ndim else None

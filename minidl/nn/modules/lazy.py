@@ -10,13 +10,15 @@ holds the trained tensors. (As in PyTorch, run one batch through a lazy model be
 anything that reads the parameters' shapes.)
 """
 from ...tensor.factories import zeros
+from ...tensor.tensor import Tensor
+from ..parameter import Buffer
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .conv import Conv2d
 from .conv3d import Conv3d, ConvTranspose3d
 from .conv_nd import Conv1d, ConvTranspose1d, ConvTranspose2d, _ConvNd, _tuple
 from .linear import Linear
 from .module import _HOOK_REGISTRIES, Module
-from .uninitialized import UninitializedBuffer, UninitializedParameter
+from .uninitialized import UninitializedBuffer, UninitializedParameter, is_lazy
 
 
 class LazyModuleMixin(Module):
@@ -52,11 +54,16 @@ class LazyModuleMixin(Module):
         args, kwargs = self._lazy_args
         real = self.cls_to_become(self._in_size(input), *args, **kwargs)
         real.train(self.training)
-        for name, placeholder in self._parameters.items():
+        for name, current in self._parameters.items():
             new = real._parameters.get(name)
-            if isinstance(placeholder, UninitializedParameter) and new is not None:
-                placeholder._become(new._data)
-                real._parameters[name] = placeholder
+            if current is None or new is None:
+                continue
+            if isinstance(current, UninitializedParameter):
+                current._become(new._data)
+            real._parameters[name] = current   # the object an optimizer may hold; loaded values kept
+        for name, current in self._buffers.items():
+            if name in real._buffers and current is not None and not is_lazy(current):
+                real._buffers[name] = current._as_tensor() if isinstance(current, Buffer) else current
         state = real.__dict__
         for key in _HOOK_REGISTRIES:
             if key in self.__dict__:
@@ -64,6 +71,18 @@ class LazyModuleMixin(Module):
         self.__dict__.clear()
         self.__dict__.update(state)
         self.__class__ = type(real)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """As PyTorch's lazy modules: a placeholder whose entry the state_dict holds is first given
+        that entry's shape, so the load fills it; the first forward then keeps the loaded values."""
+        for registry in (self._parameters, self._buffers):
+            for name, current in registry.items():
+                value = state_dict.get(prefix + name)
+                if is_lazy(current) and isinstance(value, Tensor) and not is_lazy(value):
+                    current.materialize(value.shape)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def __call__(self, *args, **kwargs):
         # only the first call gets here: it makes this module the real layer, whose __call__ is Module's

@@ -1,15 +1,8 @@
-"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss (class weights are a buffer, as PyTorch)."""
+"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss (class weights are a buffer, as PyTorch).
+Each maps the deprecated ``size_average`` and ``reduce`` to a reduction, with PyTorch's warning."""
 from .. import functional as F
+from ...ops.loss_pointwise import _legacy
 from .module import Module
-
-_DEPRECATED = "size_average and reduce are deprecated in PyTorch and not supported; use reduction="
-
-
-def _reduction(size_average, reduce, reduction):
-    if size_average is not None or reduce is not None:
-        raise ValueError(_DEPRECATED + "'mean' | 'sum' | 'none'")
-    return reduction
-
 
 class CrossEntropyLoss(Module):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
@@ -17,7 +10,7 @@ class CrossEntropyLoss(Module):
         super().__init__()
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
-        self.reduction = _reduction(size_average, reduce, reduction)
+        self.reduction = _legacy(size_average, reduce, reduction)
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
@@ -30,7 +23,7 @@ class NLLLoss(Module):
         super().__init__()
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
-        self.reduction = _reduction(size_average, reduce, reduction)
+        self.reduction = _legacy(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
@@ -39,7 +32,7 @@ class NLLLoss(Module):
 class MSELoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = _reduction(size_average, reduce, reduction)
+        self.reduction = _legacy(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)

@@ -15,6 +15,10 @@ from ...tensor import dtype as dtypes
 from ...tensor.tensor import Tensor
 from ..parameter import Buffer, Parameter
 from . import hooks as _module_hooks
+from .hooks import (register_module_backward_hook, register_module_buffer_registration_hook,  # noqa: F401
+                    register_module_forward_hook, register_module_forward_pre_hook,
+                    register_module_full_backward_hook, register_module_full_backward_pre_hook,
+                    register_module_module_registration_hook, register_module_parameter_registration_hook)
 from .module_state import StateDictMethods, _write
 
 
@@ -80,6 +84,7 @@ class Module(StateDictMethods):
         setattr_(self, "_buffers", OrderedDict())
         setattr_(self, "_non_persistent_buffers_set", set())
         setattr_(self, "_modules", OrderedDict())
+        setattr_(self, "_is_full_backward_hook", None)
         for name in _HOOK_REGISTRIES:
             setattr_(self, name, _autograd_hooks.HookDict())
 
@@ -177,7 +182,7 @@ class Module(StateDictMethods):
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                             "(nn.Parameter or None required)")
-        self._parameters[name] = param
+        self._parameters[name] = _module_hooks.registered("parameter", self, name, param)
 
     def register_buffer(self, name, tensor, persistent=True):
         """Register state that is moved by ``to`` but not trained; it is saved in state_dict
@@ -188,7 +193,7 @@ class Module(StateDictMethods):
                             "(Tensor or None required)")
         if isinstance(tensor, Buffer):   # the marker class only says "register me"; keep a plain Tensor
             tensor = tensor._as_tensor()
-        self._buffers[name] = tensor
+        self._buffers[name] = _module_hooks.registered("buffer", self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -199,7 +204,7 @@ class Module(StateDictMethods):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name(name, "module", "_modules")
-        self._modules[name] = module
+        self._modules[name] = _module_hooks.registered("module", self, name, module)
 
     def register_module(self, name, module):
         """Alias for add_module."""
@@ -473,7 +478,19 @@ class Module(StateDictMethods):
     def register_full_backward_hook(self, hook, prepend=False):
         """``hook(module, grad_input, grad_output)`` runs once the gradients with respect to
         the module's tensor inputs are known; a non-None return replaces grad_input."""
+        _module_hooks.set_full(self.__dict__, True)
         return _module_hooks.register(self._hooks("_backward_hooks"), hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """Deprecated: ``hook(module, grad_input, grad_output)`` on the autograd node that made
+        the output, so grad_input is that node's (see hooks.py); a module takes hooks of this
+        kind or full ones, not both."""
+        _module_hooks.set_full(self.__dict__, False)
+        return _module_hooks.register(self._hooks("_backward_hooks"), hook)
+
+    def compile(self, *args, **kwargs):
+        """As PyTorch's (which compiles this module's calls in place): ``minidl.compile`` is the
+        identity, so there is nothing to do."""
 
     # printing ----------------------------------------------------------------------
     def _get_name(self):
@@ -502,26 +519,3 @@ class Module(StateDictMethods):
                 + list(self._buffers))
         return sorted(k for k in set(keys) if not k[:1].isdigit())
 
-
-def register_module_forward_pre_hook(hook):
-    """A forward pre-hook (see Module.register_forward_pre_hook) for every module; it runs
-    before each module's own."""
-    return _module_hooks.register(_module_hooks.GLOBAL["forward_pre"], hook)
-
-
-def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
-    """A forward hook (see Module.register_forward_hook) for every module; it runs before
-    each module's own."""
-    g = _module_hooks.GLOBAL
-    return _module_hooks.register(g["forward"], hook, False, with_kwargs and g["forward_with_kwargs"],
-                                  always_call and g["forward_always_called"])
-
-
-def register_module_full_backward_pre_hook(hook):
-    """A full backward pre-hook (see Module.register_full_backward_pre_hook) for every module."""
-    return _module_hooks.register(_module_hooks.GLOBAL["backward_pre"], hook)
-
-
-def register_module_full_backward_hook(hook):
-    """A full backward hook (see Module.register_full_backward_hook) for every module."""
-    return _module_hooks.register(_module_hooks.GLOBAL["backward"], hook)

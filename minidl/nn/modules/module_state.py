@@ -171,7 +171,10 @@ class StateDictMethods:
                 keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()
         local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):   # each module's version, by its prefix (read back by loading)
+            destination._metadata[prefix[:-1]] = local_metadata
         for hook in list(self._state_dict_pre_hooks.values()):
             hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)

@@ -18,9 +18,12 @@ def _as_parameter(value, where):
     raise TypeError(f"{where} can only hold Parameters or Tensors, got {type(value).__name__}")
 
 
-def _describe(p):
+def _describe(p, dtype_name):
+    """PyTorch's line for one entry: ``Parameter containing: [<dtype> of size 2x3]``, the
+    device added when it is not the CPU (a 0-d one has an empty size, as there)."""
     size = "x".join(str(n) for n in p.shape)
-    return f"Parameter containing: [{p.dtype} of size {size}]" if p.ndim else f"Parameter containing: [{p.dtype}]"
+    device = f" ({p.device})" if p.device.type != "cpu" else ""
+    return f"Parameter containing: [{dtype_name(p)} of size {size}{device}]"
 
 
 class ParameterList(Module):
@@ -66,7 +69,7 @@ class ParameterList(Module):
         return self.extend(values)
 
     def extra_repr(self):
-        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self._parameters.items())
+        return "\n".join(f"  ({k}): {_describe(p, lambda t: t.dtype)}" for k, p in self._parameters.items())
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("ParameterList should not be called.")
@@ -181,7 +184,8 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self):
-        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self._parameters.items())
+        """As PyTorch's, which names the type here (``FloatTensor``) but the dtype in a ParameterList."""
+        return "\n".join(f"  ({k}): {_describe(p, lambda t: t.type())}" for k, p in self._parameters.items())
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("ParameterDict should not be called.")

@@ -22,8 +22,7 @@ class WSConv2d(Conv2d):
         return F.weight_standardization(self.weight, self.eps)
 
     def forward(self, input):
-        return F.conv2d(input, self.standardized_weight(), self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+        return self._conv_forward(input, self.standardized_weight(), self.bias)
 
     def extra_repr(self):
         return super().extra_repr() + f", eps={self.eps}"

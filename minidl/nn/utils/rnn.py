@@ -16,6 +16,7 @@ from collections import namedtuple
 import numpy as np
 
 from ...ops.rnn.packing import Pack, PadSequences, Unpack, batch_sizes_of
+from ...tensor import dtype as dtypes
 from ...tensor.tensor import Tensor
 
 
@@ -48,13 +49,51 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
     def to(self, *args, **kwargs):
+        """``data.to(...)``; the permutation follows data to its device, batch_sizes stays on the
+        CPU (the loops read it there); self when nothing changes."""
         data = self.data.to(*args, **kwargs)
-        return self if data is self.data else type(self)(data, self.batch_sizes, self.sorted_indices,
-                                                         self.unsorted_indices)
+        if data is self.data:
+            return self
+        moved = [None if t is None else t.to(data.device) for t in (self.sorted_indices, self.unsorted_indices)]
+        return type(self)(data, self.batch_sizes, *moved)
+
+    def cuda(self, device=None):
+        from ...tensor.device import cuda_device
+        return self.to(cuda_device(device))
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def double(self):
+        return self.to(dtype=dtypes.float64)
+
+    def float(self):
+        return self.to(dtype=dtypes.float32)
+
+    def half(self):
+        return self.to(dtype=dtypes.float16)
+
+    def long(self):
+        return self.to(dtype=dtypes.int64)
+
+    def int(self):
+        return self.to(dtype=dtypes.int32)
+
+    def short(self):
+        return self.to(dtype=dtypes.int16)
+
+    def char(self):
+        return self.to(dtype=dtypes.int8)
+
+    def byte(self):
+        return self.to(dtype=dtypes.uint8)
 
     @property
     def is_cuda(self):
-        return self.data.device == "cuda"
+        return self.data.device.type == "cuda"
+
+    def is_pinned(self):
+        return self.data.is_pinned()
 
 
 def _check_layout(data, batch_sizes, sorted_indices):
@@ -77,6 +116,16 @@ def _check_layout(data, batch_sizes, sorted_indices):
             last = int(bs[0]) - 1 if bs.size else -1
             raise ValueError(f"PackedSequence: sorted_indices must be a permutation of 0..{last} (one per "
                              f"sequence), got {perm.tolist()[:20]}")
+
+
+def invert_permutation(permutation):
+    """The inverse of a 1-D permutation tensor (None for None), as PackedSequence's
+    unsorted_indices are of its sorted_indices."""
+    if permutation is None:
+        return None
+    from ...tensor.factories import tensor
+    out = tensor(_invert(permutation.cpu().numpy()))
+    return out.to(permutation.device) if permutation.device.type != "cpu" else out
 
 
 def _invert(perm):
@@ -159,7 +208,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
         sequences = [sequences[i] for i in range(sequences.shape[0])]
     sequences = list(sequences)
     if padding_side not in ("left", "right"):
-        raise ValueError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
+        raise RuntimeError(f"Expected padding_side to be one of left or right, but got {padding_side}.")
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
     trailing = tuple(sequences[0].shape[1:])

@@ -5,8 +5,10 @@ sample's type: tensors, NumPy arrays and NumPy scalars are stacked along a new f
 Python floats become a float64 tensor, ints an int64 tensor, bools a bool tensor; strings and
 bytes stay a list; a dict (or other mapping) is collated key by key; a namedtuple field by
 field; a tuple or list position by position -- a tuple becomes a *list*, as in PyTorch, and
-every sample must then have the same length. ``default_convert`` (the DataLoader's
-``batch_size=None`` path) only turns NumPy arrays and scalars into tensors, recursively.
+every sample must then have the same length; there a column of strings is a *tuple* (the
+column zip makes), where a batch of strings at the top level or under a key stays a list.
+``default_convert`` (the DataLoader's ``batch_size=None`` path) only turns NumPy arrays and
+scalars into tensors, recursively.
 """
 import collections.abc
 import copy
@@ -62,12 +64,13 @@ def default_collate(batch):
         except TypeError:
             return merged
     if _is_namedtuple(elem):
-        return type(elem)(*(default_collate(list(field)) for field in zip(*batch)))
+        return type(elem)(*(default_collate(field) for field in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         size = len(elem)
         if any(len(sample) != size for sample in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        columns = [default_collate(list(column)) for column in zip(*batch)]
+        # each column is the tuple zip makes: a column of strings stays that tuple, as in PyTorch
+        columns = [default_collate(column) for column in zip(*batch)]
         if isinstance(elem, tuple):
             return columns
         if isinstance(elem, collections.abc.MutableSequence):

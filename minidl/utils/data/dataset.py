@@ -192,7 +192,8 @@ def random_split(dataset, lengths, generator=None):
     fractions of its length (summing to 1: the floors, then one more each, round-robin, until
     all samples are placed), drawn from ``generator`` (default: minidl's global one)."""
     n = len(dataset)
-    lengths = list(lengths)
+    # 0-d tensors (PyTorch's lengths may be tensors) as their numbers
+    lengths = [x.item() if hasattr(x, "item") and not isinstance(x, numbers.Real) else x for x in lengths]
     if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lengths):
         raise TypeError(f"random_split lengths must be ints or fractions, got {lengths!r:.80}")
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:

@@ -50,8 +50,7 @@ class RandomSampler(Sampler):
         self._num_samples = num_samples
         self.generator = generator
         numpy_generator(generator)
-        if num_samples is not None:
-            _positive_int("num_samples", num_samples)
+        _positive_int("num_samples", self.num_samples)   # an empty dataset too, as PyTorch
 
     @property
     def num_samples(self):
@@ -90,18 +89,27 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
+class InvalidWeightsError(RuntimeError, ValueError):
+    """Weights no distribution has (negative, infinite, NaN or all zero). PyTorch raises
+    RuntimeError ("invalid multinomial distribution") when it draws; minidl checks when the
+    sampler is made, and its error is also the ValueError it was before."""
+
+
 class WeightedRandomSampler(Sampler):
-    """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
+    """``num_samples`` indices drawn with probabilities proportional to ``weights`` (kept, as
+    PyTorch keeps them, as a float64 tensor)."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
+        from ...tensor.tensor import Tensor
         if not isinstance(replacement, bool):
             raise ValueError(f"replacement should be a boolean value, but got replacement={replacement!r}")
-        weights = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
+        weights = np.array(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
         if weights.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {weights.shape}")
         if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
-            raise ValueError("weights must be finite, non-negative and not all zero")
-        self.weights = weights
+            raise InvalidWeightsError("invalid multinomial distribution: weights must be finite, non-negative and "
+                                      "not all zero")
+        self.weights = Tensor._wrap(weights, None, 0)
         self.num_samples = _positive_int("num_samples", num_samples)
         if not replacement and self.num_samples > np.count_nonzero(weights):
             raise RuntimeError(f"cannot draw {self.num_samples} samples without replacement from "
@@ -111,7 +119,8 @@ class WeightedRandomSampler(Sampler):
         numpy_generator(generator)
 
     def __iter__(self):
-        p = self.weights / self.weights.sum()
+        w = np.asarray(self.weights.numpy(), dtype=np.float64)
+        p = w / w.sum()
         draws = numpy_generator(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
         return iter(draws.tolist())
 

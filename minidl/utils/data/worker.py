@@ -136,7 +136,11 @@ def worker_loop(iterable, dataset, index_queue, result_queue, done_event, auto_c
         result_queue.put((epoch, task, worker_id) + reply)
 
 
-def _shutdown(workers, index_queues, result_queue, done_event):
+def _shutdown(workers, index_queues, result_queue, done_event, owner_pid):
+    if os.getpid() != owner_pid:
+        # a forked copy of the iterator (in another loader's worker, say) being collected: the
+        # workers and the shared event belong to the process that started them; leave them be
+        return
     done_event.set()
     for q in index_queues:
         try:
@@ -174,7 +178,7 @@ class MultiProcessIterator:
             self._index_queues.append(q)
             self._workers.append(w)
         self._shutdown = weakref.finalize(self, _shutdown, self._workers, self._index_queues, self._result_queue,
-                                          done_event)
+                                          done_event, os.getpid())
         self._epoch = -1
         self._reset()
 
