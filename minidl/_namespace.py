@@ -45,13 +45,17 @@ def _ops():
 
 
 def _axis(fn):
-    """Let ``axis=`` stand for ``dim=`` (NumPy's spelling, which PyTorch also takes)."""
+    """Let ``axis=`` stand for ``dim=`` and ``keepdims=`` for ``keepdim=`` (NumPy's spellings, which
+    PyTorch's argument parser also takes; torch.norm, a Python function, takes no ``keepdims``)."""
+    aliases = (("axis", "dim"),) if fn.__name__ == "norm" else (("axis", "dim"), ("keepdims", "keepdim"))
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if "axis" in kwargs:
-            if "dim" in kwargs:
-                raise TypeError(f"{fn.__name__}(): got both dim and axis")
-            kwargs["dim"] = kwargs.pop("axis")
+        for alias, name in aliases:
+            if alias in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"{fn.__name__}(): got both {name} and {alias}")
+                kwargs[name] = kwargs.pop(alias)
         return fn(*args, **kwargs)
     return wrapper
 
@@ -132,11 +136,17 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def any(input, dim=None, keepdim=False):   # noqa: A001
-    return _wrap_bool(np.any(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim))
+    return _any_all_result(np.any(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim), input)
 
 
 def all(input, dim=None, keepdim=False):   # noqa: A001
-    return _wrap_bool(np.all(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim))
+    return _any_all_result(np.all(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim), input)
+
+
+def _any_all_result(array, input):
+    """any/all give bool, except on uint8 input, where PyTorch keeps uint8 (0 or 1): the dtype that
+    served as bool before bool tensors existed."""
+    return _wrap_bool(np.asarray(array).astype(np.uint8) if input.dtype == _dtypes.uint8 else array)
 
 
 def _np_axis(dim, x):
@@ -266,7 +276,20 @@ def _cmp(name):
 
 
 eq, ne, lt, le, gt, ge = (_cmp(n) for n in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
-logical_and, logical_or, logical_xor = (_cmp(n) for n in ("logical_and", "logical_or", "logical_xor"))
+
+
+def _logical(name):
+    def fn(input, other):
+        for pos, arg in enumerate((input, other), 1):
+            if not isinstance(arg, Tensor):
+                raise TypeError(f"{name}(): argument {('input', 'other')[pos - 1]!r} (position {pos}) must be "
+                                f"Tensor, not {type(arg).__name__}")
+        return _ops().compare(name, input, other)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+logical_and, logical_or, logical_xor = (_logical(n) for n in ("logical_and", "logical_or", "logical_xor"))
 
 
 def logical_not(input):
@@ -286,11 +309,13 @@ def isfinite(input):
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype("isclose", input, other)
     _broadcast_shape("isclose", input.shape, np.shape(_values(other)))
     return _wrap_bool(np.isclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _same_dtype("allclose", input, other)
     _broadcast_shape("allclose", input.shape, np.shape(_values(other)))
     return builtins.bool(np.allclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
@@ -299,19 +324,30 @@ def equal(input, other):
     return input.shape == other.shape and builtins.bool(np.array_equal(input.numpy(), other.numpy()))
 
 
+def _same_dtype(op, input, other):
+    """isclose/allclose compare tensors of one dtype, as PyTorch (which does not promote them)."""
+    if isinstance(other, Tensor) and other.dtype != input.dtype:
+        raise RuntimeError(f"{op}: expected input and other of the same dtype, got {input.dtype} and {other.dtype}")
+
+
 def _values(x):
     return x.numpy() if isinstance(x, Tensor) else x
 
 
 def nonzero(input, *, as_tuple=False):
+    """The indices of the nonzero elements, one row each. A 0-d tensor has no dims to index: a row of
+    no columns when it is nonzero, (1, 0), and (0, 0) when zero; as_tuple treats it as 1-d."""
     idx = np.nonzero(input.numpy()) if input.ndim else np.nonzero(input.numpy().reshape(1))
     if as_tuple:
         return tuple(Tensor._wrap(i.astype(np.int64), None, 0) for i in idx)
+    if input.ndim == 0:
+        return Tensor._wrap(np.zeros((len(idx[0]), 0), np.int64), None, 0)
     return Tensor._wrap(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64), None, 0)
 
 
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    out = np.unique(input.numpy(), return_inverse=True, return_counts=True, axis=dim)
+    # NaN != NaN, so each NaN is its own value (PyTorch's), not merged into one as NumPy's default
+    out = np.unique(input.numpy(), return_inverse=True, return_counts=True, axis=dim, equal_nan=False)
     values, inverse, counts = out
     res = [Tensor._wrap(values, None, 0)]
     if return_inverse:
@@ -486,8 +522,8 @@ def _random_methods():
 
 BOTH = {
     **{n: getattr(_em, n) for n in ("log1p", "expm1", "erf", "sign", "floor", "ceil", "trunc",
-                                    "round", "maximum", "minimum")},
-    **{n: getattr(_cum, n) for n in ("prod", "cumsum", "cumprod", "logsumexp")},
+                                    "maximum", "minimum")},
+    **{n: getattr(_cum, n) for n in ("prod", "cumsum", "cumprod")},
     **{n: getattr(_re, n) for n in ("flip", "roll", "tril", "triu", "diag", "gather", "index_select",
                                     "masked_select", "repeat_interleave", "tile")},
     "sum": sum, "mean": mean, "var": var, "std": std, "var_mean": var_mean, "std_mean": std_mean,
@@ -536,6 +572,8 @@ def install(module_globals):
     for name, fn in {**_random_methods(), **_METHODS_ONLY, **_merged("METHODS_ONLY")}.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
+    for name in ("median", "mode", "kthvalue"):   # reductions Tensor defines: axis= and keepdims= too
+        setattr(Tensor, name, _axis(Tensor.__dict__[name]))
     for name in FROM_METHODS:
         module_globals.setdefault(name, _module_from_method(name))
     for name, prop in _PROPERTIES.items():

@@ -298,9 +298,15 @@ def inner(input, other):
 
 
 def mv(input, vec):
+    """matrix @ vector, in the inputs' dtype under autocast too (torch.mv has no autocast rule, where
+    matmul's is to lower)."""
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {vec.ndim}")
-    return input @ vec
+    if input.dtype != vec.dtype:
+        raise RuntimeError(f"mv: expected the matrix and the vector to have the same dtype, but got {input.dtype} "
+                           f"and {vec.dtype}")
+    from .amp.policy import outside_autocast
+    return outside_autocast(_ops().matmul, input, vec)
 
 
 def vdot(input, other):

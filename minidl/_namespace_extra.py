@@ -6,8 +6,10 @@ import numbers
 
 import numpy as np
 
+from .ops import cumulative as _cum
 from .ops import elementwise_math as _em
 from .ops import strided as _strided
+from .tensor.dtype import DtypeNotImplementedError
 from .tensor.tensor import Tensor
 
 
@@ -57,7 +59,8 @@ def dot(input, tensor):
     if input.dtype != tensor.dtype:
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {input.dtype} and "
                            f"{tensor.dtype}")
-    return _ops().matmul(input, tensor)
+    from .amp.policy import outside_autocast   # torch.dot has no autocast rule: not matmul's lowering
+    return outside_autocast(_ops().matmul, input, tensor)
 
 
 def ravel(input):
@@ -86,7 +89,28 @@ def pow(input, exponent):   # noqa: A001 (PyTorch's name)
     return _ops().pow(input, exponent)
 
 
+def round(input, *, decimals=None):   # noqa: A001 (PyTorch's name)
+    """Round half to even. PyTorch has two forms: ``round(t)``, which gives integer tensors back
+    unchanged, and ``round(t, decimals=n)``, floating point only, even for n = 0."""
+    if decimals is None:
+        return _em.round(input)
+    if input.dtype.kind in "iu":
+        raise DtypeNotImplementedError(f'"round" with decimals is not implemented for {input.dtype} tensors (as '
+                                       f"PyTorch: floating point only); got decimals={decimals}")
+    return _em.round(input, decimals)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(input))) over ``dim``. An empty ``dim`` reduces every dim, and, as PyTorch, only
+    with keepdim=True (or on a 0-d tensor): its result without keepdim has no shape to write into."""
+    if isinstance(dim, (tuple, list)) and len(dim) == 0 and not keepdim and input.ndim:
+        raise RuntimeError(f"logsumexp: dim=() reduces all dims, which needs keepdim=True; got a tensor of "
+                           f"shape {list(input.shape)} and keepdim=False")
+    return _cum.logsumexp(input, dim, keepdim)
+
+
 BOTH = {
+    "round": round, "logsumexp": logsumexp,
     "narrow": _strided.narrow, "diagonal": _strided.diagonal, "log2": _em.log2, "reciprocal": _em.reciprocal,
     "nan_to_num": _em.nan_to_num, "count_nonzero": count_nonzero, "isin": isin, "broadcast_to": broadcast_to,
     "dot": dot, "ravel": ravel,

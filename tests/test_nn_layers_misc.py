@@ -136,7 +136,7 @@ def test_batch_norm_3d_matches_torch_in_train_and_eval():
     np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy())
     ours.eval(), theirs.eval()
     np.testing.assert_allclose(ours(x).detach().numpy(), theirs(tx).detach().numpy())
-    assert repr(ours) == "BatchNorm3d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    assert repr(ours) == "BatchNorm3d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     with pytest.raises(ValueError, match="expected 5D input, got 4D input"):
         ours(md.zeros(2, 3, 2, 2))
 

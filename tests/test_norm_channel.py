@@ -335,13 +335,14 @@ def test_module_state_and_repr():
     bn = nn.BatchNorm2d(4)
     assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     assert np.all(bn.weight.numpy() == 1) and np.all(bn.bias.numpy() == 0)
-    assert repr(bn) == "BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    assert repr(bn) == "BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     inorm = nn.InstanceNorm2d(3)
     assert inorm.weight is None and inorm.running_mean is None and list(inorm.state_dict()) == []
-    assert repr(inorm) == "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)"
+    assert repr(inorm) == ("InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, "
+                           "track_running_stats=False)")
     gn = nn.GroupNorm(2, 6)
     assert list(gn.state_dict()) == ["weight", "bias"]
-    assert repr(gn) == "GroupNorm(2, 6, eps=1e-05, affine=True)"
+    assert repr(gn) == "GroupNorm(2, 6, eps=1e-05, affine=True, bias=True)"
     assert list(nn.BatchNorm1d(3, affine=False).state_dict()) == ["running_mean", "running_var", "num_batches_tracked"]
 
 

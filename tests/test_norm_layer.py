@@ -285,7 +285,7 @@ def test_layer_norm_module_parameters_and_modes():
     m = nn.LayerNorm((3, 4))
     assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
     assert m.weight.shape == (3, 4) and np.all(m.weight.numpy() == 1) and np.all(m.bias.numpy() == 0)
-    assert repr(m) == "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True)"
+    assert repr(m) == "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True, bias=True)"
     assert list(m.state_dict()) == ["weight", "bias"]
     x = md.randn(2, 3, 4)
     y_train = m(x).numpy()

@@ -271,7 +271,7 @@ def test_unpool_errors(call, exc, match):
 @pytest.mark.parametrize("call,exc,match", [
     (lambda x, g: F.grid_sample(x, g, mode="foo", align_corners=False), ValueError, "expected mode"),
     (lambda x, g: F.grid_sample(x, g, padding_mode="foo", align_corners=False), ValueError, "padding_mode"),
-    (lambda x, g: F.grid_sample(x[None], g[None], align_corners=False), NotImplementedError, "5-D"),
+    (lambda x, g: F.grid_sample(x[None], g[None], align_corners=False), RuntimeError, "size 3 in last"),
     (lambda x, g: F.grid_sample(x, md.cat([g, g]), align_corners=False), RuntimeError, "same batch size"),
     (lambda x, g: F.grid_sample(x, g[0], align_corners=False), RuntimeError, "same number of dimensions"),
     (lambda x, g: F.grid_sample(x, md.cat([g, g], -1), align_corners=False), RuntimeError, "size 2 in last"),

@@ -299,7 +299,7 @@ def test_grid_sample_bicubic_gradcheck(spec):
 
 
 def test_grid_sample_bicubic_rejects_5d():
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
         F.grid_sample(md.zeros(1, 1, 2, 2, 2), md.zeros(1, 1, 1, 1, 3), mode="bicubic", align_corners=False)
 
 

@@ -101,6 +101,7 @@ TABLE = (
     ("loss_margin:MultiMargin",                "multi_margin_loss",               FP32,    FP32),
     ("loss_margin:MultiLabelMargin",           "multilabel_margin_loss",          FP32,    FP32),
     ("loss_likelihood:PoissonNLL",             "poisson_nll_loss",                FP32,    FP32),
+    ("ctc:CTCLoss",                            "ctc_loss",                        FP32,    None),
     # poolings and resampling that PyTorch's CPU table runs in float32
     ("pooling3d:MaxPool3d",                    "max_pool3d",                      FP32,    None),
     ("pooling3d:AvgPool3d",                    "avg_pool3d",                      FP32,    None),
@@ -110,6 +111,20 @@ TABLE = (
     ("fractional_pool3d:FractionalMaxPool3d",  "fractional_max_pool3d",           FP32,    None),
     ("unpool:MaxUnpool2d",                     "max_unpool2d",                    FP32,    None),
     ("grid_sample:GridSample2d",               "grid_sampler",                    FP32,    None),
+    # linear algebra that PyTorch's CPU table runs in float32 (no LAPACK for the 2-byte dtypes); the
+    # names are the ones the ops' dtype checks (ops/linalg_*.py) ask about
+    ("linalg_solve:InvEx",                     "linalg.inv",                      FP32,    None),
+    ("linalg_solve:InvEx",                     "linalg.inv_ex",                   FP32,    None),
+    ("linalg_solve:SolveEx",                   "linalg.solve",                    FP32,    None),
+    ("linalg_solve:SolveEx",                   "linalg.solve_ex",                 FP32,    None),
+    ("linalg_factor:CholeskyEx",               "linalg.cholesky",                 FP32,    None),
+    ("linalg_factor:CholeskyEx",               "linalg.cholesky_ex",              FP32,    None),
+    ("linalg_decompositions:QR",               "linalg.qr",                       FP32,    None),
+    ("linalg_decompositions:Eigh",             "linalg.eigh",                     FP32,    None),
+    ("linalg_decompositions:EigvalsH",         "linalg.eigh",                     FP32,    None),
+    ("linalg_decompositions:SVD",              "linalg.svd",                      FP32,    None),
+    ("linalg_decompositions:SvdVals",          "linalg.svd",                      FP32,    None),
+    ("linalg_pseudoinverse:Lstsq",             "torch.linalg.lstsq",              FP32,    None),
     # reductions and pointwise math
     ("cumulative:Prod",                        "prod",                            FP32,    FP32),
     ("cumulative:Cumsum",                      "cumsum",                          None,    FP32),
@@ -201,6 +216,20 @@ def _call(cls, args):
     state.on = False
     try:
         return cls.apply(*args)
+    finally:
+        state.on = True
+
+
+def outside_autocast(fn, *args):
+    """fn(*args) with autocast's casts off in this thread while it runs: for a function that PyTorch
+    lists under no autocast rule but that minidl composes of ops that have one (dot and mv are
+    matmuls here, yet torch.dot and torch.mv run in their inputs' dtype under autocast)."""
+    state = autocast_state.state
+    if not state.on:
+        return fn(*args)
+    state.on = False
+    try:
+        return fn(*args)
     finally:
         state.on = True
 

@@ -12,6 +12,10 @@ grad mode) records the version of the shared memory at which its history was tak
   ``ViewOf(base)`` (ops/copy_slices.py), as PyTorch regenerates a view's grad_fn.
 - A recorded in-place op on a view changes the base: ``write_through_view`` records
   ``CopySlices`` on the base, then the view's history becomes a view of the new base.
+
+A tensor that called ``retain_grad()`` keeps retaining through each new history it takes
+(``move_retained``): its ``.grad`` is the gradient of its values as they are now, PyTorch's
+rule (a hook registered with ``register_hook`` stays on the old history instead).
 """
 from . import grad_mode
 
@@ -38,8 +42,23 @@ def refresh(view):
         fresh = ViewOf.apply(base, pos)
     finally:
         state.enabled = enabled
+    old_node, old_index = view._node, view._out_index
     view._node, view._out_index, view._requires_grad = fresh._node, 0, fresh._requires_grad
     view._view_version = version
+    if old_node is not None:
+        move_retained(view, old_node, old_index)
+
+
+def move_retained(t, old_node, old_index):
+    """``t`` has just taken a new history (t._node) in place of ``(old_node, old_index)``: if it
+    retains its grad, it now retains it from the new node (the engine fills ``.grad`` from the
+    node that made the tensor's current values)."""
+    retained = old_node.__dict__.get("_retained")
+    ref = retained.get(old_index) if retained else None
+    if ref is None or ref() is not t or t._node is None or t._node is old_node:
+        return
+    del retained[old_index]
+    t._node.__dict__.setdefault("_retained", {})[t._out_index] = ref
 
 
 def write_through_view(view, result):
@@ -50,7 +69,10 @@ def write_through_view(view, result):
     base = view._base
     pos = view_positions(base._data, view._data, writing=True)
     new_base = CopySlices.apply(base, result, pos)
+    old_node, old_index = base._node, base._out_index
     base._node, base._out_index, base._requires_grad = new_base._node, 0, True
+    if old_node is not None:
+        move_retained(base, old_node, old_index)
     return pos
 
 
@@ -58,5 +80,8 @@ def adopt_view_history(view, pos):
     """After the write: the view's history is a view of its base's new history."""
     from ..ops.copy_slices import ViewOf
     fresh = ViewOf.apply(view._base, pos)
+    old_node, old_index = view._node, view._out_index
     view._node, view._out_index, view._requires_grad = fresh._node, 0, True
+    if old_node is not None:
+        move_retained(view, old_node, old_index)
     view._view_version = view._version_counter.value

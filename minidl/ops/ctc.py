@@ -47,6 +47,7 @@ its loss is inf and its gradient nan, as PyTorch's; ``zero_infinity`` makes both
 """
 import numpy as np
 
+from ..autograd import autocast_state
 from ..autograd.function import Function
 from ..tensor.tensor import Tensor
 
@@ -259,7 +260,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if log_probs.device != "cpu":
         raise NotImplementedError(f"{op} is not implemented for device '{log_probs.device}': its recursion runs "
                                   f"in NumPy on the host; move the tensors to the CPU with .cpu()")
-    if log_probs.dtype not in (np.float32, np.float64):
+    # float16/bfloat16 log_probs pass where autocast casts them to float32 for the op (minidl/amp/policy.py)
+    low_cast = log_probs.dtype.name in ("float16", "bfloat16") and autocast_state.state.on and autocast_state.casts(
+        op, "cpu")
+    if log_probs.dtype not in (np.float32, np.float64) and not low_cast:
         raise NotImplementedError(f"\"{op}\" not implemented for '{log_probs.dtype}': expected float32 or float64 "
                                   f"log_probs")
     if log_probs.ndim not in (2, 3):

@@ -48,6 +48,7 @@ import warnings
 
 import numpy as np
 
+from ..autograd import autocast_state
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
@@ -306,9 +307,20 @@ class GridSample2d(Function):
         return dx, dgrid, None, None, None
 
 
+def _autocast_casts(input, grid):
+    """True when autocast brings input and grid to float32 before the op (grid_sampler's rule in
+    minidl/amp/policy.py): float16, bfloat16 and float32 operands only, since a float64 one is never
+    cast and would still meet a float32 one, PyTorch's error too."""
+    device = "cpu" if type(input._data) is np.ndarray else "cuda"
+    if not (autocast_state.state.on and autocast_state.casts("grid_sampler", device)):
+        return False
+    return all(t.dtype.name in ("float16", "bfloat16", "float32") for t in (input, grid))
+
+
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """As ``torch.nn.functional.grid_sample`` for 4-D input, modes 'bilinear', 'nearest' and
-    'bicubic' (see the module docstring); 5-D input raises NotImplementedError."""
+    """As ``torch.nn.functional.grid_sample``: 4-D input with modes 'bilinear', 'nearest' and
+    'bicubic' (see the module docstring); 5-D (volumetric) input with 'bilinear' (trilinear) and
+    'nearest' (minidl.ops.grid_sample3d)."""
     if mode not in _MODES:
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
                          f"but got: '{mode}'")
@@ -319,25 +331,28 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     for name, t in (("input", input), ("grid", grid)):
         if not isinstance(t, Tensor):
             raise TypeError(f"grid_sample(): argument '{name}' must be a Tensor, got {type(t).__name__}")
-    if input.ndim == 5 and grid.ndim == 5:
-        raise NotImplementedError("grid_sample: volumetric (5-D) input is not supported, only 4-D (N, C, H, W)")
-    if input.ndim != 4 or grid.ndim != 4:
+    if input.ndim not in (4, 5) or grid.ndim != input.ndim:
         raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
                            f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
                            f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
-    if grid.shape[-1] != 2:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size 2 in last dimension, but got grid with "
-                           f"sizes {list(grid.shape)}")
-    for d in (2, 3):
+    if grid.shape[-1] != input.ndim - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.ndim - 2} in last dimension, but got "
+                           f"grid with sizes {list(grid.shape)}")
+    for d in range(2, input.ndim):
         if input.shape[d] == 0:
             raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
                                f"sizes {list(input.shape)} with dimension {d} being empty")
+    if mode == "bicubic" and input.ndim == 5:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     if input.dtype.kind != "f" or grid.dtype.kind != "f":
         raise NotImplementedError(f"grid_sample: expected floating point input and grid, got {input.dtype} and "
                                   f"{grid.dtype}")
-    if input.dtype != grid.dtype:
+    if input.dtype != grid.dtype and not _autocast_casts(input, grid):
         raise RuntimeError(f"grid_sampler(): expected input and grid to have the same dtype, but got input of "
                            f"dtype {input.dtype} and grid of dtype {grid.dtype}")
+    if input.ndim == 5:
+        from .grid_sample3d import GridSample3d
+        return GridSample3d.apply(input, grid, mode, padding_mode, align_corners)
     return GridSample2d.apply(input, grid, mode, padding_mode, align_corners)

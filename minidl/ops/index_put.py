@@ -114,4 +114,4 @@ def index_put(input, indices, values, accumulate=False):
                            f"indexing result of shape {list(target)}")
     if accumulate:
         return IndexPutAccumulate.apply(input, values, index)
-    return SetItem.apply(input, values, index)
+    return SetItem.apply(input, values, index, None)

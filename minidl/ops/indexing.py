@@ -310,10 +310,39 @@ def masked_fill(x, mask, value):
     return MaskedFill.apply(x, mask, float(value))
 
 
+def comparable(o):
+    """Whether ``o`` can stand on one side of a tensor comparison. None and strings cannot: PyTorch's
+    ``t == None`` is Python's False (the operators hand back NotImplemented) and ``md.eq(t, None)`` a
+    TypeError."""
+    return not (o is None or isinstance(o, (str, bytes)))
+
+
+def _scalar_as(value, other):
+    """A Python int (or a 0-d integer tensor) compared with an integer tensor, cast to that tensor's
+    dtype as PyTorch does: the scalar does not promote the comparison, so an out-of-range value wraps
+    (``uint8 < -1`` compares with 255). Anything else comes back unchanged."""
+    Tensor = _function.Tensor
+    if not (isinstance(other, Tensor) and other.ndim and other.dtype.kind in "iu"):
+        return value
+    if isinstance(value, Tensor):
+        if value.ndim or value.dtype.kind not in "iu" or value.device.type != "cpu":
+            return value
+        value = int(value._data)
+    elif not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+        return value
+    if not -2 ** 63 <= int(value) < 2 ** 63:
+        raise OverflowError(f"int too big to convert: {value} does not fit in 64 bits")
+    return np.array(int(value) & (2 ** 64 - 1), np.uint64).astype(other._data.dtype)[()]
+
+
 def compare(name, a, b):
     """Elementwise comparison or logic (``name`` is a NumPy ufunc name); returns a bool
     Tensor outside the graph."""
     Tensor = _function.Tensor
+    for o in (a, b):
+        if not comparable(o):
+            raise TypeError(f"{name}(): expected a Tensor or a number to compare with, got {type(o).__name__}")
+    a, b = _scalar_as(a, b), _scalar_as(b, a)
     ra = a._data if isinstance(a, Tensor) else a
     rb = b._data if isinstance(b, Tensor) else b
     return Tensor._wrap(getattr(namespace_of(ra if hasattr(ra, "shape") else rb), name)(ra, rb), None, 0)

@@ -23,6 +23,7 @@ import numpy as np
 from ..autograd import function as _function
 from ..autograd.function import Function
 from ..tensor.dtype import LEGACY_TYPE_NAMES
+from .linalg_solve import autocast_casts
 
 return_types = {
     "linalg_qr": namedtuple("linalg_qr", ("Q", "R")),
@@ -43,7 +44,8 @@ def type_name(dtype):
 def check_input(op, A, kernel, name="A", square=False):
     """The checks every decomposition makes, in PyTorch's words: a Tensor on the CPU (the
     forward is NumPy's LAPACK), at least 2 dims, a float32 or float64 dtype (float16 and
-    bfloat16 have no LAPACK routines: NotImplementedError naming ``kernel``, as PyTorch's)."""
+    bfloat16 have no LAPACK routines: NotImplementedError naming ``kernel``, as PyTorch's, unless
+    autocast casts them to float32 for ``op``)."""
     Tensor = _function.Tensor
     if not isinstance(A, Tensor):
         raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(A).__name__}")
@@ -52,7 +54,8 @@ def check_input(op, A, kernel, name="A", square=False):
         raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
     if A.dtype.kind != "f" and A.dtype.name != "bfloat16":
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {type_name(A.dtype)}")
-    if A.dtype.name not in ("float32", "float64"):
+    if A.dtype.name not in ("float32", "float64") and not (A.dtype.name in ("float16", "bfloat16")
+                                                          and autocast_casts(op, A)):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{type_name(A.dtype)}'")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are {A.shape[-2]} by "

@@ -19,6 +19,7 @@ from ..autograd import function as _function
 from ..autograd.function import Function
 from ._broadcast import unbroadcast
 from .linalg_decompositions import _T, check_cpu, check_input, svdvals, type_name
+from .linalg_solve import autocast_casts
 
 linalg_lstsq = namedtuple("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
 
@@ -216,6 +217,16 @@ def _gels(A, B):
                            "matrix does not have full rank") from None
 
 
+def _autocast_lstsq(A, B):
+    """(A, B) as autocast hands them to lstsq: float16, bfloat16 and float32 operands cast to float32
+    when its float32 rule for lstsq holds on their device (PyTorch casts before its dtype checks and
+    before the default rcond, which is then float32's), else as they came."""
+    if not autocast_casts("torch.linalg.lstsq", A):
+        return A, B
+    low = ("float16", "bfloat16", "float32")
+    return tuple(t.to(_md().float32) if t.dtype.name in low else t for t in (A, B))
+
+
 def lstsq(A, B, rcond=None, *, driver=None):
     """torch.linalg.lstsq: the named tuple (solution, residuals, rank, singular_values) of the
     least-squares problems min ||A X - B||, batched (batch dims broadcast); B of one dim fewer
@@ -230,6 +241,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
         raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
     if B.ndim < 1:
         raise RuntimeError("torch.linalg.lstsq: other must have at least 1 dimension.")
+    A, B = _autocast_lstsq(A, B)
     if A.dtype != B.dtype:
         raise RuntimeError("torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
                            f"dtype {type_name(A.dtype)} and other's dtype {type_name(B.dtype)}")

@@ -25,6 +25,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..autograd import autocast_state
 from ..autograd.function import Function
 from ..tensor.dtype import LEGACY_TYPE_NAMES
 from ._broadcast import unbroadcast
@@ -59,9 +60,17 @@ def check_cpu(op, *tensors):
                                       "LAPACK (np.linalg) on the host; move the tensors to the CPU with .cpu()")
 
 
+def autocast_casts(op, t):
+    """True when autocast will cast ``t`` for ``op`` before the op runs (the op's float32 rule in
+    minidl/amp/policy.py on t's device): a float16 or bfloat16 input then reaches LAPACK as float32,
+    so the dtype checks, which run first, let it pass, as PyTorch's autocast casts before its checks."""
+    return autocast_state.state.on and autocast_state.casts(op, "cpu" if type(t._data) is np.ndarray else "cuda")
+
+
 def check_float(op, t):
-    """float32 or float64, as PyTorch's CPU linalg (no integer, half or bfloat16 kernels)."""
-    if t.dtype.name in ("float16", "bfloat16"):
+    """float32 or float64, as PyTorch's CPU linalg (no integer, half or bfloat16 kernels); a
+    float16 or bfloat16 input that autocast casts to float32 for ``op`` passes."""
+    if t.dtype.name in ("float16", "bfloat16") and not autocast_casts(op, t):
         raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {type_name(t.dtype)}")
     if t.dtype.kind not in "fc":
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {type_name(t.dtype)}")
@@ -79,7 +88,7 @@ def check_square(op, A, name="A"):
 
 
 def check_same_dtype(op, A, B):
-    if A.dtype != B.dtype:
+    if A.dtype != B.dtype and not autocast_casts(op, A):   # (autocast brings both to float32)
         raise RuntimeError(f"{op}: Expected A and B to have the same dtype, but found A of type "
                            f"{type_name(A.dtype)} and B of type {type_name(B.dtype)} instead")
 

@@ -9,7 +9,16 @@ d_c = k + alpha / n * s_c:
 
 The sum in the last line runs over the windows containing j, which is the window sum with
 its two sides swapped (the adjoint of a window sum).
+
+Under autocast the dtype follows PyTorch's composition: it sums the window of a 4-D or 5-D
+input with avg_pool3d, which its CPU autocast runs in float32, so d and then y = x / d**beta
+come out in float32 for a float16/bfloat16 input; a 3-D input goes through avg_pool2d, which has
+no rule, and stays in its dtype. Here the whole op then runs on the input cast to float32
+(PyTorch squares in the low dtype before the cast: values within that rounding).
 """
+import numpy as np
+
+from ..autograd import autocast_state
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
@@ -55,4 +64,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
         raise ValueError(f"local_response_norm: expected a positive int size, got {size!r}")
     if input.numel() == 0:
         return input
+    if input.ndim >= 4 and input.dtype.name in ("float16", "bfloat16") and autocast_state.state.on:
+        if autocast_state.casts("avg_pool3d", "cpu" if type(input._data) is np.ndarray else "cuda"):
+            input = input.float()   # (see the module docstring)
     return LocalResponseNorm.apply(input, size, float(alpha), float(beta), float(k))

@@ -34,6 +34,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
+from ..tensor.dtype import is_floating
 from ..tensor.tensor import Tensor
 from .adaptive_max_pool import _output_size, adaptive_windows
 from .conv3d import check_on_cpu, int_triple
@@ -75,7 +76,8 @@ def max_pool3d_forward_reference(x, k, s, p, d, out):
     xp = namespace_of(x)
     size = x.shape[2:]
     reach = tuple(_reach(k_, d_, n, p_) for k_, d_, n, p_ in zip(k, d, size, p))   # offsets that can land inside
-    lowest = -xp.inf if x.dtype.kind in "fc" else np.iinfo(x.dtype).min    # no max is below it
+    # no max is below it (bfloat16, which NumPy files under kind "V", has an -inf as the other floats)
+    lowest = -xp.inf if is_floating(x.dtype) or x.dtype.kind == "c" else np.iinfo(x.dtype).min
     stack = xp.stack(_windows(_pad(x, reach, s, p, d, out, lowest), reach, s, d, out))
     kk = torch_argmax(stack)
     y = xp.take_along_axis(stack, kk[None], axis=0)[0]

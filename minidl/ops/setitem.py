@@ -20,34 +20,14 @@ from .indexing import _own_index, assign, split_index, take
 
 
 class SetItem(Function):
-    """out = x with v written at index;  dL/dx = g zeroed at index,  dL/dv = unbroadcast(g[index])."""
-
-    @staticmethod
-    def forward(ctx, x, v, index):
-        ctx.index, ctx.v_shape = _own_index(ctx, index), shape_of(v)   # backward's own copy of index arrays
-        out = x.copy()
-        out[index] = v
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        nx, nv = ctx.needs_input_grad[:2]
-        gx = gv = None
-        if nx:
-            gx = g.copy()
-            gx[ctx.index] = 0
-        if nv:
-            gv = unbroadcast(g[ctx.index], ctx.v_shape)
-        return gx, gv, None
-
-
-class SetItemStaged(Function):
-    """SetItem for an index PyTorch applies in two steps (ops/indexing.py's split_index):
-    out = x with out[first][second] = v;  dL/dx = g zeroed there,  dL/dv = unbroadcast(g[first][second])."""
+    """out = x with v written at x[first][second];  dL/dx = g zeroed there,
+    dL/dv = unbroadcast(g[first][second]). ``second`` is None for an index applied in one step;
+    otherwise the index is one PyTorch applies in two (ops/indexing.py's split_index)."""
 
     @staticmethod
     def forward(ctx, x, v, first, second):
-        ctx.first, ctx.second, ctx.v_shape = first, _own_index(ctx, second), shape_of(v)
+        # backward's own copy of index arrays (the caller may still write to them)
+        ctx.first, ctx.second, ctx.v_shape = _own_index(ctx, first), _own_index(ctx, second), shape_of(v)
         out = x.copy()
         assign(out, first, second, v)
         return out
@@ -98,9 +78,7 @@ def setitem_split(x, first, second, value):
         value = value.to(x.device)
     if isinstance(value, Tensor) and value.dtype != x.dtype:
         value = value.to(x.dtype)
-    if second is not None:
-        return SetItemStaged.apply(x, value, first, second)
-    return SetItem.apply(x, value, index)
+    return SetItem.apply(x, value, index if second is None else first, second)
 
 
 def _scalar_value(value, x):

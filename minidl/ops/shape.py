@@ -205,7 +205,8 @@ def flatten(x, start_dim=0, end_dim=-1):
         return Reshape.apply(x, (1,))
     s, e = normalize_dim(start_dim, x.ndim, "flatten"), normalize_dim(end_dim, x.ndim, "flatten")
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise ShapeError(f"flatten() has invalid args: start_dim cannot come after end_dim; got start_dim "
+                         f"{start_dim} and end_dim {end_dim} for a {x.ndim}-d tensor")
     shape = x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:]
     return Reshape.apply(x, shape)
 

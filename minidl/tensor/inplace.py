@@ -40,8 +40,13 @@ def apply_inplace(t, name, compute, *args, write=None):
     record = grad_mode._state.enabled and (t._requires_grad or any(o._requires_grad for o in others))
     data = t._data
     if type(data) is np.ndarray and not data.flags.writeable:
-        raise RuntimeError(f"{name}: the tensor's memory is read-only (an expanded tensor, whose elements share "
-                           "memory, or a read-only array); clone() it before writing to it in place")
+        if any(s == 0 and n > 1 for n, s in zip(data.shape, data.strides)):
+            raise RuntimeError(_INTERNAL_OVERLAP + f" ({name}: an expanded tensor's memory is read-only)")
+        raise RuntimeError(f"{name}: the tensor's memory is read-only (a read-only array); clone() it before "
+                           "writing to it in place")
+    for o in others:              # an operand over the same memory (a view, detach()) and not t itself
+        if o._version_counter is t._version_counter and o._data is not data:
+            check_no_partial_overlap(data, o._data, name, write)
     through_view = record and t._base is not None
     if record:
         _check_recordable(t, name)
@@ -67,7 +72,10 @@ def apply_inplace(t, name, compute, *args, write=None):
     if pos is not None:
         views.adopt_view_history(t, pos)
     elif result._node is not None:
+        old_node, old_index = t._node, t._out_index
         t._node, t._out_index, t._requires_grad = result._node, result._out_index, True
+        if old_node is not None:
+            views.move_retained(t, old_node, old_index)
     return t
 
 
@@ -90,6 +98,71 @@ def _check_recordable(t, name):
     if base is not None and base._requires_grad and base._node is None:
         raise RuntimeError(f"a view of a leaf Variable that requires grad is being used in an in-place "
                            f"operation. ({name})")
+    if base is not None and t._node is not None:
+        _check_not_identity_view(t, name)
+
+
+def _check_not_identity_view(t, name):
+    """An identity Function that returns its input's memory as its output (the nodes around a
+    module with full backward hooks, whose backward runs the hooks) says so with a class attribute
+    ``returns_input_view``, the name PyTorch gives it. Its outputs are views; writing into one, or
+    into a view of one, would route the gradient around that node, so the hooks would never run:
+    refused, as PyTorch refuses it. (Only views are looked at: such an output always is one.)"""
+    node = t._node
+    label = getattr(type(node), "returns_input_view", None)
+    if label is None:             # a view of such an output: the node it was taken from
+        inputs = node.__dict__.get("inputs") or ()
+        viewed = inputs[0] if inputs else None
+        if viewed is None or viewed._node is None or viewed._base is None:
+            return
+        label = getattr(type(viewed._node), "returns_input_view", None)
+        if label is None:
+            return
+        label = node.name().removesuffix("Backward0").removesuffix("Backward")
+    raise RuntimeError(
+        f"Output {t._out_index} of {label} is a view and is being modified inplace ({name}). This view was created "
+        "inside a custom Function (or because an input was returned as-is) and the autograd logic to handle "
+        "view+inplace would override the custom backward associated with the custom Function, leading to "
+        "incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the custom "
+        "Function.")
+
+
+_INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+                     "memory location. Please clone() the tensor before performing the operation.")
+_PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                    "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _addresses(a):
+    """The byte address of each element of the ndarray ``a``, in a's shape."""
+    addr = np.asarray(a.__array_interface__["data"][0], dtype=np.int64)
+    for n, stride in zip(a.shape, a.strides):
+        addr = np.add.outer(addr, np.arange(n, dtype=np.int64) * stride)
+    return addr
+
+
+def check_no_partial_overlap(dest, src, name, write=None):
+    """Raise PyTorch's error when the operand ``src`` and the memory the op writes (all of
+    ``dest``, or the part ``write`` changes) share some elements without being the same elements
+    in the same order. The op computes as if src had been cloned first, but PyTorch reads src while
+    it writes, so its result would depend on the order of its loop: it refuses. The same elements
+    (``x.add_(x)``, ``x[1:] = x[1:]``) are fine: each is read before it is written. Only ndarrays
+    are compared (device arrays are left to the device)."""
+    if type(dest) is not np.ndarray or type(src) is not np.ndarray or dest.size == 0 or src.size == 0:
+        return
+    if not np.may_share_memory(dest, src):
+        return                    # their bounds are apart
+    written = _addresses(dest)
+    if write is not None:         # an index assignment: the addresses at the positions it sets
+        marks = np.full(dest.shape, -1, dtype=np.int64)
+        write(marks, written)
+        written = marks[marks >= 0]
+    read = _addresses(src).ravel()
+    written = written.ravel()
+    if written.size == read.size and np.array_equal(written, read):
+        return
+    if np.intersect1d(written, read, assume_unique=False).size:
+        raise RuntimeError(_PARTIAL_OVERLAP + f" ({name})")
 
 
 class InplaceMethods:
@@ -135,13 +208,13 @@ class InplaceMethods:
         return apply_inplace(self, "neg_", lambda s: -s)
 
     def clamp_(self, min=None, max=None):
-        return apply_inplace(self, "clamp_", lambda s: s.clamp(min, max))
+        return apply_inplace(self, "clamp_", lambda s: s.clamp(min, max), min, max)
 
     def clamp_min_(self, min):
-        return apply_inplace(self, "clamp_min_", lambda s: s.clamp(min, None))
+        return apply_inplace(self, "clamp_min_", lambda s: s.clamp(min, None), min)
 
     def clamp_max_(self, max):
-        return apply_inplace(self, "clamp_max_", lambda s: s.clamp(None, max))
+        return apply_inplace(self, "clamp_max_", lambda s: s.clamp(None, max), max)
 
     def masked_fill_(self, mask, value):
         return apply_inplace(self, "masked_fill_", lambda s: s.masked_fill(mask, value))

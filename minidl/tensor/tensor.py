@@ -402,23 +402,27 @@ class Tensor(InplaceMethods):
     def __rmatmul__(self, o): return _ops.matmul(o, self)
     def __neg__(self): return _ops.neg(self)
     def __abs__(self): return _ops.abs(self)
-    def __getitem__(self, index): return _ops.getitem(self, index)
+    def __getitem__(self, index):
+        _refuse_string_index(index)
+        return _ops.getitem(self, index)
 
     def __setitem__(self, index, value):
         """``x[index] = value`` in place; differentiable for x and value (ops/setitem.py)."""
+        _refuse_string_index(index)
         from ..ops.indexing import split_index
         from ..ops.setitem import setitem_split, write_indexed
         first, second = split_index(index, self.ndim)
         apply_inplace(self, "index assignment", lambda old: setitem_split(old, first, second, value), value,
                       write=lambda memory, result: write_indexed(memory, result, first, second))
 
-    # comparisons give bool tensors and are not differentiable
-    def __lt__(self, o): return _ops.compare("less", self, o)
-    def __le__(self, o): return _ops.compare("less_equal", self, o)
-    def __gt__(self, o): return _ops.compare("greater", self, o)
-    def __ge__(self, o): return _ops.compare("greater_equal", self, o)
-    def __eq__(self, o): return _ops.compare("equal", self, o)
-    def __ne__(self, o): return _ops.compare("not_equal", self, o)
+    # comparisons give bool tensors and are not differentiable; with None or a string they hand Python
+    # NotImplemented, so ``t == None`` is False and ``t < None`` a TypeError (as PyTorch)
+    def __lt__(self, o): return _ops.compare("less", self, o) if _comparable(o) else NotImplemented
+    def __le__(self, o): return _ops.compare("less_equal", self, o) if _comparable(o) else NotImplemented
+    def __gt__(self, o): return _ops.compare("greater", self, o) if _comparable(o) else NotImplemented
+    def __ge__(self, o): return _ops.compare("greater_equal", self, o) if _comparable(o) else NotImplemented
+    def __eq__(self, o): return _ops.compare("equal", self, o) if _comparable(o) else NotImplemented
+    def __ne__(self, o): return _ops.compare("not_equal", self, o) if _comparable(o) else NotImplemented
     # bitwise logic (logical on bool tensors), not differentiable
     def __invert__(self): return _bitwise.bitwise_not(self)
     def __and__(self, o): return _bitwise.bitwise_and(self, o)
@@ -605,3 +609,19 @@ def _as_array(value):
         return np.asarray(value)
     return value
 
+
+
+class StringIndexError(TypeError, IndexError):
+    """A string used as an index. PyTorch raises TypeError for a one-character string and IndexError for
+    a longer one (it reads that as a sequence of indices); this is both."""
+
+
+def _refuse_string_index(index):
+    if isinstance(index, (str, bytes)):
+        raise StringIndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+                               f"are valid indices (got {type(index).__name__} {index!r})")
+
+
+def _comparable(o):
+    """None and strings take no part in comparisons (ops/indexing.py's ``compare`` refuses them)."""
+    return not (o is None or isinstance(o, (str, bytes)))

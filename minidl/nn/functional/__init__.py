@@ -3,7 +3,7 @@
 Each family lives in its own file; the ops they call (with hand-written backwards) are
 in ``minidl.ops``.
 """
-from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
+from ...ops import sigmoid, tanh  # noqa: F401
 from ...ops.unary import add_relu  # noqa: F401
 from .activation import dropout, gelu, relu  # noqa: F401
 from .activation import celu_, elu_, hardtanh_, leaky_relu_, relu_, selu_  # noqa: F401
@@ -11,6 +11,7 @@ from .activation import (alpha_dropout, feature_alpha_dropout, hardshrink, rrelu
                          threshold, threshold_)
 from .activation import (celu, elu, glu, gumbel_softmax, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
                          logsigmoid, mish, prelu, relu6, selu, silu, softmin, softplus, softsign, tanhshrink)
+from .activation import log_softmax, softmax  # noqa: F401  (PyTorch's signature, with dtype=)
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .conv import conv3d, conv_transpose3d  # noqa: F401
 from .linear import linear  # noqa: F401

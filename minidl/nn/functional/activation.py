@@ -1,21 +1,48 @@
 """Activations: gelu and dropout (``minidl.ops.activation``), and the elementwise and softmax
 ops that are also Tensor methods (``minidl.ops``).
 
+softmax and log_softmax take PyTorch's ``dtype``: the input is cast to it before the op (a
+recorded cast, so the gradient comes back in the input's dtype), which lets a float32 or
+bfloat16 activation be normalized in float64, say.
+
 ``inplace=True`` is PyTorch's: the input is overwritten with the result and returned (with
 the rules of every in-place write, tensor/inplace.py); the ``*_`` forms are the same calls
 with ``inplace=True``.
 """
 from ... import ops as _ops
-from ...ops import log_softmax, sigmoid, softmax, tanh  # noqa: F401
+import warnings
+
+from ...ops import sigmoid, tanh  # noqa: F401
 from ...ops.activation import dropout, gelu  # noqa: F401
 from ...ops.activation_elementwise import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
                                            logsigmoid, mish, prelu, relu6, selu, silu, softplus, softsign,
                                            tanhshrink)
-from ...ops.softmax_variants import gumbel_softmax, softmin  # noqa: F401
+from ...ops.softmax_variants import gumbel_softmax, implicit_softmax_dim, softmin  # noqa: F401
 from ...ops import shrink as _shrink
 from ...ops.shrink import hardshrink, rrelu, softshrink, threshold  # noqa: F401
 from ...ops.alpha_dropout import alpha_dropout, feature_alpha_dropout  # noqa: F401
 from ...tensor.inplace import maybe_inplace
+
+
+def _softmax_input(input, dim, dtype, op, stacklevel):
+    """(input cast to ``dtype``, dim): PyTorch's implicit dim (with its warning) when none is given."""
+    if dim is None:
+        warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to include dim=X "
+                      f"as an argument.", UserWarning, stacklevel=stacklevel)
+        dim = implicit_softmax_dim(input.ndim)
+    return (input if dtype is None else input.to(dtype)), dim
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """As ``torch.nn.functional.softmax``: ``dtype`` casts the input before the op."""
+    x, dim = _softmax_input(input, dim, dtype, "softmax", _stacklevel)
+    return _ops.softmax(x, dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """As ``torch.nn.functional.log_softmax``: ``dtype`` casts the input before the op."""
+    x, dim = _softmax_input(input, dim, dtype, "log_softmax", _stacklevel)
+    return _ops.log_softmax(x, dim)
 
 
 def relu(input, inplace=False):

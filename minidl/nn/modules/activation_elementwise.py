@@ -2,6 +2,8 @@
 PReLU (a learned slope), ReLU6, Hardtanh, Hardsigmoid, Hardswish, Softplus, Softsign, Mish, GLU,
 LogSigmoid, Tanhshrink; over ``minidl.ops.shrink``: Hardshrink, Softshrink, Threshold, RReLU.
 ``inplace=True`` overwrites the input with the result, as PyTorch's layers do."""
+import warnings
+
 import numpy as np
 
 from ...ops import activation_elementwise as A
@@ -80,8 +82,19 @@ class LeakyReLU(Module):
 
 
 class Hardtanh(Module):
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+    """``min_value`` / ``max_value`` are PyTorch's deprecated spellings of ``min_val`` / ``max_val``:
+    accepted, with a FutureWarning, and used in their place."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None, max_value=None):
         super().__init__()
+        if min_value is not None:
+            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning,
+                          stacklevel=2)
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning,
+                          stacklevel=2)
+            max_val = max_value
         if min_val > max_val:
             raise ValueError(f"min_val cannot be greater than max_val; got min_val={min_val}, max_val={max_val}")
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace

@@ -9,9 +9,10 @@
 PyTorch's order. Parameters (so a PyTorch state_dict loads as is): ``in_proj_weight`` (3E, E) =
 [W_q; W_k; W_v] when key and value have E features, else ``q_proj_weight`` (E, E),
 ``k_proj_weight`` (E, kdim), ``v_proj_weight`` (E, vdim) (and ``in_proj_weight`` None);
-``in_proj_bias`` (3E,); ``out_proj`` (Linear(E, E)); with ``add_bias_kv``, ``bias_k`` and
-``bias_v`` (1, 1, E). Init as PyTorch: xavier_uniform_ on the projection weights, zero biases,
-out_proj.weight with Linear's default, xavier_normal_ on bias_k / bias_v.
+``in_proj_bias`` (3E,); ``out_proj`` (NonDynamicallyQuantizableLinear(E, E), a Linear); with
+``add_bias_kv``, ``bias_k`` and ``bias_v`` (1, 1, E). Init as PyTorch: xavier_uniform_ on the
+projection weights, zero biases, out_proj.weight with Linear's default, xavier_normal_ on bias_k /
+bias_v.
 
 For each head h (head_dim D = E / H):
     Q_h = query W_q,h^T + b_q,h,  K_h = key W_k,h^T + b_k,h,  V_h = value W_v,h^T + b_v,h
@@ -42,7 +43,7 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=True, device=None, dtype=None):
         super().__init__()
-        from .linear import Linear
+        from .linear import NonDynamicallyQuantizableLinear
         if embed_dim <= 0 or num_heads <= 0:   # PyTorch's check and message
             raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater than 0, got "
                              f"embed_dim={embed_dim} and num_heads={num_heads} instead")
@@ -67,7 +68,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty(3 * embed_dim, dtype)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if add_bias_kv:
             self.bias_k, self.bias_v = _empty((1, 1, embed_dim), dtype), _empty((1, 1, embed_dim), dtype)
         else:

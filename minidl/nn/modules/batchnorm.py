@@ -1,6 +1,7 @@
 """BatchNorm1d and BatchNorm2d, with PyTorch's semantics, names and defaults.
 
-Parameters (when ``affine``): ``weight`` (ones) and ``bias`` (zeros), shape (C,). Buffers (when
+Parameters (when ``affine``): ``weight`` (ones) and ``bias`` (zeros, absent with the keyword
+``bias=False``), shape (C,). Buffers (when
 ``track_running_stats``): ``running_mean`` (zeros), ``running_var`` (ones) and
 ``num_batches_tracked`` (int64 0-d). In training the batch statistics normalize and are folded
 into the running ones (``momentum=None``: a cumulative average, factor 1 / num_batches_tracked);
@@ -11,6 +12,7 @@ import numpy as np
 
 from ...ops.shape_error import ShapeError
 from ...tensor import dtype as dtypes
+from ...tensor.device import device as Device
 from ...tensor.size import as_ints, check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
@@ -23,11 +25,35 @@ def _buffer(array):
     return Tensor._wrap(array, None, 0)
 
 
-class _NormBase(Module):
-    """What BatchNorm and InstanceNorm share: parameters, running buffers, extra_repr."""
+def _factory_dtype(dtype):
+    """The storage dtype of a norm layer's parameters and running statistics (PyTorch's factory
+    keyword ``dtype``): the one asked for, else the default float."""
+    return dtypes.to_dtype(dtype) if dtype is not None else dtypes.DEFAULT_FLOAT
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True):
+
+def _to_device(module, device):
+    """Moves a freshly built module to the factory keyword ``device`` (built on the host first); a
+    value that names no device (a bool passed positionally where ``bias`` was meant) is a TypeError."""
+    if device is None:
+        return
+    if isinstance(device, bool) or not isinstance(device, (str, int, Device)):
+        raise TypeError(f"{type(module).__name__}: argument 'device' must be a device, a string or an int, "
+                        f"got {type(device).__name__} ({device!r})")
+    if str(device) != "cpu":
+        module.to(device)
+
+
+class _NormBase(Module):
+    """What BatchNorm and InstanceNorm share: parameters, running buffers, extra_repr.
+
+    State-dict version 2 (PyTorch's): version 2 added ``num_batches_tracked``, so loading an
+    older (or unversioned) state dict that lacks it keeps the module's counter."""
+    _version = 2
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
         super().__init__()
+        dt = _factory_dtype(dtype)
         check_sizes(type(self).__name__, num_features=as_ints((num_features,), type(self).__name__,
                                                              "num_features")[0])
         if int(num_features) == 0:
@@ -38,19 +64,23 @@ class _NormBase(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(np.ones(self.num_features, dtypes.DEFAULT_FLOAT))
-            self.bias = Parameter(np.zeros(self.num_features, dtypes.DEFAULT_FLOAT))
+            self.weight = Parameter(np.ones(self.num_features, dt))
+            if bias:
+                self.bias = Parameter(np.zeros(self.num_features, dt))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", _buffer(np.zeros(self.num_features, dtypes.DEFAULT_FLOAT)))
-            self.register_buffer("running_var", _buffer(np.ones(self.num_features, dtypes.DEFAULT_FLOAT)))
+            self.register_buffer("running_mean", _buffer(np.zeros(self.num_features, dt)))
+            self.register_buffer("running_var", _buffer(np.ones(self.num_features, dt)))
             self.register_buffer("num_batches_tracked", _buffer(np.array(0, np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        _to_device(self, device)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
@@ -73,7 +103,8 @@ class _NormBase(Module):
         self.reset_running_stats()
         if self.affine:
             self.weight._data[...] = 1
-            self.bias._data[...] = 0
+            if self.bias is not None:
+                self.bias._data[...] = 0
 
     def _check_channels(self, x):
         if x.shape[1] != self.num_features:
@@ -82,7 +113,7 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):

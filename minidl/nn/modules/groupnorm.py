@@ -2,22 +2,24 @@
 
 Each sample's C channels are split into ``num_groups`` groups of consecutive channels, each
 normalized over its channels and spatial positions; then a per-channel affine (``weight``
-ones, ``bias`` zeros, shape (C,), when ``affine``). No running statistics: train and eval
-compute the same thing. The math is in minidl.ops.normalization.group_norm.
+ones, ``bias`` zeros (absent with the keyword ``bias=False``), shape (C,), when ``affine``).
+No running statistics: train and eval compute the same thing. The math is in
+minidl.ops.normalization.group_norm.
 """
 import numpy as np
 
-from ...tensor import dtype as dtypes
 from ...tensor.size import check_sizes
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..parameter import Parameter
+from .batchnorm import _factory_dtype, _to_device
 from .module import Module
 
 
 class GroupNorm(Module):
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
+        dt = _factory_dtype(dtype)
         if int(num_groups) <= 0:
             raise ValueError(f"GroupNorm: num_groups must be positive, got {num_groups}")
         check_sizes("GroupNorm", num_channels=num_channels)
@@ -29,16 +31,21 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if affine:
-            self.weight = Parameter(np.ones(self.num_channels, dtypes.DEFAULT_FLOAT))
-            self.bias = Parameter(np.zeros(self.num_channels, dtypes.DEFAULT_FLOAT))
+            self.weight = Parameter(np.ones(self.num_channels, dt))
+            if bias:
+                self.bias = Parameter(np.zeros(self.num_channels, dt))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        _to_device(self, device)
 
     def reset_parameters(self):
         if self.affine:
             self.weight._data[...] = 1
-            self.bias._data[...] = 0
+            if self.bias is not None:
+                self.bias._data[...] = 0
 
     def forward(self, x):
         self._check_input(x)
@@ -52,4 +59,5 @@ class GroupNorm(Module):
                              f"got input of shape {tuple(x.shape)}")
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")

@@ -354,7 +354,11 @@ def _pass_through(ctx, arrays, needs):
 
 
 class _HookedOutputs(Function):
-    """Identity on the module's outputs; the pre-hook on its node sees grad_output first."""
+    """Identity on the module's outputs; the pre-hook on its node sees grad_output first. Its
+    outputs are its inputs' memory: an in-place write into one would bypass the hooks, so it is
+    refused (tensor/inplace.py reads ``returns_input_view``)."""
+
+    returns_input_view = "BackwardHookFunction"
 
     @staticmethod
     def forward(ctx, state, *outputs):
@@ -371,7 +375,10 @@ class _HookedOutputs(Function):
 
 class _HookedInputs(Function):
     """Identity on the module's tensor inputs; its backward holds grad_input and runs the hooks.
-    An input that needs no gradient still needs none after it; its gradient arrives as zeros."""
+    An input that needs no gradient still needs none after it; its gradient arrives as zeros.
+    Like ``_HookedOutputs``, its outputs may not be written in place."""
+
+    returns_input_view = "BackwardHookFunction"
 
     @staticmethod
     def forward(ctx, state, *inputs):

@@ -16,8 +16,30 @@ from .batchnorm import _NormBase
 class _InstanceNorm(_NormBase):
     _batched_dim = 3
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """An unversioned state dict (written before PyTorch 0.4, when InstanceNorm tracked running
+        statistics by default) may hold ``running_mean`` / ``running_var`` that a module with
+        ``track_running_stats=False`` has no place for: as PyTorch, they are dropped and reported
+        as an error that says why, rather than as plain unexpected keys."""
+        if local_metadata.get("version") is None and not self.track_running_stats:
+            stale = [prefix + name for name in ("running_mean", "running_var") if prefix + name in state_dict]
+            if stale:
+                klass, names = type(self).__name__, " and ".join(f'"{k}"' for k in stale)
+                error_msgs.append(
+                    f"Unexpected running stats buffer(s) {names} for {klass} with track_running_stats=False. "
+                    f"If state_dict is a checkpoint saved before 0.4.0, this may be expected because {klass} does "
+                    "not track running stats by default since 0.4.0. Please remove these keys from state_dict. If the "
+                    f"running stats are actually needed, instead set track_running_stats=True in {klass} to enable "
+                    f"them. See the documentation of {klass} for details.")
+                for key in stale:
+                    state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def forward(self, x):
         if not isinstance(x, Tensor):

@@ -192,11 +192,14 @@ class LazyConvTranspose3d(_LazyConvTranspose):
 
 
 class _LazyBatchNorm(LazyModuleMixin):
+    """State-dict version 2, as the eager batch norms it becomes."""
     _lazy_params = ("weight", "bias")
     _unbatched = 2   # the smallest input ndim: (N, C) for 1d
+    _version = 2
 
-    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None):
-        super().__init__(eps, momentum, affine, track_running_stats, device=device, dtype=dtype)
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(eps, momentum, affine, track_running_stats, device=device, dtype=dtype, bias=bias)
         if not affine:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -206,15 +209,13 @@ class _LazyBatchNorm(LazyModuleMixin):
             self.register_buffer("num_batches_tracked", zeros((), dtype="int64", device=device or "cpu"))
         object.__setattr__(self, "num_features", 0)
 
-    def _bias_arg(self):
-        return ()
-
     def _in_size(self, input):
         return _check_input(self, input, self._unbatched, "num_features").shape[1]
 
     def extra_repr(self):
         eps, momentum, affine, track = self._lazy_args[0]
-        return f"0, eps={eps}, momentum={momentum}, affine={affine}, track_running_stats={track}"
+        return (f"0, eps={eps}, momentum={momentum}, affine={affine}, bias={self.bias is not None}, "
+                f"track_running_stats={track}")
 
 
 class LazyBatchNorm1d(_LazyBatchNorm):

@@ -57,3 +57,12 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear by another name: PyTorch's type for MultiheadAttention's ``out_proj``, which its
+    dynamic quantization leaves alone (the attention reads out_proj's weight and bias directly,
+    never calls it). Kept so that the module tree, its repr and isinstance checks match PyTorch's."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)

@@ -14,6 +14,7 @@ from ...tensor import dtype as dtypes
 from ...tensor.size import as_ints
 from .. import functional as F
 from ..parameter import Parameter
+from .batchnorm import _factory_dtype, _to_device
 from .module import Module
 
 
@@ -36,20 +37,22 @@ class LayerNorm(Module):
     ``bias=False``), both of shape ``normalized_shape``.
     """
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
+        dt = _factory_dtype(dtype)
         self.normalized_shape = _as_shape(normalized_shape, "LayerNorm")
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, dtypes.DEFAULT_FLOAT))
+            self.weight = Parameter(np.ones(self.normalized_shape, dt))
             if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, dtypes.DEFAULT_FLOAT))
+                self.bias = Parameter(np.zeros(self.normalized_shape, dt))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        _to_device(self, device)
 
     def reset_parameters(self):
         if self.weight is not None:
@@ -61,7 +64,8 @@ class LayerNorm(Module):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class RMSNorm(Module):
@@ -69,15 +73,17 @@ class RMSNorm(Module):
     (Zhang & Sennrich, 2019). ``eps=None`` uses the machine epsilon of the input's dtype.
     Parameter (when ``elementwise_affine``): ``weight`` (ones)."""
 
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
+        dt = _factory_dtype(dtype)
         self.normalized_shape = _as_shape(normalized_shape, "RMSNorm")
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, dtypes.DEFAULT_FLOAT))
+            self.weight = Parameter(np.ones(self.normalized_shape, dt))
         else:
             self.register_parameter("weight", None)
+        _to_device(self, device)
 
     def reset_parameters(self):
         if self.weight is not None:

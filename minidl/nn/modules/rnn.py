@@ -414,4 +414,23 @@ class LSTMCell(RNNCellBase):
             raise TypeError(f"LSTMCell: hx must be a tuple (h_0, c_0), got {len(states)} values")
         x, (h0, c0), batched = self._prepare(input, states)
         _, h, c = _run_layer("LSTM", x, self._params(), h0, c0, (x.shape[0],), False)
+        h, c = _cell_state_dtype(h, c, _raw(c0).dtype)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
+
+
+def _cell_state_dtype(h, c, state_dtype):
+    """(h', c') in the dtype PyTorch's CPU LSTMCell gives them under autocast. Its cell is linears
+    (lowered) and pointwise ops: the gates come out in the low dtype and c' = f c + i g promotes them
+    with the cell state c, so h' and c' are float32 for a float32 c (the zero state made when none
+    is given has the input's dtype) or one of the other 2-byte dtype; the step itself runs lowered."""
+    low = h._data.dtype
+    if state_dtype == low or low not in _LOW_DTYPES or type(h._data) is not np.ndarray:
+        return h, c
+    if not (autocast_state.state.on and autocast_state.casts("LSTMCell", "cpu")):
+        return h, c
+    if state_dtype not in _LOW_DTYPES + (np.dtype(np.float32),):
+        return h, c
+    return h.to(dtypes.float32), c.to(dtypes.float32)
+
+
+_LOW_DTYPES = tuple(d.dtype for d in dtypes._LOW)

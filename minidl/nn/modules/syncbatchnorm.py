@@ -9,7 +9,7 @@ numbers per rank in forward, one all-reduce of 2C in backward) are in
 minidl.ops.normalization.sync_batch_norm.
 
 PyTorch's semantics and names: ``SyncBatchNorm(num_features, eps, momentum, affine,
-track_running_stats, process_group)`` for input (N, C, *) of any rank >= 2, and
+track_running_stats, process_group, device, dtype, *, bias)`` for input (N, C, *) of any rank >= 2, and
 ``SyncBatchNorm.convert_sync_batchnorm(module, process_group=None)``, which replaces every
 BatchNorm*d of a model by a SyncBatchNorm that keeps its parameters and buffers (the same
 Tensors). In eval mode it is BatchNorm with the running estimates and communicates nothing.
@@ -82,8 +82,8 @@ class SyncBatchNorm(_BatchNorm):
     """BatchNorm over (N, C, *) with the statistics of every rank's batch (see the module docstring)."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 process_group=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
         self.process_group = process_group
 
     def _check_input_dim(self, x):
