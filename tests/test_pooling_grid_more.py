@@ -231,9 +231,10 @@ def test_modules_repr_and_buffer():
     assert nn.FractionalMaxPool2d(3, output_ratio=0.5)(x).shape == (1, 2, 3, 3)
 
 
-def test_grid_sample_runs_on_cuda():
+@pytest.mark.parametrize("x_shape,grid_shape", [((1, 2, 4, 5), (1, 3, 2, 2)), ((1, 2, 3, 4, 5), (1, 2, 3, 2, 3))])
+def test_grid_sample_runs_on_cuda(x_shape, grid_shape):
     r = np.random.default_rng(4)
-    x, g = r.standard_normal((1, 2, 4, 5)).astype(np.float32), r.uniform(-1.3, 1.3, (1, 3, 2, 2)).astype(np.float32)
+    x, g = r.standard_normal(x_shape).astype(np.float32), r.uniform(-1.3, 1.3, grid_shape).astype(np.float32)
     try:
         md.tensor(x, device="cuda")
     except (RuntimeError, ImportError) as exc:
