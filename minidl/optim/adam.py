@@ -72,9 +72,9 @@ class Adam(Optimizer):
             m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
             vmax = state["max_exp_avg_sq"]._data if amsgrad else None
             t = advance(state["step"])
-            fused = kernels.get(type(w), kernels)
-            if fused is kernels:
-                fused = kernels[type(w)] = implementation.fused(w, "fused_adam")
+            if type(w) not in kernels:
+                kernels[type(w)] = implementation.fused(w, "fused_adam")
+            fused = kernels[type(w)]
             if fused is not None and fused(w, g, m, v, vmax, lr, beta1, beta2, eps, wd, t, decoupled, amsgrad,
                                            maximize):
                 continue   # one kernel did the whole update (a device's fused path)
