@@ -36,6 +36,7 @@ from .ops.shape_error import broadcast_shape as _broadcast_shape
 from .tensor import dtype as _dtypes
 from .tensor import storage as _storage
 from .tensor.inplace import install_inplace_forms
+from .tensor.out_argument import install_out_argument
 from .tensor.tensor import Tensor
 
 
@@ -60,8 +61,17 @@ def _axis(fn):
     return wrapper
 
 
-def _wrap_bool(array):
-    return Tensor._wrap(np.asarray(array), None, 0)
+def _wrap_bool(array, like=None):
+    """A result computed on the host, placed on ``like``'s device (left on the CPU when like is None)."""
+    return Tensor._wrap(_on_device_of(like, np.asarray(array)), None, 0)
+
+
+def _on_device_of(like, array):
+    """``array`` (an ndarray) moved to the device of the Tensor ``like``: results that NumPy computes on
+    the host (nonzero, unique, isclose...) live where their input does, as PyTorch's."""
+    from . import backends
+    device = "cpu" if like is None else backends.device_of(like._data)
+    return array if device == "cpu" else backends.get(device).from_host(array)
 
 
 # reductions ------------------------------------------------------------------------------
@@ -146,7 +156,7 @@ def all(input, dim=None, keepdim=False):   # noqa: A001
 def _any_all_result(array, input):
     """any/all give bool, except on uint8 input, where PyTorch keeps uint8 (0 or 1): the dtype that
     served as bool before bool tensors existed."""
-    return _wrap_bool(np.asarray(array).astype(np.uint8) if input.dtype == _dtypes.uint8 else array)
+    return _wrap_bool(np.asarray(array).astype(np.uint8) if input.dtype == _dtypes.uint8 else array, input)
 
 
 def _np_axis(dim, x):
@@ -257,9 +267,15 @@ def meshgrid(*tensors, indexing="ij"):
 
 
 def cdist(x1, x2, p=2.0):
-    """Pairwise p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M)."""
+    """Pairwise p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M) (in float32
+    under autocast, PyTorch's rule)."""
     if x1.shape[-1] != x2.shape[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    from .amp.policy import run_composite
+    return run_composite("cdist", lambda a, b: _cdist(a, b, p), x1, x2)
+
+
+def _cdist(x1, x2, p):
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     if p == 2:   # the gradient of a zero distance is 0, as PyTorch's
         sq = (diff * diff).sum(-1)
@@ -292,26 +308,26 @@ def _logical(name):
 logical_and, logical_or, logical_xor = (_logical(n) for n in ("logical_and", "logical_or", "logical_xor"))
 
 
-def logical_not(input):
-    return _wrap_bool(np.logical_not(input.numpy()))
+def _elementwise_test(name):
+    def fn(input):   # computed where the input lives (the namespace's ufunc of that name)
+        data = input._data
+        return Tensor._wrap(getattr(_backends().namespace_of(data), name)(data), None, 0)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
-def isnan(input):
-    return _wrap_bool(np.isnan(input.numpy()))
+def _backends():
+    from . import backends
+    return backends
 
 
-def isinf(input):
-    return _wrap_bool(np.isinf(input.numpy()))
-
-
-def isfinite(input):
-    return _wrap_bool(np.isfinite(input.numpy()))
+logical_not, isnan, isinf, isfinite = (_elementwise_test(n) for n in ("logical_not", "isnan", "isinf", "isfinite"))
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     _same_dtype("isclose", input, other)
     _broadcast_shape("isclose", input.shape, np.shape(_values(other)))
-    return _wrap_bool(np.isclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return _wrap_bool(np.isclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan), input)
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -339,22 +355,22 @@ def nonzero(input, *, as_tuple=False):
     no columns when it is nonzero, (1, 0), and (0, 0) when zero; as_tuple treats it as 1-d."""
     idx = np.nonzero(input.numpy()) if input.ndim else np.nonzero(input.numpy().reshape(1))
     if as_tuple:
-        return tuple(Tensor._wrap(i.astype(np.int64), None, 0) for i in idx)
+        return tuple(_wrap_bool(i.astype(np.int64), input) for i in idx)
     if input.ndim == 0:
-        return Tensor._wrap(np.zeros((len(idx[0]), 0), np.int64), None, 0)
-    return Tensor._wrap(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64), None, 0)
+        return _wrap_bool(np.zeros((len(idx[0]), 0), np.int64), input)
+    return _wrap_bool(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64), input)
 
 
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     # NaN != NaN, so each NaN is its own value (PyTorch's), not merged into one as NumPy's default
     out = np.unique(input.numpy(), return_inverse=True, return_counts=True, axis=dim, equal_nan=False)
     values, inverse, counts = out
-    res = [Tensor._wrap(values, None, 0)]
+    res = [_wrap_bool(values, input)]
     if return_inverse:
         shape = input.shape if dim is None else (input.shape[dim],)
-        res.append(Tensor._wrap(inverse.reshape(shape).astype(np.int64), None, 0))
+        res.append(_wrap_bool(inverse.reshape(shape).astype(np.int64), input))
     if return_counts:
-        res.append(Tensor._wrap(counts.astype(np.int64), None, 0))
+        res.append(_wrap_bool(counts.astype(np.int64), input))
     return res[0] if len(res) == 1 else tuple(res)
 
 
@@ -580,3 +596,4 @@ def install(module_globals):
         if name not in Tensor.__dict__:
             setattr(Tensor, name, prop)
     install_inplace_forms(Tensor)
+    install_out_argument(module_globals)   # md.add(a, b, out=c): the module-level functions only

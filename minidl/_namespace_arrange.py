@@ -230,10 +230,11 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
 
 
 def trace(input):
-    """The sum of the main diagonal of a 2-d tensor."""
+    """The sum of the main diagonal of a 2-d tensor (in float32 under autocast on the CPU, PyTorch's rule)."""
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
-    return input.diagonal().sum()
+    from .amp.policy import run_composite
+    return run_composite("trace", lambda a: a.diagonal().sum(), input)
 
 
 # products ----------------------------------------------------------------------------------
@@ -266,7 +267,11 @@ def kron(input, other):
 
 
 def tensordot(a, b, dims=2):
-    """Contract the last ``dims`` dims of a with the first of b, or the listed pairs of dims."""
+    """Contract the last ``dims`` dims of a with the first of b, or the listed pairs of dims (a and b
+    of one dtype). As PyTorch: a matmul of the two flattened, which autocast lowers; but a dot product
+    where each side keeps one element (no autocast rule: the inputs' dtype)."""
+    if a.dtype != b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, numbers.Integral):
@@ -287,7 +292,11 @@ def tensordot(a, b, dims=2):
     k = int(np.prod([a.shape[d] for d in da], dtype=np.int64))
     left = a.permute(*free_a, *da).reshape(-1, k)
     right = b.permute(*db, *free_b).reshape(k, -1)
-    return (left @ right).reshape(*[a.shape[d] for d in free_a], *[b.shape[d] for d in free_b])
+    shape = [a.shape[d] for d in free_a] + [b.shape[d] for d in free_b]
+    if left.shape[0] == 1 and right.shape[1] == 1:
+        from .amp.policy import outside_autocast
+        return outside_autocast(lambda u, v: u.reshape(-1) @ v.reshape(-1), left, right).reshape(*shape)
+    return (left @ right).reshape(*shape)
 
 
 def inner(input, other):
@@ -350,7 +359,8 @@ def block_diag(*tensors):
     col = 0
     for t in ts:
         r, c = t.shape
-        left, right = _md().zeros(r, col, dtype=dtype), _md().zeros(r, width - col - c, dtype=dtype)
+        left = _md().zeros(r, col, dtype=dtype, device=t.device)
+        right = _md().zeros(r, width - col - c, dtype=dtype, device=t.device)
         rows.append(_md().cat([left, t.to(dtype), right], 1))
         col += c
     return _md().cat(rows, 0)

@@ -34,8 +34,10 @@ def qr(input, some=True):   # noqa: A002
 
 
 def pinverse(input, rcond=1e-15):   # noqa: A002
-    """torch.pinverse: linalg.pinv with rtol ``rcond``."""
-    return _linalg.pinv(input, rcond)
+    """torch.pinverse: linalg.pinv with rtol ``rcond``; under autocast on the CPU all of it in float32
+    (PyTorch's table lists pinverse, where linalg.pinv's last matmul would be lowered)."""
+    from .amp.policy import run_composite
+    return run_composite("pinverse", lambda A: _linalg.pinv(A, rcond), input)
 
 
 def orgqr(input, tau):   # noqa: A002

@@ -26,7 +26,8 @@ def count_nonzero(input, dim=None):
     """The number of non-zero elements over ``dim`` (all of them when None), as int64."""
     from .ops._broadcast import normalize_dims
     axes = None if dim is None else normalize_dims(dim, input.ndim, "count_nonzero")
-    return Tensor._wrap(np.asarray(np.count_nonzero(input.numpy(), axis=axes), np.int64), None, 0)
+    from ._namespace import _wrap_bool
+    return _wrap_bool(np.asarray(np.count_nonzero(input.numpy(), axis=axes), np.int64), input)
 
 
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
@@ -38,7 +39,8 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
         raise TypeError("isin(): expected at least one of elements and test_elements to be a Tensor, got two numbers")
     out = np.isin(_array(elements), _array(test_elements), assume_unique=assume_unique, invert=invert)
-    return Tensor._wrap(np.asarray(out), None, 0)
+    from ._namespace import _wrap_bool
+    return _wrap_bool(out, elements if isinstance(elements, Tensor) else test_elements)
 
 
 def broadcast_to(input, size):

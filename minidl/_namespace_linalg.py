@@ -59,10 +59,14 @@ def lu_solve(b, LU_data, LU_pivots):
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     """(X, A's copy) with op(A) X = b, op(A) = A^T when transpose, for triangular A, as
-    torch.triangular_solve."""
-    At = A.transpose(-2, -1) if transpose else A
-    X = _linalg.solve_triangular(At, b, upper=upper != bool(transpose), unitriangular=unitriangular)
-    return triangular_solve_result(X, A.clone())
+    torch.triangular_solve; in float32 under autocast on the CPU, PyTorch's rule."""
+    from .amp.policy import run_composite
+
+    def solve(b, A):
+        At = A.transpose(-2, -1) if transpose else A
+        X = _linalg.solve_triangular(At, b, upper=upper != bool(transpose), unitriangular=unitriangular)
+        return triangular_solve_result(X, A.clone())
+    return run_composite("triangular_solve", solve, b, A)
 
 
 def chain_matmul(*matrices):

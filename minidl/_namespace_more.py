@@ -2,7 +2,8 @@
 conversion (asarray), broadcasting (broadcast_shapes, broadcast_tensors), the cat aliases,
 numerical integration and differentiation of samples (trapezoid, cumulative_trapezoid,
 gradient), histogram, a few factories (poisson, randint_like, empty_strided), and the
-process-wide settings set_printoptions and get/set_default_device.
+process-wide settings set_printoptions (defined with the printing rules in tensor/printing.py) and
+get/set_default_device.
 
 The differentiable ones compose ops that have their own backward (slicing, arithmetic, sum,
 cumsum, cat, expand) and use PyTorch's formulas in PyTorch's order, so their values and
@@ -23,7 +24,8 @@ from .tensor import factories as _factories
 from .tensor.allocation import check_allocation
 from .tensor.generator import numpy_generator
 from .tensor.size import Size, as_ints
-from .tensor.tensor import PRINT_OPTIONS, Tensor
+from .tensor.printing import set_printoptions
+from .tensor.tensor import Tensor
 
 
 def _md():
@@ -172,10 +174,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """The running trapezoidal rule along ``dim``: element i is the integral over the first i + 2
     samples (one element fewer than y along dim), as trapezoid's terms summed by cumsum."""
     d, dx = _integration_args("cumulative_trapezoid", y, x, dx, dim)
-    try:
-        return (dx / 2.0 * (_along(y, d, 0, -1) + _along(y, d, 1))).cumsum(d)
-    except NotImplementedError as exc:   # cumsum has no GPU kernel
-        raise NotImplementedError(f"cumulative_trapezoid is not implemented for device '{y.device}': {exc}") from None
+    return (dx / 2.0 * (_along(y, d, 0, -1) + _along(y, d, 1))).cumsum(d)
 
 
 def _integration_args(op, y, x, dx, dim):
@@ -492,27 +491,6 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
 
 
 # process-wide settings ----------------------------------------------------------------------
-_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, math.inf, 3, 80)}
-
-
-def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
-    """How tensors print, as torch.set_printoptions: ``precision`` digits after the point (4),
-    more than ``threshold`` elements (1000) summarized by the first and last ``edgeitems`` (3)
-    of each dim, lines of at most ``linewidth`` characters (80); ``profile`` ("default",
-    "short" or "full") sets those four first; ``sci_mode`` True or False forces scientific
-    notation on or off, None (as every call that does not give it) lets the values decide."""
-    if profile in _PROFILES:
-        keys = ("precision", "threshold", "edgeitems", "linewidth")
-        PRINT_OPTIONS.update(zip(keys, _PROFILES[profile]))
-    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
-                        ("linewidth", linewidth)):
-        if value is not None:
-            if isinstance(value, builtins.bool) or not isinstance(value, numbers.Real) or value < 0:
-                raise TypeError(f"set_printoptions(): {name} must be a non-negative number, got {value!r}")
-            PRINT_OPTIONS[name] = value
-    PRINT_OPTIONS["sci_mode"] = sci_mode
-
-
 def get_default_device():
     """md.device("cpu"): where the factories put a tensor when no device is given."""
     return _md().device("cpu")

@@ -17,6 +17,7 @@ from .ops import index_reduce as _index_reduce
 from .ops import scatter_views as _scatter_views
 from .tensor import inplace_shape as _shape
 from .tensor.inplace import apply_inplace
+from .tensor.inplace_overlap import index_put_overlap
 
 
 def _md():
@@ -26,8 +27,9 @@ def _md():
 
 def index_put_(input, indices, values, accumulate=False):
     """Write (with ``accumulate``, add) ``values`` at ``indices`` into ``input`` in place."""
+    overlap = index_put_overlap(input._data, indices, values, "index_put_", accumulate)
     return apply_inplace(input, "index_put_",
-                         lambda s: _index_put.index_put(s, indices, values, accumulate), values)
+                         lambda s: _index_put.index_put(s, indices, values, accumulate), values, overlap=overlap)
 
 
 def nonzero_static(input, *, size, fill_value=-1):

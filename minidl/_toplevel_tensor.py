@@ -83,7 +83,8 @@ def fill(input, value):
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
                                "dimensions.")
     keep = _md().zeros(input.shape, dtype=_md().bool, device=input.device)
-    out = _md().where(keep, input, value if isinstance(value, Tensor) else _md().tensor(value, dtype=input.dtype))
+    out = _md().where(keep, input, value if isinstance(value, Tensor) else
+                      _md().tensor(value, dtype=input.dtype, device=input.device))
     return out if out.dtype == input.dtype else out.to(input.dtype)
 
 

@@ -82,6 +82,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):   # n
     if ord == "fro":
         return _ops.vector_norm(A, 2, d, keepdim)
     if ord in ("nuc", 2, -2) and not isinstance(ord, bool):
+        if A.dtype.name in ("float16", "bfloat16"):   # (refused before autocast could cast it for svdvals)
+            raise RuntimeError(f"linalg.matrix_norm: Low precision dtypes not supported. Got {type_name(A.dtype)}")
         s = svdvals(A.movedim(d, (-2, -1)))
         out = s.sum(-1) if ord == "nuc" else s.amax(-1) if ord == 2 else s.amin(-1)
         return out.unsqueeze(min(d)).unsqueeze(max(d)) if keepdim else out
@@ -218,7 +220,13 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 
 
 def vecdot(x, y, *, dim=-1):
-    """sum(x * y) over ``dim`` with x and y broadcast, as torch.linalg.vecdot (real tensors)."""
+    """sum(x * y) over ``dim`` with x and y broadcast, as torch.linalg.vecdot (real tensors); under
+    autocast on the CPU in the low dtype (PyTorch lists it with matmul)."""
+    from .amp.policy import run_composite
+    return run_composite("linalg.vecdot", lambda a, b: _vecdot(a, b, dim), x, y)
+
+
+def _vecdot(x, y, dim):
     if x.dtype != y.dtype:
         raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type "
                            f"{type_name(x.dtype)} and y of type {type_name(y.dtype)} instead")

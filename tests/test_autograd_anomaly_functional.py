@@ -90,7 +90,8 @@ def test_the_nan_check_names_the_forward_argument_index():
         warnings.simplefilter("ignore")
         with autograd.detect_anomaly():
             y = Twice.apply(3.0, x).sum()
-            with pytest.raises(RuntimeError, match=r"^Function 'Twice' returned nan values in its 1th output\.$"):
+            message = r"^Function 'TwiceBackward' returned nan values in its 1th output\.$"
+            with pytest.raises(RuntimeError, match=message):
                 y.backward()
 
 
@@ -98,7 +99,7 @@ def test_an_error_in_a_backward_is_reported_with_its_forward_traceback():
     class Broken(Function):
         @staticmethod
         def forward(ctx, x):
-            return x.copy()
+            return x.clone()
 
         @staticmethod
         def backward(ctx, g):
@@ -114,7 +115,7 @@ def test_an_error_in_a_backward_is_reported_with_its_forward_traceback():
         with pytest.raises(ValueError, match="broken backward"):
             run()
     (report,) = [str(w.message) for w in caught if "Error detected" in str(w.message)]
-    assert report.startswith("Error detected in Broken. Traceback of forward call that caused the error:")
+    assert report.startswith("Error detected in BrokenBackward. Traceback of forward call that caused the error:")
     assert "out = Broken.apply(x * 3)  # the failing node" in report
 
 

@@ -376,16 +376,16 @@ def test_nested_hooks_innermost_applies_and_ops_inside_pack_save_plainly():
 
 def test_hooks_are_per_thread_and_ops_pay_nothing_once_they_are_left():
     plain = function_module._inner_apply      # the apply without the packing seam (autocast's, if on)
-    assert Function.__dict__["apply"].__func__ is plain
+    assert function_module.Function.__dict__["apply"].__func__ is plain
     packed, other = [], []
     with saved_tensors_hooks(lambda t: packed.append(1) or t, lambda t: t):
-        assert Function.__dict__["apply"].__func__ is not plain
+        assert function_module.Function.__dict__["apply"].__func__ is not plain
         th = threading.Thread(target=lambda: other.append(_leaf().exp().grad_fn.__dict__.get("_packed")))
         th.start()
         th.join()
         _leaf().exp()
     assert packed == [1] and other == [None]
-    assert Function.__dict__["apply"].__func__ is plain
+    assert function_module.Function.__dict__["apply"].__func__ is plain
 
 
 def test_version_check_without_hooks_and_none_with_them_as_in_torch():

@@ -160,8 +160,8 @@ def test_unsupported_op_raises_naming_it():
     with pytest.raises(NotImplementedError, match=r"create_graph=True: EmbeddingBagBackward0 has no differentiable "
                                                   r"backward in minidl; ops that have one: .*MatMul"):
         autograd.grad(y, x, create_graph=True)
-    # a user Function written on arrays
-    class Cube(md.autograd.Function):
+    # a Function written on arrays (the ops' base), without a differentiable_backward
+    class Cube(md.autograd.function.Function):
         @staticmethod
         def forward(ctx, a):
             ctx.save_for_backward(a)

@@ -310,7 +310,8 @@ def test_vjp_is_backward_and_only_extra_none_gradients_are_dropped():
         def backward(ctx, g):
             return g * 2, g               # an extra gradient that is not None: an error
 
-    with pytest.raises(RuntimeError, match="returned 2 gradients, expected 1"):
+    with pytest.raises(RuntimeError, match=r"function ExtraBackward returned an incorrect number of gradients "
+                                           r"\(expected 1, got 2\)"):
         Extra.apply(md.ones(2, requires_grad=True)).sum().backward()
     with pytest.raises(RuntimeError, match="both 'backward' and 'vjp'"):
         class Both(Function):

@@ -183,7 +183,7 @@ def test_format_and_repr_follow_pytorch():
     assert repr(x) == "tensor([[1., 2.]], requires_grad=True)"
     assert repr(x * 2) == "tensor([[2., 4.]], grad_fn=<MulBackward0>)"
     assert repr(md.tensor([1, 2])) == "tensor([1, 2])"
-    assert repr(md.tensor([0.5], dtype=md.float64)) == "tensor([0.5], dtype=minidl.float64)"
+    assert repr(md.tensor([0.5], dtype=md.float64)) == "tensor([0.5000], dtype=minidl.float64)"
 
 
 @pytest.mark.parametrize("name", ["jit", "fx", "sparse_coo_tensor", "quantization", "complex64"])

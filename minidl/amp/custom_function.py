@@ -2,13 +2,13 @@
 as ``torch.amp.custom_fwd`` / ``custom_bwd`` (PyTorch 2.4+).
 
 autocast casts the arguments of the ops in its table (``policy.py``); a user's Function is not
-in it, so its forward gets the arrays of its Tensor arguments as they come, in whatever dtype
+in it, so its forward gets its Tensor arguments as they come, in whatever dtype
 autocast's other ops left them. The decorators say what the Function wants instead::
 
     class MyMatMul(md.autograd.Function):
         @staticmethod
         @md.amp.custom_fwd(device_type="cpu", cast_inputs=md.float32)
-        def forward(ctx, a, b):               # float32 arrays, also inside an autocast region
+        def forward(ctx, a, b):               # float32 Tensors, also inside an autocast region
             ctx.save_for_backward(a, b)
             return a @ b
 
@@ -22,8 +22,8 @@ autocast's other ops left them. The decorators say what the Function wants inste
   call (enabled or not, and its dtype).
 - ``custom_fwd(device_type=..., cast_inputs=dtype)``: inside an autocast region enabled for
   ``device_type``, forward runs with autocast disabled there and every floating-point argument of
-  that device that is not float64 cast to ``dtype``: the arrays forward receives (minidl's
-  forward sees arrays, where PyTorch's sees Tensors), and Tensors inside list, tuple or dict
+  that device that is not float64 cast to ``dtype``: the Tensors forward receives (the arrays,
+  for a Function on the array-level base of minidl's ops), and Tensors inside list, tuple or dict
   arguments (which ``apply`` passes through unchanged). Outside such a region, nothing is cast.
   The cast is not an op of the graph: as in PyTorch, the engine casts each returned gradient to
   its input's dtype (a float16 input gets its float32 gradient rounded to float16).
@@ -32,8 +32,8 @@ autocast's other ops left them. The decorators say what the Function wants inste
   its dtype; without the decorator backward runs under whatever state the thread has when
   ``backward()`` is called, usually none.
 
-The state only matters to minidl ops called on Tensors inside forward or backward (the arrays'
-own arithmetic is NumPy's and never autocast); the casts are what a forward of arrays sees.
+The state only matters to the minidl ops called inside forward or backward (NumPy arithmetic on
+arrays is never autocast).
 Both decorators take the function directly or make a decorator (``custom_fwd(f, device_type=..)``
 or ``@custom_fwd(device_type=..)``); ``device_type`` is keyword-only and required, as in PyTorch.
 ``md.cuda.amp.custom_fwd(cast_inputs=...)`` and ``md.cuda.amp.custom_bwd`` are PyTorch's

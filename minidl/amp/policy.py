@@ -125,6 +125,8 @@ TABLE = (
     ("linalg_decompositions:SVD",              "linalg.svd",                      FP32,    None),
     ("linalg_decompositions:SvdVals",          "linalg.svd",                      FP32,    None),
     ("linalg_pseudoinverse:Lstsq",             "torch.linalg.lstsq",              FP32,    None),
+    ("linalg_factor:CholeskySolve",            "cholesky_solve",                  FP32,    None),
+    ("linalg_householder:Geqrf",               "geqrf",                           FP32,    None),
     # reductions and pointwise math
     ("cumulative:Prod",                        "prod",                            FP32,    FP32),
     ("cumulative:Cumsum",                      "cumsum",                          None,    FP32),
@@ -156,6 +158,20 @@ TABLE = (
     ("scatter:ScatterAdd",                     "scatter_add",                     None,    PROMOTE),
 )
 
+# functions that PyTorch's tables name but minidl composes of other ops (no Function of their own
+# carries the rule): ``run_composite`` casts their operands, then runs them with autocast off, as
+# PyTorch's autocast layer runs such an op whole
+#  name                                  cpu      cuda
+COMPOSITES = (
+    ("pinverse",                         FP32,    None),
+    ("trace",                            FP32,    None),
+    ("cdist",                            FP32,    FP32),
+    ("linalg.matrix_rank",               FP32,    None),
+    ("linalg.householder_product",       FP32,    None),
+    ("linalg.vecdot",                    LOWER,   None),
+    ("triangular_solve",                 FP32,    None),
+)
+
 DEVICES = ("cpu", "cuda")
 # the low dtype of a device whose dtype was never set (a region or set_autocast_dtype sets it)
 DEFAULT_DTYPE = {"cpu": "bfloat16", "cuda": "float16"}
@@ -185,6 +201,9 @@ def _load():
         autocast_state.RULES[cls] = per_device
         _NAMES.setdefault(cls, name)
         autocast_state.RULES_BY_NAME.setdefault(name, {}).update(per_device)
+    for name, *rules in COMPOSITES:
+        autocast_state.RULES_BY_NAME.setdefault(name, {}).update(
+            {d: r for d, r in zip(DEVICES, rules) if r is not None})
 
 
 _BANNED_MESSAGES = {
@@ -232,6 +251,34 @@ def outside_autocast(fn, *args):
         return fn(*args)
     finally:
         state.on = True
+
+
+def run_composite(name, fn, *args):
+    """``fn(*args)`` for the function PyTorch names ``name`` in COMPOSITES, under its rule for the
+    device of its first Tensor argument: its float16/bfloat16/float32 operands cast to float32
+    (``fp32``) or to the low dtype (``lower_precision_fp``), then fn run with autocast off (the ops
+    it is made of are not cast again). Without autocast, or without a rule there, ``fn(*args)``."""
+    state = autocast_state.state
+    if not state.on:
+        return fn(*args)
+    device = next((_device_type(a._data) for a in args if isinstance(a, _function.Tensor)), None)
+    rule = autocast_state.RULES_BY_NAME.get(name, {}).get(device) if device is not None and state.enabled[device] \
+        else None
+    if rule is None:
+        return fn(*args)
+    if rule == LOWER:
+        low = low_dtype(device, state)
+        args = [_lowered(a, low, state) if _eligible(a, device) else a for a in args]
+    else:
+        args = [Cast.apply(a, _F32) if _eligible(a, device) and a._data.dtype != _F32 else a for a in args]
+    return outside_autocast(fn, *args)
+
+
+def lowers(device):
+    """True when autocast lowers a matmul on ``device`` in this thread now (a composite that ends in
+    one, such as linalg.pinv, then returns the low dtype, as PyTorch's does)."""
+    state = autocast_state.state
+    return state.on and state.enabled.get(device, False)
 
 
 def _lowered(a, low, state):

@@ -1,7 +1,7 @@
 """Reverse-mode automatic differentiation: Function nodes, the backward engine,
 grad-mode switches and finite-difference gradient checking."""
 from .api import backward, grad
-from .function import Function
+from .custom_function import Function  # the Tensor-level one; minidl's ops subclass function.Function
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck

@@ -1,6 +1,8 @@
-"""Function: one differentiable op, with its forward and its backward written by hand.
+"""Function: one differentiable op, with its forward and its backward written by hand on arrays.
 
-Subclass it with two static methods, as ``torch.autograd.Function``::
+This is the array-level base every op of minidl subclasses. The public ``minidl.autograd.Function``,
+which a user subclasses in PyTorch's idiom (forward and backward on Tensors), is built on it in
+custom_function.py. An op subclasses this one with two static methods::
 
     class Cube(Function):
         @staticmethod
@@ -14,8 +16,8 @@ Subclass it with two static methods, as ``torch.autograd.Function``::
 
     y = Cube.apply(t)
 
-Unlike PyTorch, forward and backward see *arrays*, not Tensors: an op is defined in
-the array language (NumPy), and the Tensor layer around it only records the graph.
+Forward and backward see *arrays*, not Tensors: an op is defined in the array language
+(NumPy), and the Tensor layer around it only records the graph.
 Arguments that are not Tensors (dims, flags, Python numbers) reach forward unchanged and
 get ``None`` as their gradient. backward returns one gradient per forward argument (a
 single value when forward took one argument); ``None`` means "no gradient". For gradients of
@@ -57,6 +59,19 @@ _autocast_rules = autocast_state.RULES    # the ops autocast casts the arguments
 _anomaly = False    # anomaly detection on: each node records its forward's stack (anomaly_mode.py)
 
 
+def alias_vjp(cls):
+    """PyTorch's two names for a Function's backward: a class defines one of ``backward`` and
+    ``vjp``, and the other becomes its alias."""
+    d = cls.__dict__
+    if "vjp" in d:
+        if "backward" in d:
+            raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not allowed. "
+                               "You should only implement one of them.")
+        cls.backward = d["vjp"]
+    elif "backward" in d:
+        cls.vjp = d["backward"]
+
+
 class Function(NodeAPI):
     # set on each node by apply
     inputs = ()             # the forward arguments that are Tensors (None elsewhere)
@@ -73,14 +88,8 @@ class Function(NodeAPI):
         with ``setup_context(ctx, inputs, output)``, which apply calls right after it (with the
         forward's arguments and result, arrays here as everywhere in a Function)."""
         super().__init_subclass__(**kwargs)
+        alias_vjp(cls)
         d = cls.__dict__
-        if "vjp" in d:
-            if "backward" in d:
-                raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not allowed. "
-                                   "You should only implement one of them.")
-            cls.backward = d["vjp"]
-        elif "backward" in d:
-            cls.vjp = d["backward"]
         if "setup_context" in d or ("forward" in d and cls.setup_context is not Function.setup_context):
             plain = d["forward"].__func__ if "forward" in d else cls._forward_without_ctx
             setup = cls.setup_context
@@ -190,13 +199,6 @@ class Function(NodeAPI):
                 ctx.inputs, ctx.edges = tuple(tensors), tuple(edges)
                 versions.snapshot(ctx, seen, (o,))
         return o
-
-
-def once_differentiable(fn):
-    """PyTorch's decorator for a backward that is not itself differentiable. A Function's backward
-    already runs on arrays with nothing recorded, and the gradients of gradients come from
-    ``differentiable_backward`` alone (higher_order.py), so there is nothing to change."""
-    return fn
 
 
 def keeps_fresh_grad(ctx, i):
@@ -327,3 +329,10 @@ def _check_same_device(cls, args):
         if d != devices[0]:
             raise RuntimeError(f"{cls.__name__}: expected all tensors on the same device, "
                                f"but found {devices[0]} and {d}")
+
+
+# PyTorch's torch.autograd.function.once_differentiable, for the Tensor-level Function whose backward
+# may record a graph (custom_function.py, which builds on this module: hence imported last)
+from . import custom_function as _custom_function  # noqa: E402
+
+once_differentiable = _custom_function.once_differentiable

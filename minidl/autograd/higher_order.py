@@ -41,7 +41,7 @@ def supported_ops():
             if sub not in seen:
                 seen.add(sub)
                 stack.append(sub)
-                if _METHOD in vars(sub):
+                if _METHOD in vars(sub) and "_forward_cls" not in vars(sub):    # not a user's Function
                     names.add(sub.__name__)
     return sorted(names)
 

@@ -15,9 +15,10 @@ one, every tensor goes where it says, and every numeric array comes back as a Te
   None for the CPU Tensor itself. ``lambda storage, loc: storage`` and
   ``lambda storage, loc: storage.cuda()`` work as in PyTorch. Tensors that share memory are
   stored as one 1-d array, their storage: the callable sees it once and they are made as views
-  of what it returns (on the CPU, then moved to its device).
+  of what it returns, on its device.
 
-Tensors moved to another device are moved one by one and no longer share memory there.
+Tensors that share memory are moved to another device as their one storage, so they still share
+memory there, as torch.load's do.
 Fixed-width string arrays have no Tensor form and always stay NumPy arrays.
 """
 import numpy as np

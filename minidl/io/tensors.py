@@ -20,7 +20,9 @@ once, as the 1-d span of that storage that covers them all, each as a ``view`` o
 load as views of one array, so that a write through one is seen through the others, as after
 torch.load. Every other tensor is stored compactly as its values (a non-contiguous one loses
 its strides; torch would keep them and the whole storage). Tensors on a device other than the
-CPU, empty ones, and views of one memory in different dtypes are stored compactly too.
+CPU, empty ones, and views of one memory in different dtypes are stored compactly too. Loaded
+to a device (``map_location``), each shared buffer moves there once and its tensors are made as
+views of it there, so they still share memory.
 
 Loading checks each node before any array is read: the meta's keys and types, one id never
 describing two tensors, a buffer serving either one compact tensor or views only, a
@@ -36,6 +38,7 @@ from .. import backends
 from ..ops.as_strided import flat_storage, storage_root, strided_view
 from ..tensor import dtype as _dtypes
 from ..tensor.factories import from_numpy
+from ..tensor.tensor import Tensor
 from .archive import MAX_NDIM as _MAX_NDIM
 
 TAG = "tensor"
@@ -231,30 +234,47 @@ class Builder:
         return t
 
     def _storage(self, name):
+        """The buffer's storage, on the placement's device: moved there once, so that the tensors
+        made as views of it share its memory on that device, as torch.load's do."""
         s = self._storages.get(name)
         if s is None:
-            s = self._storages[name] = self._placement.storage(self._arrays[name])
+            s = self._placement.storage(self._arrays[name])
+            device = self._placement.device
+            if device is not None and str(s.device) != device:
+                s = s.to(device)
+            self._storages[name] = s
         return s
 
     def _make(self, name, meta):
         s = self._storage(name)
         if "view" in meta:
             s = self._view(s, meta["view"], name)
-        device = self._placement.device
-        if device is not None and str(s.device) != device:
-            s = s.to(device)
         return _finish(s, meta)
 
     @staticmethod
     def _view(storage, view, name):
-        host = storage._data if type(storage._data) is np.ndarray else storage.numpy()
+        """The tensor at ``view`` of a 1-d storage, over its memory on its device."""
+        data = storage._data
         shape, stride, offset = tuple(view["shape"]), tuple(view["stride"]), view["offset"]
         end = offset if 0 in shape else _end(shape, stride, offset)
-        if host.ndim != 1 or end > host.shape[0]:   # only a map_location callable can make it so
-            raise ValueError(f"md.load: map_location returned a storage of shape {tuple(host.shape)} for {name!r}, "
+        if data.ndim != 1 or end > data.shape[0]:   # only a map_location callable can make it so
+            raise ValueError(f"md.load: map_location returned a storage of shape {tuple(data.shape)} for {name!r}, "
                              f"whose tensors need a 1-d storage of at least {end} elements")
-        t = from_numpy(strided_view(np.ascontiguousarray(host), shape, stride, offset))
-        return t if str(storage.device) == "cpu" else t.to(storage.device)
+        if type(data) is np.ndarray:
+            return from_numpy(strided_view(np.ascontiguousarray(data), shape, stride, offset))
+        return Tensor._wrap(_device_view(data, shape, stride, offset), None, 0)
+
+
+def _device_view(flat, shape, stride, offset):
+    """The (shape, stride, offset) view of a 1-d device storage (a CudaArray is a strided view of
+    a device buffer, as an ndarray is of host memory); a strided storage is made contiguous first,
+    as ``np.ascontiguousarray`` makes a host one."""
+    if not hasattr(flat, "elem_strides"):
+        raise NotImplementedError(f"md.load: cannot make tensors that share memory on a storage of type "
+                                  f"{type(flat).__name__}; load to the CPU and move the tensors")
+    if flat.elem_strides != (1,):
+        flat = flat.copy()
+    return flat._view(shape, stride, flat.offset + offset)
 
 
 def _finish(t, meta):

@@ -13,9 +13,10 @@ def _exclusive_products(x, axis):
     """prod_{k != i} x_k along ``axis`` for every i, without dividing (exact with zeros):
     the product of everything before i times everything after it."""
     ones = np.ones_like(np.take(x, [0], axis=axis))
-    before = np.cumprod(np.concatenate([ones, np.delete(x, -1, axis=axis)], axis=axis), axis=axis)
+    but_last = (slice(None),) * axis + (slice(0, -1),)
+    before = np.cumprod(np.concatenate([ones, x[but_last]], axis=axis), axis=axis)
     rev = np.flip(x, axis)
-    after = np.flip(np.cumprod(np.concatenate([ones, np.delete(rev, -1, axis=axis)], axis=axis), axis=axis), axis)
+    after = np.flip(np.cumprod(np.concatenate([ones, rev[but_last]], axis=axis), axis=axis), axis)
     return before * after
 
 

@@ -1,6 +1,13 @@
-"""md.einsum: Einstein summation over explicit subscripts ("ij,jk->ik").
+"""md.einsum: Einstein summation over explicit subscripts ("ij,jk->ik", "...ij,...jk->...ik").
 
-Forward is np.einsum. dL/d(operand k) is the einsum of g with every other operand into
+An ellipsis stands for the dimensions an operand has beyond its letters. They line up from the
+right across operands and broadcast (size 1 against n), as PyTorch's; ``einsum`` writes each
+ellipsis out as letters the equation does not use, so the op below only ever sees letters. The
+output without "->" holds the ellipsis dimensions first, then the letters that appear once, in
+alphabetical order; with "->" but no ellipsis in it, the ellipsis dimensions are summed.
+
+Forward is the operands' namespace's einsum (np.einsum; on cuda a composition of the device's
+permutes, sums and batched matmul). dL/d(operand k) is the einsum of g with every other operand into
 operand k's subscripts: each element of operand k is multiplied by the same products as in
 the forward, and summed over the same other indices. An index that only operand k has (summed
 away in the forward) gets g broadcast along it; a repeated index within one operand (a
@@ -9,25 +16,51 @@ diagonal, "ii->i") is refused for gradients.
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 from .low_precision import float32_compute
 
 
-def _parse(equation, n):
+def _parse(equation, operands):
     eq = equation.replace(" ", "")
-    if "..." in eq:
-        raise NotImplementedError("einsum: '...' (ellipsis) subscripts are not implemented in minidl; "
-                                  "write every index out")
     if eq.count("->") > 1:
         raise RuntimeError(f"einsum(): equation {equation!r} has more than one '->'")
-    if "->" in eq:
-        lhs, out = eq.split("->")
-    else:
-        lhs = eq
-        letters = lhs.replace(",", "")
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
-    if len(ins) != n:
-        raise RuntimeError(f"einsum(): {len(ins)} operands in the equation but {n} were given")
+    if len(ins) != len(operands):
+        raise RuntimeError(f"einsum(): {len(ins)} operands in the equation but {len(operands)} were given")
+    for k, sub in enumerate(ins + [out]):
+        rest = sub.replace("...", "", 1)
+        if "." in rest:
+            where = "the output" if k == len(ins) else f"operand {k}"
+            raise RuntimeError(f"einsum(): found '.' for {where} " + ("for which an ellipsis was already found"
+                               if "..." in sub else "that is not part of any ellipsis"))
+    ins, out = _write_out_ellipses(eq, ins, out, operands)
+    if not arrow:
+        letters = "".join(ins)
+        out += "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in out))
+    return ins, out
+
+
+def _write_out_ellipses(eq, ins, out, operands):
+    """Each '...' as letters unused in ``eq``: the dimensions an operand has beyond its letters, the
+    last ones of one block shared by all operands (aligned from the right). Without "->", ``out``
+    comes back as the block (the implicit output's first dimensions)."""
+    ranks = []
+    for k, (sub, t) in enumerate(zip(ins, operands)):
+        letters = len(sub.replace("...", ""))
+        if letters > t.ndim or ("..." not in sub and letters != t.ndim):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({letters}) "
+                               f"{'is more than' if '...' in sub else 'does not match'} the number of dimensions "
+                               f"({t.ndim}) for operand {k}{_context(eq, operands)}")
+        ranks.append(t.ndim - letters if "..." in sub else 0)
+    rank = max(ranks, default=0)
+    free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    if rank > len(free):
+        raise RuntimeError(f"einsum(): the ellipsis needs {rank} subscripts but only {len(free)} letters are unused"
+                           f"{_context(eq, operands)}")
+    block = "".join(free[:rank])
+    ins = [sub.replace("...", block[rank - r:]) for sub, r in zip(ins, ranks)]
+    out = out.replace("...", block) if "->" in eq else block
     return ins, out
 
 
@@ -39,7 +72,8 @@ class Einsum(Function):
     def forward(ctx, ins, out, *operands):
         ctx.save_for_backward(*operands)
         ctx.subs = (ins, out)
-        return np.asarray(np.einsum(",".join(ins) + "->" + out, *operands))
+        xp = namespace_of(operands[0]) if operands else np   # a device's einsum (cuda: backends/cuda/einsum.py)
+        return xp.asarray(xp.einsum(",".join(ins) + "->" + out, *operands))
 
     @staticmethod
     def backward(ctx, g):
@@ -70,6 +104,9 @@ def _operand_grads(ctx, ops, g, contract, spread):
         kept = "".join(c for c in sub if c in seen)
         part = contract([out] + others, kept, g, *[o for i, o in enumerate(ops) if i != k])
         shape = [ops[k].shape[i] if c in seen else 1 for i, c in enumerate(sub)]
+        wide = tuple(j for j, c in enumerate(kept) if part.shape[j] != ops[k].shape[sub.index(c)])
+        if wide:   # a size-1 dimension of this operand that broadcast against the others
+            part = part.sum(wide, keepdims=True)
         grads.append(spread(part.reshape(shape), ops[k]))
     return tuple(grads)
 
@@ -77,11 +114,7 @@ def _operand_grads(ctx, ops, g, contract, spread):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    ins, out = _parse(equation, len(operands))
-    for k, (sub, t) in enumerate(zip(ins, operands)):
-        if len(sub) != t.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(sub)}) does not match "
-                               f"the number of dimensions ({t.ndim}) for operand {k}{_context(equation, operands)}")
+    ins, out = _parse(equation, operands)
     _check_subscripts(equation, ins, out, operands)
     return Einsum.apply(ins, out, *operands)
 

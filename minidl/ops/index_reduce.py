@@ -14,7 +14,7 @@ import numpy as np
 from ..autograd import function as _function
 from ..tensor.dtype import legacy_type_name
 from ._broadcast import normalize_dim
-from .scatter import _as_1d, _host_cpu, _like_input
+from .scatter import _as_1d, _like_input, _same_device
 from .scatter_reduce import ScatterReduce
 
 REDUCTIONS = ("prod", "mean", "amax", "amin")
@@ -30,7 +30,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     if not isinstance(source, Tensor) or not isinstance(index, Tensor):
         bad = source if not isinstance(source, Tensor) else index
         raise TypeError(f"index_reduce(): expected Tensor index and source, got {type(bad).__name__}")
-    _host_cpu("index_reduce", input, source, index)
+    _same_device("index_reduce", input, source, index)
     x, s = _as_1d(input), _as_1d(source)
     d = normalize_dim(dim, x.ndim, "index_reduce")
     idx = index._data
@@ -54,5 +54,5 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
         raise IndexError("index out of range in self")
     along = [1] * s.ndim
     along[d] = idx.size
-    spread = np.broadcast_to(idx.astype(np.int64).reshape(along), s.shape).copy()
+    spread = np.broadcast_to(idx.astype(np.int64).reshape(along), tuple(s.shape)).copy()
     return _like_input(ScatterReduce.apply(x, s, d, spread, reduce, bool(include_self)), input)

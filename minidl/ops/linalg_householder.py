@@ -45,7 +45,12 @@ def geqrf(input):   # noqa: A002  (PyTorch's name)
 def householder_product(A, tau):
     """torch.linalg.householder_product: the first n columns of H_1 ... H_k, H_i = I - tau_i v_i
     v_i^T with v_i the i-th column of A below the diagonal and a unit diagonal entry (m >= n >= k,
-    tau of A's batch shape plus k)."""
+    tau of A's batch shape plus k). In float32 under autocast on the CPU, PyTorch's rule."""
+    from ..amp.policy import run_composite
+    return run_composite("linalg.householder_product", _householder_product, A, tau)
+
+
+def _householder_product(A, tau):
     import minidl as md
     op = "torch.linalg.householder_product"
     check_cpu("linalg.householder_product", A, tau)

@@ -107,7 +107,29 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
         check_input("linalg.eigh", A, "linalg_eigh_cpu", square=True)
     if A.numel() == 0:
         return _md().zeros(*A.shape[:-2], A.shape[-1], A.shape[-2], dtype=A.dtype)
+    from ..amp.policy import lowers
+    if lowers("cpu"):
+        return _pinv_composed(A, atol, rtol, hermitian)
     return Pinv.apply(A, atol, rtol, bool(hermitian))
+
+
+def _pinv_composed(A, atol, rtol, hermitian):
+    """pinv as PyTorch composes it, which is what autocast sees: the decomposition (svd, or eigh
+    with hermitian=True: float32 by their rule), 1/s over the values kept, then V diag(1/s) U^T as
+    a matmul, which autocast lowers, so the result has the low dtype. Differentiable through the
+    ops it is made of."""
+    md = _md()
+    if hermitian:
+        S, U = md.linalg.eigh(A)
+        V, magnitude = U, S.abs()
+        s_max = magnitude.detach().numpy().max(axis=-1, keepdims=True)
+    else:
+        U, S, Vh = md.linalg.svd(A, full_matrices=False)
+        V, magnitude = Vh.mT, S
+        s_max = S.detach().numpy()[..., :1]
+    keep = _wrap(magnitude.detach().numpy() > _cutoff(s_max, atol, rtol))
+    inverse = md.where(keep, S.reciprocal(), md.zeros((), dtype=S.dtype)).to(A.dtype)
+    return md.matmul(V * inverse.unsqueeze(-2), U.mT)
 
 
 def _check_pinv_input(op, A):
@@ -270,7 +292,12 @@ def lstsq(A, B, rcond=None, *, driver=None):
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
     """torch.linalg.matrix_rank: the number of singular values (|eigenvalues| with
     hermitian=True) above max(atol, rtol * s_max), as int64; ``tol`` is PyTorch's older
-    spelling of atol (with rtol = 0)."""
+    spelling of atol (with rtol = 0). In float32 under autocast on the CPU, PyTorch's rule."""
+    from ..amp.policy import run_composite
+    return run_composite("linalg.matrix_rank", lambda a: _matrix_rank(a, tol, hermitian, atol, rtol), A)
+
+
+def _matrix_rank(A, tol, hermitian, atol, rtol):
     check_cpu("linalg.matrix_rank", A)
     if A.ndim < 2:
         raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")

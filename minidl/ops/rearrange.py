@@ -93,7 +93,7 @@ class Diag(Function):
         shape, k = ctx.args
         if len(shape) == 1:
             return np.diag(g, k).copy(), None
-        out = np.zeros(shape, g.dtype)
+        out = namespace_of(g).zeros(shape, g.dtype)
         rows = np.arange(g.shape[0]) + max(-k, 0)
         out[rows, rows + k] = g
         return out, None
@@ -111,7 +111,7 @@ class Gather(Function):
     @staticmethod
     def backward(ctx, g):
         shape, axis, index = ctx.args
-        dx = np.zeros(shape, g.dtype)
+        dx = namespace_of(g).zeros(shape, g.dtype)
         idx = list(np.indices(index.shape, sparse=True))
         idx[axis] = index
         np.add.at(dx, tuple(idx), g)
@@ -135,7 +135,7 @@ class IndexSelect(Function):
     @staticmethod
     def backward(ctx, g):
         shape, axis, index = ctx.args
-        dx = np.zeros((shape[axis],) + np.moveaxis(g, axis, 0).shape[1:], g.dtype)
+        dx = namespace_of(g).zeros((shape[axis],) + np.moveaxis(g, axis, 0).shape[1:], g.dtype)
         np.add.at(dx, index, np.moveaxis(g, axis, 0))
         return np.moveaxis(dx, 0, axis), None, None
 
@@ -160,7 +160,7 @@ class MaskedSelect(Function):
     def backward(ctx, g):
         from ._broadcast import unbroadcast
         xshape, shape, mask = ctx.args
-        full = np.zeros(shape, g.dtype)
+        full = namespace_of(g).zeros(shape, g.dtype)
         full[mask] = g
         return unbroadcast(full, xshape), None
 
@@ -213,7 +213,7 @@ class RepeatInterleave(Function):
         repeats, axis, n = ctx.args
         counts = np.broadcast_to(np.asarray(repeats), (n,))
         owner = np.repeat(np.arange(n), counts)
-        dx = np.zeros((n,) + np.moveaxis(g, axis, 0).shape[1:], g.dtype)
+        dx = namespace_of(g).zeros((n,) + np.moveaxis(g, axis, 0).shape[1:], g.dtype)
         np.add.at(dx, owner, np.moveaxis(g, axis, 0))
         return np.moveaxis(dx, 0, axis), None, None
 

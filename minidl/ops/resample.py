@@ -77,7 +77,7 @@ class GatherAxis(Function):
     def forward(ctx, x, axis, taps, constant):
         y = gather_axis(x, axis, taps, len(taps[0][0]) if taps else len(constant))
         if constant is not None:
-            y = y + constant.astype(x.dtype).reshape(_along(x.ndim, axis))
+            y = y + namespace_of(x).asarray(constant.astype(x.dtype).reshape(_along(x.ndim, axis)))
         ctx.args = (axis, taps, x.shape[axis])
         return y
 

@@ -23,19 +23,26 @@ Along ``dim`` (d), with x the input and g = dL/dout:
 - ``scatter_add(x, d, index, src)``: as scatter, adding: out[...] += src[p].
       dL/dx = g,   dL/dsrc = g gathered at the written positions (zero elsewhere)
 
-Every index is checked against the size of dim before anything is written, and backward
-reads its own copy of the index (the caller may change theirs: ops/_saved.py).
+Every index is checked against the size of dim before anything is written (on cuda too: the
+check reads the device index's verdict back before any kernel runs), and backward reads its own
+copy of the index (the caller may change theirs: ops/_saved.py).
 index_fill accepts negative indices (counted from the end, as PyTorch); index_add, scatter
 and scatter_add refuse them, as PyTorch does.
+
+The ops run on every device: the writes are ops/scatter_along.py's (NumPy's ufunc.at on the CPU,
+the kernels of kernels/cuda/scatter.py on cuda) and the array namespace's indexing; the index
+must live on the input's device, as in PyTorch.
 """
 import numpy as np
 
 from ..autograd import function as _function
 from ..autograd.function import Function
+from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import normalize_dim
 from ._saved import keep_for_backward
 from ._higher_order import into_zeros, keep_where
+from .scatter_along import gather_along, scatter_along, scatter_coords
 
 
 class IndexOutOfRange(IndexError, RuntimeError):
@@ -48,12 +55,7 @@ def _slices(dim, idx):
     return (slice(None),) * dim + (idx,)
 
 
-def _scatter_coords(dim, idx):
-    """The index tuple of scatter's written positions: index's own coordinates, with the
-    coordinate along dim replaced by the index values."""
-    coords = list(np.indices(idx.shape, sparse=True))
-    coords[dim] = idx
-    return tuple(coords)
+_scatter_coords = scatter_coords   # the index tuple of scatter's written positions (ops/scatter_along.py)
 
 
 def _crop(shape):
@@ -91,7 +93,7 @@ class IndexFill(Function):
     @staticmethod
     def forward(ctx, x, value, dim, idx):
         ctx.dim = dim
-        ctx.idx = np.unique(idx) if any(ctx.needs_input_grad) else None   # a fresh array: backward's own
+        ctx.idx = namespace_of(idx).unique(idx) if any(ctx.needs_input_grad) else None   # a fresh array
         out = x.copy()
         out[_slices(dim, idx)] = value
         return out
@@ -115,17 +117,11 @@ class Scatter(Function):
 
     @staticmethod
     def forward(ctx, x, src, dim, idx, reduce):
-        ctx.reduce, ctx.src_shape = reduce, np.shape(src)
-        coords = _scatter_coords(dim, idx)
-        ctx.coords = tuple(keep_for_backward(ctx, c) for c in coords)
+        ctx.reduce, ctx.src_shape, ctx.dim = reduce, np.shape(src), dim
+        ctx.idx = keep_for_backward(ctx, idx)
         values = src[_crop(idx.shape)] if np.ndim(src) else src
         out = x.copy()
-        if reduce is None:
-            out[coords] = values
-        elif reduce == "add":
-            np.add.at(out, coords, np.broadcast_to(values, idx.shape))
-        else:
-            np.multiply.at(out, coords, np.broadcast_to(values, idx.shape))
+        scatter_along(out, dim, idx, values, "set" if reduce is None else reduce)
         return out
 
     @staticmethod
@@ -136,10 +132,9 @@ class Scatter(Function):
         nx, ns = ctx.needs_input_grad[:2]
         gx = gs = None
         if nx:
-            gx = g.copy()
-            gx[ctx.coords] = 0
+            gx = scatter_along(g.copy(), ctx.dim, ctx.idx, 0, "set")
         if ns:
-            gs = _gather_into(g, ctx.coords, ctx.src_shape)
+            gs = _gather_into(g, ctx.dim, ctx.idx, ctx.src_shape)
         return gx, gs, None, None, None
 
     @staticmethod
@@ -150,11 +145,10 @@ class Scatter(Function):
         nx, ns = ctx.needs_input_grad[:2]
         gx = gs = None
         if nx:
-            written = np.zeros(g.shape, bool)
-            written[ctx.coords] = True
+            written = scatter_along(namespace_of(ctx.idx).zeros(g.shape, bool), ctx.dim, ctx.idx, True, "set")
             gx = keep_where(~written, g)
         if ns:
-            gs = into_zeros(g[ctx.coords], ctx.src_shape)
+            gs = into_zeros(g[_scatter_coords(ctx.dim, ctx.idx)], ctx.src_shape)
         return gx, gs, None, None, None
 
 
@@ -164,47 +158,50 @@ class ScatterAdd(Function):
 
     @staticmethod
     def forward(ctx, x, src, dim, idx):
-        ctx.src_shape = src.shape
-        coords = _scatter_coords(dim, idx)
-        ctx.coords = tuple(keep_for_backward(ctx, c) for c in coords)
-        out = x.copy()
-        np.add.at(out, coords, src[_crop(idx.shape)])
-        return out
+        ctx.src_shape, ctx.dim = src.shape, dim
+        ctx.idx = keep_for_backward(ctx, idx)
+        return scatter_along(x.copy(), dim, idx, src[_crop(idx.shape)], "add")
 
     @staticmethod
     def backward(ctx, g):
         nx, ns = ctx.needs_input_grad[:2]
-        return (g if nx else None), (_gather_into(g, ctx.coords, ctx.src_shape) if ns else None), None, None
+        return (g if nx else None), (_gather_into(g, ctx.dim, ctx.idx, ctx.src_shape) if ns else None), None, None
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
         nx, ns = ctx.needs_input_grad[:2]
-        return (g if nx else None), (into_zeros(g[ctx.coords], ctx.src_shape) if ns else None), None, None
+        gs = into_zeros(g[_scatter_coords(ctx.dim, ctx.idx)], ctx.src_shape) if ns else None
+        return (g if nx else None), gs, None, None
 
 
-def _gather_into(g, coords, src_shape):
+def _gather_into(g, dim, idx, src_shape):
     """g at scatter's written positions, placed in a zero array of src's shape."""
-    gs = np.zeros(src_shape, dtype=g.dtype)
-    picked = g[coords]
-    gs[_crop(picked.shape)] = picked
+    gs = namespace_of(g).zeros(src_shape, dtype=g.dtype)
+    gs[_crop(idx.shape)] = gather_along(g, dim, idx)
     return gs
 
 
 # argument checks ---------------------------------------------------------------------------
 
-def _host_cpu(op, *tensors):
+def _same_device(op, input, *tensors):
+    """Every tensor (the index among them) on input's device, as PyTorch requires."""
     for t in tensors:
-        if t is not None and hasattr(t, "device") and t.device != "cpu":
-            raise RuntimeError(f"{op}: supported for CPU tensors only, got a tensor on {t.device}")
+        if t is not None and hasattr(t, "device") and t.device != input.device:
+            raise RuntimeError(f"{op}: expected all tensors to be on the same device, but found at least two "
+                               f"devices, {input.device} and {t.device}!")
 
 
-def _index_array(op, index, allowed="int32/int64"):
+def _index_array(op, index, allowed="int32/int64", input=None):
+    """The index's array, on input's device (a list or ndarray index is put there)."""
     Tensor = _function.Tensor
     if isinstance(index, Tensor):
-        _host_cpu(op, index)
+        if input is not None:
+            _same_device(op, input, index)
         idx = index._data
     else:
         idx = np.asarray(index)
+        if input is not None and type(input._data) is not np.ndarray:
+            idx = namespace_of(input._data).asarray(idx)
     if idx.dtype not in (np.int32, np.int64):
         raise RuntimeError(f"{op}: Expected dtype {allowed} for index but got: {idx.dtype}")
     return idx
@@ -243,7 +240,7 @@ def index_add(input, dim, index, source, *, alpha=1):
     """As ``torch.index_add``: ``input`` with ``alpha * source`` added at ``index`` along dim."""
     Tensor = _function.Tensor
     op = "index_add"
-    _host_cpu(op, input, source)
+    _same_device(op, input, source)
     if not isinstance(source, Tensor):
         raise TypeError(f"{op}: source must be a Tensor, got {type(source).__name__}")
     check_same_dtype(op, [("self", input), ("source", source)])
@@ -251,7 +248,7 @@ def index_add(input, dim, index, source, *, alpha=1):
         raise RuntimeError(f"{op}: for integral input tensors, argument alpha must not be a floating point number")
     x, s = _as_1d(input), _as_1d(source)
     d = normalize_dim(dim, x.ndim, op)
-    idx = _vector_index(op, _index_array(op, index), "index is supposed to be a vector")
+    idx = _vector_index(op, _index_array(op, index, input=input), "index is supposed to be a vector")
     if s.ndim != x.ndim or s.shape[:d] + s.shape[d + 1:] != x.shape[:d] + x.shape[d + 1:]:
         raise RuntimeError(f"{op}: source tensor shape must match self tensor shape, excluding the specified "
                            f"dimension. Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
@@ -267,10 +264,12 @@ def index_fill(input, dim, index, value):
     ``index`` along dim; negative indices count from the end."""
     Tensor = _function.Tensor
     op = "index_fill"
-    _host_cpu(op, input, value if isinstance(value, Tensor) else None)
+    if isinstance(value, Tensor) and value.device != input.device and value.ndim == 0:
+        value = value.to(input.device)   # a 0-d value moves to the input's device, as PyTorch's scalars
+    _same_device(op, input, value if isinstance(value, Tensor) else None)
     x = _as_1d(input)
     d = normalize_dim(dim, x.ndim, op)
-    idx = _index_array(op, index, "int64")
+    idx = _index_array(op, index, "int64", input)
     if idx.ndim > 1:
         raise RuntimeError(f"{op}: Index has to be a vector/scalar, got shape {list(idx.shape)}")
     idx = _check_range(op, idx.reshape(-1), x.shape[d], d, negative_ok=True)
@@ -296,7 +295,7 @@ def _scatter_index(op, input, x, dim, index, src_shape):
     """The checked index of scatter/scatter_add on x (input, made 1-d if it was 0-d): the
     axis and the index array."""
     d = normalize_dim(dim, x.ndim, op)
-    idx = _index_array(op, index, "int64")
+    idx = _index_array(op, index, "int64", input)
     idx = idx.reshape(1) if idx.ndim == 0 and input.ndim == 0 else idx
     if idx.ndim != x.ndim:
         raise RuntimeError(f"{op}: Index tensor must have the same number of dimensions as self tensor (index has "
@@ -321,7 +320,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     src = value if src is None else src
     if reduce not in (None, "add", "multiply"):
         raise RuntimeError(f"{op}: reduce argument must be either add or multiply, got {reduce!r}")
-    _host_cpu(op, input, src if isinstance(src, Tensor) else None)
+    _same_device(op, input, src if isinstance(src, Tensor) else None)
     x = _as_1d(input)
     if isinstance(src, Tensor):
         check_same_dtype(op, [("self", input), ("src", src)])
@@ -339,7 +338,7 @@ def scatter_add(input, dim, index, src):
     op = "scatter_add"
     if not isinstance(src, Tensor):
         raise TypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")
-    _host_cpu(op, input, src)
+    _same_device(op, input, src)
     check_same_dtype(op, [("self", input), ("src", src)])
     x = _as_1d(input)
     s = _as_1d(src) if input.ndim == 0 else src

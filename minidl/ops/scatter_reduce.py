@@ -18,23 +18,25 @@ position c of the output combines the src[p] with c(p) = c, and x[c] too when in
          counted among them when equal even without include_self (it then gets 0), as PyTorch.
 
 Integer inputs are combined in their own dtype (mean rounds down, as PyTorch); the gradient is
-defined for floating dtypes only.
+defined for floating dtypes only. Every combination is ops/scatter_along.py's, so the op runs on
+every device (cuda: atomics for sum, amax and amin, one thread per line along dim for prod).
 """
 import numpy as np
 
 from ..autograd import function as _function
 from ..autograd.function import Function
+from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._saved import keep_for_backward
-from .scatter import _as_1d, _crop, _host_cpu, _like_input, _scatter_coords, _scatter_index
+from .scatter import _as_1d, _crop, _like_input, _same_device, _scatter_index
+from .scatter_along import gather_along, scatter_along
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
-def _touched(shape, coords):
-    mask = np.zeros(shape, bool)
-    mask[coords] = True
-    return mask
+def _touched(x, dim, idx):
+    """True at every position some p names (c(p), for any p)."""
+    return scatter_along(namespace_of(x).zeros(x.shape, bool), dim, idx, True, "set")
 
 
 def _identity(dtype, reduce):
@@ -47,9 +49,9 @@ def _identity(dtype, reduce):
     return -np.inf if reduce == "amax" else np.inf
 
 
-def _counts(shape, coords, include_self):
-    n = np.zeros(shape, np.int64)
-    np.add.at(n, coords, 1)
+def _counts(x, dim, idx, include_self):
+    """N_c: how many src values land at each position (+1 with include_self)."""
+    n = scatter_along(namespace_of(x).zeros(x.shape, np.int64), dim, idx, 1, "add")
     return n + 1 if include_self else n
 
 
@@ -58,83 +60,79 @@ class ScatterReduce(Function):
 
     @staticmethod
     def forward(ctx, x, src, dim, idx, reduce, include_self):
-        coords = _scatter_coords(dim, idx)
         values = src[_crop(idx.shape)]
-        touched = _touched(x.shape, coords)
+        touched = _touched(x, dim, idx)
         out = x.copy()
         if reduce in ("sum", "mean"):
             if not include_self:
                 out[touched] = 0
-            np.add.at(out, coords, values)
+            scatter_along(out, dim, idx, values, "add")
             if reduce == "mean":
-                n = np.maximum(_counts(x.shape, coords, include_self), 1).astype(out.dtype)
+                n = np.maximum(_counts(x, dim, idx, include_self), 1).astype(out.dtype)
                 out = out // n if out.dtype.kind in "iub" else out / n
                 out = np.where(touched, out, x).astype(x.dtype, copy=False)
         elif reduce == "prod":
             if not include_self:
                 out[touched] = 1
-            np.multiply.at(out, coords, values)
+            scatter_along(out, dim, idx, values, "multiply")
         else:
-            ufunc = np.maximum if reduce == "amax" else np.minimum
             if not include_self:
                 out[touched] = _identity(out.dtype, reduce)
-            ufunc.at(out, coords, values)
-        ctx.reduce, ctx.include_self, ctx.src_shape = reduce, include_self, src.shape
-        ctx.coords = tuple(keep_for_backward(ctx, c) for c in coords)
+            scatter_along(out, dim, idx, values, "max" if reduce == "amax" else "min")
+        ctx.reduce, ctx.include_self, ctx.src_shape, ctx.dim = reduce, include_self, src.shape, dim
+        ctx.idx = keep_for_backward(ctx, idx)
         ctx.save_for_backward(x, values, out, touched)
         return out
 
     @staticmethod
     def backward(ctx, g):
         x, values, out, touched = ctx.saved_tensors
-        coords, reduce, include_self = ctx.coords, ctx.reduce, ctx.include_self
+        dim, idx, reduce, include_self = ctx.dim, ctx.idx, ctx.reduce, ctx.include_self
+        xp = namespace_of(g)
         if reduce in ("sum", "mean"):
             scale = 1.0
             if reduce == "mean":
-                scale = 1.0 / np.maximum(_counts(x.shape, coords, include_self), 1)
+                scale = 1.0 / np.maximum(_counts(x, dim, idx, include_self), 1)
             gx = g * scale
-            gv = gx[coords]
+            gv = gather_along(gx, dim, idx)
             if not include_self:
                 gx = np.where(touched, 0, g)
             elif reduce == "mean":
                 gx = np.where(touched, gx, g)
         elif reduce == "prod":
-            others = np.ones_like(x)
-            np.multiply.at(others, coords, values)
+            others = scatter_along(xp.ones_like(x), dim, idx, values, "multiply")
             gx = np.where(touched, g * others, g) if include_self else np.where(touched, 0, g)
-            gv = _prod_src_grad(g, x, values, out, coords, include_self)
+            gv = _prod_src_grad(g, x, values, out, dim, idx, include_self)
         else:
             # x_c counts among the tied factors even without include_self (PyTorch's formula),
             # though its own gradient is then 0
             hits = (x == out) & touched
-            src_hits = values == out[coords]
-            n = hits.astype(np.int64)
-            np.add.at(n, coords, src_hits.astype(np.int64))
+            src_hits = values == gather_along(out, dim, idx)
+            n = scatter_along(hits.astype(np.int64), dim, idx, src_hits.astype(np.int64), "add")
             share = g / np.maximum(n, 1)
-            gx = np.where(touched, np.where(hits & include_self, share, 0), g)
-            gv = np.where(src_hits, share[coords], 0)
-        gs = np.zeros(ctx.src_shape, dtype=g.dtype)
+            gx = np.where(touched, np.where(hits, share, 0), g) if include_self else np.where(touched, 0, g)
+            gv = np.where(src_hits, gather_along(share, dim, idx), 0)
+        gs = xp.zeros(ctx.src_shape, dtype=g.dtype)
         gs[_crop(values.shape)] = gv
         return gx.astype(g.dtype, copy=False), gs, None, None, None, None
 
 
-def _prod_src_grad(g, x, values, out, coords, include_self):
-    """dL/dsrc_p for prod: g times the product of the other factors of its output position."""
-    gc, oc = g[coords], out[coords]
+def _prod_src_grad(g, x, values, out, dim, idx, include_self):
+    """dL/dsrc_p for prod: g_c times the product of the other factors of c = c(p). Where src_p != 0
+    that is out_c / src_p; where src_p == 0 it is the product of c's non-zero factors if src_p is
+    c's only zero factor, else 0 (both counted with one scatter each, exact with zeros)."""
+    xp = namespace_of(g)
+    gc, oc = gather_along(g, dim, idx), gather_along(out, dim, idx)
+    zero = values == 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        gv = np.where(values != 0, gc * oc / np.where(values != 0, values, 1), 0)
-    zeros = np.argwhere(values == 0)
-    if len(zeros):
-        flat_c = np.ravel_multi_index(tuple(np.broadcast_to(c, values.shape) for c in coords), x.shape)
-        flat_v, flat_x = values.reshape(-1), x.reshape(-1)
-        cells = flat_c.reshape(-1)
-        for z in zeros:
-            k = np.ravel_multi_index(tuple(z), values.shape)
-            same = np.flatnonzero(cells == cells[k])
-            rest = np.prod(flat_v[same[same != k]])
-            if include_self:
-                rest = rest * flat_x[cells[k]]
-            gv[tuple(z)] = gc[tuple(z)] * rest
+        gv = np.where(zero, 0, gc * oc / np.where(zero, 1, values))
+    if bool(zero.any()):
+        zeros = scatter_along(((x == 0) if include_self else xp.zeros(x.shape, bool)).astype(np.int64), dim, idx,
+                              zero.astype(np.int64), "add")
+        rest = scatter_along(np.where(x != 0, x, 1) if include_self else xp.ones_like(x), dim, idx,
+                             np.where(zero, 1, values), "multiply")
+        alone = gather_along(zeros, dim, idx) == 1
+        gv = np.where(zero & alone, gc * gather_along(rest, dim, idx), gv)
     return gv
 
 
@@ -146,7 +144,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"{op}(): reduce argument must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
     if not isinstance(src, Tensor):
         raise TypeError(f"{op}(): src must be a Tensor, got {type(src).__name__}")
-    _host_cpu(op, input, src)
+    _same_device(op, input, src)
     check_same_dtype(op, [("self", input), ("src", src)])
     x = _as_1d(input)
     s = _as_1d(src) if input.ndim == 0 else src

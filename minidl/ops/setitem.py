@@ -50,6 +50,23 @@ def setitem(x, index, value):
     return setitem_split(x, *split_index(index, x.ndim), value)
 
 
+def setitem_overlap(x, first, second, value):
+    """How ``x[first][second] = value`` judges a value over x's memory, as PyTorch: through a basic
+    index alone it is a copy_ into the view (copy_'s rule, "partial"), or a fill_ when the value is
+    broadcast to the view (nothing to judge: an expanded value is read as it is); with index arrays
+    or a mask it is index_put_ into the view the basic part selects (tensor/inplace_overlap.py)."""
+    from ..tensor.inplace_overlap import index_put_overlap
+    view = take(x._data, first, None)
+    if second is None:
+        if not isinstance(value, _function.Tensor):
+            return "partial"
+        shape = tuple(value.shape)
+        while len(shape) > view.ndim and shape[0] == 1:
+            shape = shape[1:]
+        return "partial" if shape == tuple(view.shape) else None
+    return index_put_overlap(view, second, value, "index assignment")
+
+
 def write_indexed(memory, result, first, second):
     """Write into ``memory`` the positions of ``result`` that ``x[first][second] = value`` set."""
     assign(memory, first, second, take(result, first, second))

@@ -18,18 +18,31 @@ It stops early when max|g| <= tolerance_grad, g.d > -tolerance_change, max|t d| 
 of the loss fall below tolerance_change, or ``max_eval`` closure calls are spent. The state
 (the history, d, t, ...) is kept under the first parameter, as in PyTorch, so state_dict and
 load_state_dict carry it; its vectors (d, prev_flat_grad, old_dirs, old_stps) are Tensors, as
-PyTorch's. The scalars of the recursion (ro, H_diag, al) are Python floats, computed in
-float64 where PyTorch keeps 0-d tensors of the parameters' dtype.
+PyTorch's.
+
+The scalars have PyTorch's types, so that a float32 run rounds where PyTorch's does (over a long
+nonconvex run float64 scalars drift away from PyTorch's path): what PyTorch computes as a 0-d
+tensor (the dot products ys, y.y, s.q, y.r; ro = 1/ys, H_diag, al, g.d, and a t computed from
+them) is a NumPy scalar of the parameters' dtype during the step (``tensor_scalar``) and a 0-d
+Tensor beside the parameter in the state; what PyTorch keeps as a Python number (the losses,
+prev_loss, t = lr, the first H_diag = 1, the counts) stays one. The updates ``x += alpha v`` of the
+recursion and of the step are rounded once, as PyTorch's ``add_(v, alpha=)`` (``_add_scaled``).
 """
+import numbers
+
+import numpy as np
+
 from .. import backends
 from ..autograd import grad_mode
 from ..tensor.tensor import Tensor
 from . import hyper, state_checks
-from .line_search import strong_wolfe
-from .optimizer import Optimizer, held
+from .line_search import strong_wolfe, tensor_dot, tensor_scalar
+from .optimizer import Optimizer, _beside, held
 
 _FLAT = ("d", "prev_flat_grad")
 _FLAT_LISTS = ("old_dirs", "old_stps")
+_SCALARS = ("t", "H_diag")
+_SCALAR_LISTS = ("ro", "al")
 
 
 class LBFGS(Optimizer):
@@ -57,12 +70,20 @@ class LBFGS(Optimizer):
             raise ValueError(f"LBFGS line_search_fn must be None or 'strong_wolfe', got {group['line_search_fn']!r}")
 
     def _state_spec(self, group):
-        return {"func_evals": ("count", True), "n_iter": ("count", True), "t": ("real", False),
-                "H_diag": ("real", False), "prev_loss": ("real", False)}
+        return {"func_evals": ("count", True), "n_iter": ("count", True), "prev_loss": ("real", False)}
 
     def _checked_param_state(self, index, p, group, entries):
-        """Also the flat vectors: each as long as all parameters together."""
+        """Also the flat vectors: each as long as all parameters together; and the scalars, each a
+        number (kept as it is) or a 0-d array (kept as a 0-d Tensor of the parameter's dtype, as
+        PyTorch casts it), the lists ro and al of such (al also of None)."""
+        scalars = {}
+        for name in _SCALARS + _SCALAR_LISTS:
+            if entries.get(name) is not None:
+                where = f"loaded optimizer state for parameter {index}, {name!r}"
+                scalars[name] = _loaded_scalars(where, entries[name], p, name == "al") if name in _SCALAR_LISTS \
+                    else _loaded_scalar(where, entries[name], p)
         state = super()._checked_param_state(index, p, group, entries)
+        state.update(scalars)
         n = self._numel()
         for name in _FLAT + _FLAT_LISTS:
             if state.get(name) is None:
@@ -90,7 +111,7 @@ class LBFGS(Optimizer):
         offset = 0
         for p in self._params:
             n = p.numel()
-            p._data += step * update[offset:offset + n].reshape(p._data.shape)
+            _add_scaled(p._data, update[offset:offset + n].reshape(p._data.shape), step)
             offset += n
 
     def _directional_evaluate(self, closure, x, t, d):
@@ -102,21 +123,24 @@ class LBFGS(Optimizer):
         return loss, flat_grad
 
     def step(self, closure):
-        """Up to ``max_iter`` iterations; returns the loss of the first closure call."""
+        """Up to ``max_iter`` iterations; returns the loss of the first closure call. The scalar
+        arithmetic gives inf or nan silently (a zero curvature, a degenerate interpolation), as
+        PyTorch's 0-d tensors do."""
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.step requires a closure that reevaluates the model and returns the loss")
-        with grad_mode.no_grad():
+        with grad_mode.no_grad(), np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             return self._run(closure)
 
     def _run(self, closure):
         group = self.param_groups[0]
-        lr, max_iter, max_eval = hyper.scalar(group["lr"]), group["max_iter"], group["max_eval"]
+        lr, max_iter, max_eval = _lr_value(group["lr"]), group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         history_size = group["history_size"]
         xp = self._xp()
+        errors = np.geterr()
 
-        def evaluate():
-            with grad_mode.enable_grad():
+        def evaluate():    # the closure's own NumPy runs with the caller's error settings
+            with grad_mode.enable_grad(), np.errstate(**errors):
                 return closure()
 
         state = self.state.setdefault(self._params[0], {})
@@ -127,24 +151,28 @@ class LBFGS(Optimizer):
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._gather_flat_grad()
-        if float(abs(flat_grad).max(initial=0.0)) <= tolerance_grad:
+        dtype = flat_grad.dtype
+
+        def scalar(value):
+            return tensor_scalar(value, dtype)
+        if flat_grad.size == 0 or scalar(abs(flat_grad).max()) <= tolerance_grad:
             return orig_loss
 
-        d, t = _array(state.get("d")), _number(state.get("t"))
+        d, t = _array(state.get("d")), _scalar(state.get("t"))
         old_dirs, old_stps = _arrays(state.get("old_dirs")), _arrays(state.get("old_stps"))
-        ro, H_diag = _numbers(state.get("ro")), _number(state.get("H_diag"))
-        prev_flat_grad, prev_loss = _array(state.get("prev_flat_grad")), _number(state.get("prev_loss"))
+        ro, H_diag, al = _scalars(state.get("ro")), _scalar(state.get("H_diag")), _scalars(state.get("al"))
+        prev_flat_grad, prev_loss = _array(state.get("prev_flat_grad")), state.get("prev_loss")
         n_iter = 0
         while n_iter < max_iter:
             n_iter += 1
             state["n_iter"] += 1
             if state["n_iter"] == 1:
                 d = -flat_grad
-                old_dirs, old_stps, ro, H_diag = [], [], [], 1.0
+                old_dirs, old_stps, ro, H_diag = [], [], [], 1
             else:
                 y = flat_grad - prev_flat_grad
-                s = d * t
-                ys = float(y.dot(s))
+                s = d * float(t)
+                ys = tensor_dot(y, s)
                 if ys > 1e-10:
                     if len(old_dirs) == history_size:
                         old_dirs.pop(0)
@@ -153,21 +181,25 @@ class LBFGS(Optimizer):
                     old_dirs.append(y)
                     old_stps.append(s)
                     ro.append(1.0 / ys)
-                    H_diag = ys / float(y.dot(y))
-                al = [0.0] * len(old_dirs)
+                    H_diag = ys / tensor_dot(y, y)
+                if al is None:    # kept across steps, as PyTorch's, whose entries are overwritten before use
+                    al = [None] * history_size
+                al += [None] * (len(old_dirs) - len(al))
                 q = -flat_grad
                 for i in range(len(old_dirs) - 1, -1, -1):
-                    al[i] = float(old_stps[i].dot(q)) * ro[i]
-                    q -= al[i] * old_dirs[i]
-                d = r = q * H_diag
+                    al[i] = tensor_dot(old_stps[i], q) * ro[i]
+                    _add_scaled(q, old_dirs[i], -al[i])
+                d = r = q * float(H_diag)
                 for i in range(len(old_dirs)):
-                    be_i = float(old_dirs[i].dot(r)) * ro[i]
-                    r += (al[i] - be_i) * old_stps[i]
-                state["al"] = al
-            prev_flat_grad = flat_grad.copy()
+                    be_i = tensor_dot(old_dirs[i], r) * ro[i]
+                    _add_scaled(r, old_stps[i], al[i] - be_i)
+            if prev_flat_grad is None:
+                prev_flat_grad = flat_grad.copy()
+            else:    # in place, as PyTorch: the state's Tensor follows
+                prev_flat_grad[...] = flat_grad
             prev_loss = loss
-            t = min(1.0, 1.0 / float(abs(flat_grad).sum())) * lr if state["n_iter"] == 1 else lr
-            gtd = float(flat_grad.dot(d))
+            t = min(1.0, 1.0 / scalar(abs(flat_grad).sum())) * lr if state["n_iter"] == 1 else lr
+            gtd = tensor_dot(flat_grad, d)
             if gtd > -tolerance_change:    # not a descent direction
                 break
 
@@ -178,24 +210,40 @@ class LBFGS(Optimizer):
                     lambda x, t, d: self._directional_evaluate(evaluate, x, t, d), x_init, t, d, loss, flat_grad,
                     gtd, max_ls=max_eval - current_evals)
                 self._add_grad(t, d)
-                opt_cond = float(abs(flat_grad).max()) <= tolerance_grad
+                opt_cond = scalar(abs(flat_grad).max()) <= tolerance_grad
             else:
                 self._add_grad(t, d)
                 opt_cond = False
                 if n_iter != max_iter:    # the next iteration needs the gradient here
                     loss = _loss_value(evaluate())
                     flat_grad = self._gather_flat_grad()
-                    opt_cond = float(abs(flat_grad).max()) <= tolerance_grad
+                    opt_cond = scalar(abs(flat_grad).max()) <= tolerance_grad
                     evals = 1
             current_evals += evals
             state["func_evals"] += evals
             if (n_iter == max_iter or current_evals >= max_eval or opt_cond
-                    or float(abs(d * t).max()) <= tolerance_change or abs(loss - prev_loss) < tolerance_change):
+                    or scalar(abs(d * float(t)).max()) <= tolerance_change or abs(loss - prev_loss) < tolerance_change):
                 break
 
-        state.update(d=held(d), t=t, old_dirs=[held(v) for v in old_dirs], old_stps=[held(v) for v in old_stps],
-                     ro=ro, H_diag=H_diag, prev_flat_grad=held(prev_flat_grad), prev_loss=prev_loss)
+        p0 = self._params[0]
+        state.update(d=held(d), t=_held_scalar(t, p0), old_dirs=[held(v) for v in old_dirs],
+                     old_stps=[held(v) for v in old_stps], ro=[_held_scalar(v, p0) for v in ro],
+                     H_diag=_held_scalar(H_diag, p0), prev_flat_grad=held(prev_flat_grad), prev_loss=prev_loss)
+        if al is not None:
+            state["al"] = [_held_scalar(v, p0) for v in al]
         return orig_loss
+
+
+def _add_scaled(x, v, alpha):
+    """x += alpha * v in place, rounded once as PyTorch's ``x.add_(v, alpha=alpha)`` is (its kernel
+    is a fused multiply-add): below float64 the product and sum are formed in float64, where the
+    product of two float32 numbers is exact, and rounded to x's dtype once. alpha is first rounded
+    to x's dtype, as the kernel takes it."""
+    if x.dtype.itemsize < 8 and x.dtype.kind == "f":
+        alpha = float(np.dtype(x.dtype).type(alpha))
+        x[...] = (x.astype(np.float64) + v.astype(np.float64) * alpha).astype(x.dtype)
+    else:
+        x += v * float(alpha)
 
 
 def _loss_value(loss):
@@ -204,6 +252,12 @@ def _loss_value(loss):
             raise ValueError(f"LBFGS closure must return a scalar loss, got a tensor of shape {tuple(loss.shape)}")
         return float(loss.item())
     return float(loss)
+
+
+def _lr_value(lr):
+    """The step's lr: a number as it is; a Tensor lr as a 0-d value of its dtype (PyTorch's t is
+    then a 0-d tensor, not a Python number)."""
+    return tensor_scalar(lr.item(), lr._data.dtype) if isinstance(lr, Tensor) else lr
 
 
 def _array(value):
@@ -215,10 +269,36 @@ def _arrays(values):
     return None if values is None else [_array(v) for v in values]
 
 
-def _number(value):
-    """A state scalar as a Python number (a 0-d Tensor, as PyTorch saves H_diag, included)."""
-    return value.item() if isinstance(value, Tensor) else value
+def _scalar(value):
+    """A state scalar for the step: a 0-d Tensor as a NumPy scalar of its dtype, a number (or None) as it is."""
+    if isinstance(value, Tensor):
+        return tensor_scalar(value.item(), value._data.dtype)
+    return value
 
 
-def _numbers(values):
-    return None if values is None else [_number(v) for v in values]
+def _scalars(values):
+    return None if values is None else [_scalar(v) for v in values]
+
+
+def _held_scalar(value, p):
+    """A step scalar for the state: a NumPy scalar (PyTorch's 0-d tensor) as a 0-d Tensor beside ``p``."""
+    return held(_beside(p, np.array(value))) if isinstance(value, np.generic) else value
+
+
+def _loaded_scalar(where, value, p):
+    """A loaded t or H_diag: a number kept as it is, a 0-d array or Tensor as a 0-d Tensor of the
+    parameter's dtype (PyTorch casts a floating-point state tensor to the parameter's)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_, np.generic)):
+        return state_checks.real(where, value) if isinstance(value, float) else value
+    if getattr(value, "ndim", None) != 0 and not isinstance(value, np.generic):
+        raise ValueError(f"{where}: expected a number or a 0-d tensor, got {state_checks._show(value)}")
+    state_checks.real(where, value)
+    host = np.asarray(state_checks.host(value))
+    return held(_beside(p, host.astype(p._data.dtype if host.dtype.kind == "f" else host.dtype)))
+
+
+def _loaded_scalars(where, values, p, none_allowed):
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"{where}: expected a list of scalars, got {state_checks._show(values)}")
+    return [None if v is None and none_allowed else _loaded_scalar(f"{where}[{i}]", v, p)
+            for i, v in enumerate(values)]

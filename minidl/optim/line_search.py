@@ -4,8 +4,29 @@ Along a descent direction d from x, find a step t with sufficient decrease
 f(x + t d) <= f(x) + c1 t g.d and small curvature |g(x + t d).d| <= c2 |g.d|: first widen t
 until a bracket holding such a step is found (or one already fits), then shrink the bracket
 by safeguarded cubic interpolation ("zoom", Nocedal & Wright, Algorithms 3.5 and 3.6).
+
+The scalars follow PyTorch's types: the losses f are Python floats, the directional derivatives
+g.d and max|d| are 0-d values of the parameters' dtype (``tensor_scalar``), and a step t is whatever
+the arithmetic made it (the caller's lr, a Python number, or a 0-d value where it was computed from
+one). So a float32 search compares and interpolates in float32 where PyTorch's does.
 """
 import math
+
+import numpy as np
+
+
+def tensor_scalar(value, dtype):
+    """A 0-d result that PyTorch keeps as a 0-d tensor of ``dtype`` (a dot product, a max, a sum),
+    as a NumPy scalar of that dtype on the host. NumPy treats Python numbers in arithmetic with it
+    as weak, as PyTorch treats them with a 0-d tensor, so ``1.0 / ys`` or ``f + c1 * t * gtd`` stays
+    in float32 for float32 parameters and is rounded where PyTorch's is."""
+    return np.dtype(dtype).type(float(value))
+
+
+def tensor_dot(a, b):
+    """The dot product of two flat vectors as ``tensor_scalar`` of their dtype (NumPy's ``dot`` on
+    the host, whose float32 sums are BLAS's as PyTorch's are; ``@`` on a device)."""
+    return tensor_scalar(a.dot(b) if isinstance(a, np.ndarray) else a @ b, a.dtype)
 
 
 def cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
@@ -16,7 +37,7 @@ def cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     d2_square = d1 ** 2 - g1 * g2
     if d2_square < 0:
         return (lo + hi) / 2.0
-    d2 = math.sqrt(d2_square)
+    d2 = math.sqrt(d2_square) if type(d2_square) in (int, float) else np.sqrt(d2_square)
     if x1 <= x2:
         min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
     else:
@@ -28,11 +49,11 @@ def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change
     """(loss, flat gradient, step t, evaluations) at the step found. ``obj_func(x, t, d)``
     gives the loss and flat gradient at x + t d; f, g, gtd are the loss, gradient and
     directional derivative at t = 0."""
-    d_norm = float(abs(d).max())
+    d_norm = tensor_scalar(abs(d).max(), d.dtype)
     g = g.copy()
     f_new, g_new = obj_func(x, t, d)
     evals = 1
-    gtd_new = float(g_new.dot(d))
+    gtd_new = tensor_dot(g_new, d)
     t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
     done, ls_iter = False, 0
     while ls_iter < max_ls:    # widen until a bracket [t_prev, t] holds an acceptable step
@@ -50,7 +71,7 @@ def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change
         f_prev, g_prev, gtd_prev = f_new, g_new.copy(), gtd_new
         f_new, g_new = obj_func(x, t, d)
         evals += 1
-        gtd_new = float(g_new.dot(d))
+        gtd_new = tensor_dot(g_new, d)
         ls_iter += 1
     if ls_iter == max_ls:
         bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
@@ -73,7 +94,7 @@ def strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change
             insufficient_progress = False
         f_new, g_new = obj_func(x, t, d)
         evals += 1
-        gtd_new = float(g_new.dot(d))
+        gtd_new = tensor_dot(g_new, d)
         ls_iter += 1
         if f_new > f + c1 * t * gtd or f_new >= bracket_f[low]:
             bracket[high], bracket_f[high], bracket_g[high], bracket_gtd[high] = t, f_new, g_new.copy(), gtd_new

@@ -23,17 +23,20 @@ import numpy as np
 
 from ..autograd import function, grad_mode, versions, views
 from .dtype import check_floating
+from .inplace_overlap import check_no_overlap, element_addresses, masked_scatter_order
 
 
 def _tensor_args(args):
     return [a for a in args if isinstance(a, function.Tensor)]
 
 
-def apply_inplace(t, name, compute, *args, write=None):
+def apply_inplace(t, name, compute, *args, write=None, overlap="partial"):
     """Write ``compute(old)`` into t; ``args`` are the op's other operands. ``write(memory, result)``,
     when given, writes only the part of the result the op changed (an index assignment: in a tensor
     whose elements share memory, an unfold's windows, writing the whole result back would put the
-    old value of one alias over the new value of another)."""
+    old value of one alias over the new value of another). ``overlap`` judges the operands over t's
+    memory: "partial" is copy_'s rule (``check_no_partial_overlap``); an indexed write passes a
+    stricter ``overlap(memory, operand, name)`` (inplace_overlap.py), or None to judge nothing."""
     Tensor = function.Tensor
     others = _tensor_args(args)
     views.current(t)              # a view whose base was written since: its history first
@@ -44,8 +47,12 @@ def apply_inplace(t, name, compute, *args, write=None):
             raise RuntimeError(_INTERNAL_OVERLAP + f" ({name}: an expanded tensor's memory is read-only)")
         raise RuntimeError(f"{name}: the tensor's memory is read-only (a read-only array); clone() it before "
                            "writing to it in place")
-    for o in others:              # an operand over the same memory (a view, detach()) and not t itself
-        if o._version_counter is t._version_counter and o._data is not data:
+    for o in others:              # an operand over the same memory (a view, detach())
+        if o._version_counter is not t._version_counter or overlap is None:
+            continue
+        if overlap != "partial":
+            overlap(data, o._data, name)
+        elif o._data is not data:     # (t itself is read before it is written)
             check_no_partial_overlap(data, o._data, name, write)
     through_view = record and t._base is not None
     if record:
@@ -133,14 +140,6 @@ _PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor an
                     "single memory location. Please clone() the tensor before performing the operation.")
 
 
-def _addresses(a):
-    """The byte address of each element of the ndarray ``a``, in a's shape."""
-    addr = np.asarray(a.__array_interface__["data"][0], dtype=np.int64)
-    for n, stride in zip(a.shape, a.strides):
-        addr = np.add.outer(addr, np.arange(n, dtype=np.int64) * stride)
-    return addr
-
-
 def check_no_partial_overlap(dest, src, name, write=None):
     """Raise PyTorch's error when the operand ``src`` and the memory the op writes (all of
     ``dest``, or the part ``write`` changes) share some elements without being the same elements
@@ -152,12 +151,12 @@ def check_no_partial_overlap(dest, src, name, write=None):
         return
     if not np.may_share_memory(dest, src):
         return                    # their bounds are apart
-    written = _addresses(dest)
+    written = element_addresses(dest)
     if write is not None:         # an index assignment: the addresses at the positions it sets
         marks = np.full(dest.shape, -1, dtype=np.int64)
         write(marks, written)
         written = marks[marks >= 0]
-    read = _addresses(src).ravel()
+    read = element_addresses(src).ravel()
     written = written.ravel()
     if written.size == read.size and np.array_equal(written, read):
         return
@@ -228,38 +227,52 @@ class InplaceMethods:
     __ipow__ = pow_
 
     # writing at indexed positions (ops/scatter.py) -----------------------------------------
+    # (an operand, index included, sharing memory with self is refused: inplace_overlap.py)
     def index_add_(self, dim, index, source, *, alpha=1):
         from ..ops.scatter import index_add
-        return apply_inplace(self, "index_add_", lambda s: index_add(s, dim, index, source, alpha=alpha), source)
+        return apply_inplace(self, "index_add_", lambda s: index_add(s, dim, index, source, alpha=alpha), source,
+                             index, overlap=check_no_overlap)
 
     def index_fill_(self, dim, index, value):
+        """(A Tensor value is read as its number first, so it may share self's memory.)"""
         from ..ops.scatter import index_fill
-        return apply_inplace(self, "index_fill_", lambda s: index_fill(s, dim, index, value), value)
+        return apply_inplace(self, "index_fill_", lambda s: index_fill(s, dim, index, value), value, overlap=None)
 
     def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
         from ..ops.scatter import scatter
-        return apply_inplace(self, "scatter_", lambda s: scatter(s, dim, index, src, value, reduce=reduce), src)
+        return apply_inplace(self, "scatter_", lambda s: scatter(s, dim, index, src, value, reduce=reduce), src,
+                             index, overlap=check_no_overlap)
 
     def scatter_add_(self, dim, index, src):
         from ..ops.scatter import scatter_add
-        return apply_inplace(self, "scatter_add_", lambda s: scatter_add(s, dim, index, src), src)
+        return apply_inplace(self, "scatter_add_", lambda s: scatter_add(s, dim, index, src), src, index,
+                             overlap=check_no_overlap)
 
     def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
         from ..ops.scatter_reduce import scatter_reduce
         return apply_inplace(self, "scatter_reduce_",
-                             lambda s: scatter_reduce(s, dim, index, src, reduce, include_self=include_self), src)
+                             lambda s: scatter_reduce(s, dim, index, src, reduce, include_self=include_self), src,
+                             index, overlap=check_no_overlap)
 
     def index_copy_(self, dim, index, source):
         from .._namespace_arrange import index_copy
-        return apply_inplace(self, "index_copy_", lambda s: index_copy(s, dim, index, source), source)
+        return apply_inplace(self, "index_copy_", lambda s: index_copy(s, dim, index, source), source, index,
+                             overlap=check_no_overlap)
 
     def masked_scatter_(self, mask, source):
+        """Nothing is refused; a contiguous source over self's memory is read as it is written
+        (``masked_scatter_order``), as PyTorch's CPU kernel reads it."""
         from .._namespace_arrange import masked_scatter
-        return apply_inplace(self, "masked_scatter_", lambda s: masked_scatter(s, mask, source), source)
+
+        def compute(s):
+            order = masked_scatter_order(self._data, getattr(mask, "_data", mask), getattr(source, "_data", None))
+            return masked_scatter(s, mask, source if order is None else source.reshape(-1)[order])
+        return apply_inplace(self, "masked_scatter_", compute, source, overlap=None)
 
     def put_(self, index, source, accumulate=False):
         from .._namespace_arrange import put
-        return apply_inplace(self, "put_", lambda s: put(s, index, source, accumulate), source)
+        return apply_inplace(self, "put_", lambda s: put(s, index, source, accumulate), source, index,
+                             overlap=check_no_overlap)
 
     # elementwise functions -------------------------------------------------------------------
     def exp_(self):
@@ -395,7 +408,8 @@ class InplaceMethods:
             mask = np.zeros(s.shape, bool)
             np.fill_diagonal(mask, True, wrap=wrap)
             from ..ops.indexing import masked_fill
-            return masked_fill(s, mask, fill_value)
+            from .factories import tensor
+            return masked_fill(s, tensor(mask, device=s.device), fill_value)   # the mask where s lives
         return apply_inplace(self, "fill_diagonal_", fill)
 
     def bernoulli_(self, p=0.5):
@@ -420,8 +434,11 @@ INPLACE_FORMS = (
 
 
 def _inplace_form(name):
+    overlap = check_no_overlap if name == "index_reduce" else "partial"   # an indexed write
+
     def method(self, *args, **kwargs):
-        return apply_inplace(self, name + "_", lambda s: getattr(s, name)(*args, **kwargs), *args, *kwargs.values())
+        return apply_inplace(self, name + "_", lambda s: getattr(s, name)(*args, **kwargs), *args, *kwargs.values(),
+                             overlap=overlap)
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"``t.{name}_(...)`` writes ``t.{name}(...)`` into t."
     return method

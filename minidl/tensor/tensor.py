@@ -18,7 +18,6 @@ The in-place methods (``add_``, ``+=``, ``fill_``...) are in inplace.py.
 Every differentiable method is a thin call into ``minidl.ops``, where the op's forward
 and backward are written out; this file only routes and wraps.
 """
-import sys
 import warnings
 import weakref
 
@@ -36,6 +35,7 @@ from ..ops import scatter_reduce as _scatter_reduce
 from ..ops import selection as _selection
 from . import dtype as dtypes
 from . import memory_format as _formats
+from . import printing as _printing
 from .device import cuda_device, device as device_type, of_name
 from .inplace import InplaceMethods, apply_inplace
 from .size import Size
@@ -355,22 +355,8 @@ class Tensor(InplaceMethods):
 
     # printing --------------------------------------------------------------------
     def __repr__(self):
-        """As PyTorch prints: 4 decimals (or as md.set_printoptions says), the dtype when it is not
-        the default float, int64 or bool, the device when not the CPU, then grad_fn or requires_grad."""
-        values = self.numpy()
-        if values.dtype.kind == "V":          # bfloat16: NumPy prints its raw bits otherwise
-            values = values.astype(np.float32)
-        body = np.array2string(values, separator=", ", prefix="tensor(", **_print_options())
-        extra = ""
-        if self.dtype not in (dtypes.DEFAULT_FLOAT, dtypes.int64, dtypes.bool_):
-            extra += f", dtype={self.dtype}"
-        if self.device != "cpu":
-            extra += f", device='{self.device}'"
-        if self._node is not None:
-            extra += f", grad_fn=<{self._node.name()}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+        """As PyTorch prints (tensor/printing.py has the rules), under md.set_printoptions."""
+        return _printing.tensor_repr(self)
 
     def __format__(self, spec):
         """A 0-d tensor formats as its number (``f"{loss:.4f}"``); others as their repr."""
@@ -410,10 +396,11 @@ class Tensor(InplaceMethods):
         """``x[index] = value`` in place; differentiable for x and value (ops/setitem.py)."""
         _refuse_string_index(index)
         from ..ops.indexing import split_index
-        from ..ops.setitem import setitem_split, write_indexed
+        from ..ops.setitem import setitem_overlap, setitem_split, write_indexed
         first, second = split_index(index, self.ndim)
         apply_inplace(self, "index assignment", lambda old: setitem_split(old, first, second, value), value,
-                      write=lambda memory, result: write_indexed(memory, result, first, second))
+                      write=lambda memory, result: write_indexed(memory, result, first, second),
+                      overlap=setitem_overlap(self, first, second, value))
 
     # comparisons give bool tensors and are not differentiable; with None or a string they hand Python
     # NotImplemented, so ``t == None`` is False and ``t < None`` a TypeError (as PyTorch)
@@ -581,25 +568,6 @@ def _parse_to_args(args, kwargs):
 
 def _device_array_types():
     return tuple(b.array_type for b in backends._BACKENDS.values())
-
-
-# md.set_printoptions writes these (PyTorch's defaults); __repr__ hands them to np.array2string
-PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
-
-
-def _print_options():
-    """PRINT_OPTIONS as np.array2string's arguments: sci_mode True formats every float in
-    scientific notation, False never (NumPy's suppress_small), None lets NumPy choose."""
-    opts = PRINT_OPTIONS
-    threshold = opts["threshold"]
-    out = {"precision": int(opts["precision"]), "edgeitems": int(opts["edgeitems"]),
-           "threshold": sys.maxsize if threshold >= sys.maxsize else int(threshold),
-           "max_line_width": int(opts["linewidth"])}
-    if opts["sci_mode"]:
-        out["formatter"] = {"float_kind": lambda v, p=out["precision"]: f"{v:.{p}e}"}
-    elif opts["sci_mode"] is not None:
-        out["suppress_small"] = True
-    return out
 
 
 def _as_array(value):

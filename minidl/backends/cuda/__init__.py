@@ -19,7 +19,9 @@ NotImplementedError naming it and the device.
 The modules: ``array`` (the type and its views), ``elementwise`` (NumPy's dtype rules, map /
 zip launches), ``bfloat16`` (copies into and out of bfloat16, kept as its uint16 bits: see
 ``array``'s docstring), ``creation`` (filled arrays, arange, constants), ``indexing`` (views, gathers,
-scatters, where), ``reduction`` (reductions, matmul), ``namespace`` (``CUDA_NUMPY``) and
+scatters, where), ``reduction`` (reductions, matmul), ``namespace_scan`` (cumsum, cumprod, prod,
+logaddexp.accumulate, flip, scatter_along) and ``einsum`` (a composition of permutes, sums and
+batched matmul), ``namespace`` (``CUDA_NUMPY``) and
 ``backend`` (``CudaBackend``, with the optimizer and dropout glue). Copies to and from the host
 are ``cuda_transfers``; ``cuda_loader`` checks for a GPU before this package is imported.
 

@@ -70,7 +70,6 @@ class CudaArray:
     """A strided view of a numba.cuda device buffer, with the subset of ndarray's API that
     minidl's ops use. ``copy_to_host()`` (or ``to_host``) returns an ndarray."""
 
-    __array_ufunc__ = None      # ndarray <op> CudaArray defers to our reflected operators
     __hash__ = None
 
     def __init__(self, buf, shape, strides=None, offset=0, base=None, writeable=True, dtype=None):
@@ -163,6 +162,13 @@ class CudaArray:
     def __array__(self, dtype=None, copy=None):
         raise TypeError("cuda: a device array cannot be used as a NumPy array implicitly; "
                         "copy it to the host with .copy_to_host() (Tensor.numpy() / .cpu())")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """np.<ufunc>(x) runs on the device (numpy_protocol.py); ndarray <op> CudaArray lands here too."""
+        return IMPL.array_ufunc(IMPL.namespace, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return IMPL.array_function(IMPL.namespace, func, args, kwargs)
 
     def __getattr__(self, name):
         if not name.startswith("__") and hasattr(np.ndarray, name):
@@ -361,10 +367,14 @@ class CudaArray:
 
     def any(self, axis=None, keepdims=False):
         x = self if self.dtype.kind == "b" else (self != 0)
+        if x.size == 0:   # max has no identity: an empty any is False, as a count of True values is 0
+            return IMPL.reduction("sum", x, axis, keepdims) > 0
         return IMPL.reduction("max", x, axis, keepdims)
 
     def all(self, axis=None, keepdims=False):
         x = self if self.dtype.kind == "b" else (self != 0)
+        if x.size == 0:   # min has no identity: an empty all is True, as a count of False values is 0
+            return IMPL.reduction("sum", IMPL.logic_not(x), axis, keepdims) == 0
         return IMPL.reduction("min", x, axis, keepdims)
 
     def argmax(self, axis=None, keepdims=False):

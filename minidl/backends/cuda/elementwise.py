@@ -171,3 +171,18 @@ def _assign(target, value):
     elif isinstance(value, (np.ndarray, np.generic)):
         value = value.item()
     _copy_into(target, _unaliased(value, target))   # x[1:] = x[:-1] reads before it writes
+
+
+# a namespace class's NumPy function of one or two operands, as a static method on the generic kernels
+def _ufunc1(name):
+    def f(x, out=None):
+        return _unary(name, x, out)
+    f.__name__ = name
+    return staticmethod(f)
+
+
+def _ufunc2(name):
+    def f(a, b, out=None):
+        return _binary(name, a, b, out)
+    f.__name__ = name
+    return staticmethod(f)

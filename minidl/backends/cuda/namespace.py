@@ -13,24 +13,13 @@ from . import array as _array_module
 from .array import CudaArray, asarray, broadcast_to, expand_dims
 from .bfloat16 import BFLOAT16, is_bfloat16
 from .creation import _arange, _full
-from .elementwise import _binary, _copy_into, _logic, _logic_not, _operand, _unary
+from .elementwise import _binary, _copy_into, _logic, _logic_not, _operand, _ufunc1, _ufunc2, _unary
+from .namespace_more import MoreNumPy
+from .namespace_scan import ScanNumPy
+from .numpy_protocol import array_function, array_ufunc
 from .indexing import (_axis_index, _offsets, _scatter, _scatter_axis, _value_for, _where, getitem,
                        setitem)
 from .reduction import _arg_reduction, _reduction, matmul, mean
-
-
-def _ufunc1(name):
-    def f(x, out=None):
-        return _unary(name, x, out)
-    f.__name__ = name
-    return staticmethod(f)
-
-
-def _ufunc2(name):
-    def f(a, b, out=None):
-        return _binary(name, a, b, out)
-    f.__name__ = name
-    return staticmethod(f)
 
 
 class _AddUfunc:
@@ -161,7 +150,7 @@ def _ascontiguousarray(x, dtype=None):
     return x if x.is_contiguous() else x.copy()
 
 
-class CudaNamespace:
+class CudaNamespace(MoreNumPy, ScanNumPy):
     """The NumPy subset minidl.ops call, for cuda arrays (the "cuda" backend's ``xp``)."""
 
     name = "minidl.backends.cuda"
@@ -299,4 +288,4 @@ CUDA_NUMPY = CudaNamespace()
 _array_module.IMPL.__dict__.update(
     binary=_binary, unary=_unary, logic=_logic, logic_not=_logic_not, matmul=matmul, copy_into=_copy_into,
     reduction=_reduction, arg_reduction=_arg_reduction, mean=mean, getitem=getitem, setitem=setitem,
-    namespace=CUDA_NUMPY)
+    namespace=CUDA_NUMPY, array_ufunc=array_ufunc, array_function=array_function)

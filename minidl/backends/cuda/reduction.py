@@ -1,4 +1,4 @@
-"""Reductions (sum / mean / max / min / argmax / argmin over any axes: the ``reduce`` kernel, one
+"""Reductions (sum / prod / mean / max / min / argmax / argmin over any axes: the ``reduce`` kernel, one
 block per output element) and matmul (the ``matmul`` kernel: shared-memory tiles, broadcast
 batch dims), accumulating in float32 for float16/bfloat16/float32 and float64 for float64 (the reductions
 widen bfloat16 to float32 and round the result once: array.py's docstring; the matmul kernel
@@ -35,14 +35,14 @@ def _reduction(op, x, axis, keepdims):
     axes = _axes(axis, x.ndim)
     kept = [d for d in range(x.ndim) if d not in axes]
     out_shape = tuple(x.shape[d] for d in kept)
-    if op == "sum" and x.dtype.kind in "biu":
+    if op in ("sum", "prod") and x.dtype.kind in "biu":
         dt = np.dtype(np.int64) if x.dtype.kind != "u" else np.dtype(np.uint64)
     else:
         dt = x.dtype
     if not axes:
         out = x.astype(dt)
     else:
-        if op != "sum" and builtins.any(x.shape[d] == 0 for d in axes):
+        if op not in ("sum", "prod") and builtins.any(x.shape[d] == 0 for d in axes):
             raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
         out = CudaArray.empty(out_shape, dt)
         kshape = out_shape or (1,)

@@ -8,6 +8,9 @@ each one per dtype and ndim, since shapes and strides are passed as tuples):
 - ``reduce``: sum / max / min / argmax over any set of axes, one block per output element;
 - ``matmul``: batched matmul with broadcast batch dims, shared-memory tiles;
 - ``gather``: where(cond, a, b), gathers and scatters (set / atomic add) for integer indexing;
+- ``scan``: cumsum / cumprod / logaddexp.accumulate along an axis, one thread per row;
+- ``scatter``: torch.scatter's write along an axis (set, and add / max / min with atomics,
+  multiply one thread per line), behind scatter, scatter_add, scatter_reduce;
 - ``bfloat16``: conversions between bfloat16 (kept as uint16 bits) and float32 / float64.
 
 Layer kernels: ``layer_norm`` (LayerNorm and RMSNorm forward/backward, one block per row),

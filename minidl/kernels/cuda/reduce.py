@@ -1,4 +1,4 @@
-"""Reductions (sum, max, min) over any set of axes: one block per output element.
+"""Reductions (sum, prod, max, min) over any set of axes: one block per output element.
 
 The caller splits the input's axes into kept ones (one output element per multi-index)
 and reduced ones (``m`` elements folded into each output). Block o finds its input base
@@ -38,7 +38,12 @@ def _min(a, b):
     return b
 
 
-COMBINE = {"sum": _add, "max": _max, "min": _min}
+@cuda.jit(device=True)
+def _mul(a, b):
+    return a * b
+
+
+COMBINE = {"sum": _add, "prod": _mul, "max": _max, "min": _min}
 
 
 def accumulator_dtype(dtype):
@@ -51,6 +56,8 @@ def accumulator_dtype(dtype):
 def identity(op, acc):
     if op == "sum":
         return 0
+    if op == "prod":
+        return 1
     big = math.inf if acc.kind == "f" else np.iinfo(acc).max
     return -big if op == "max" else big
 

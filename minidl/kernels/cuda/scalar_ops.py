@@ -219,10 +219,155 @@ def logical_or(a, b):
     return bool(a) or bool(b)
 
 
+# rounding, tests, inverse and hyperbolic trigonometry (Python's math raises where NumPy gives inf / nan:
+# each guard returns NumPy's value first, so the simulator agrees with the GPU)
+@_d
+def floor(x, c):
+    if math.isinf(x) or x != x:
+        return x
+    return math.floor(x)
+
+
+@_d
+def ceil(x, c):
+    if math.isinf(x) or x != x:
+        return x
+    return math.ceil(x)
+
+
+@_d
+def trunc(x, c):
+    if math.isinf(x) or x != x:
+        return x
+    return math.floor(x) if x >= 0 else math.ceil(x)   # (math.trunc: the simulator's float32 has no __trunc__)
+
+
+@_d
+def rint(x, c):
+    """Round half to even, as NumPy's rint."""
+    if math.isinf(x) or x != x:
+        return x
+    r = math.floor(x)
+    d = x - r
+    if d > 0.5 or (d == 0.5 and r % 2 != 0):
+        r += 1
+    return r
+
+
+@_d
+def isnan(x, c):
+    return x != x
+
+
+@_d
+def isinf(x, c):
+    return math.isinf(x)
+
+
+@_d
+def signbit(x, c):
+    return math.copysign(1.0, x) < 0
+
+
+@_d
+def arcsin(x, c):
+    if -1 <= x <= 1:
+        return math.asin(x)
+    return math.nan
+
+
+@_d
+def arccos(x, c):
+    if -1 <= x <= 1:
+        return math.acos(x)
+    return math.nan
+
+
+@_d
+def arctan(x, c):
+    return math.atan(x)
+
+
+@_d
+def sinh(x, c):
+    if x > 710.0:
+        return math.inf
+    if x < -710.0:
+        return -math.inf
+    return math.sinh(x)
+
+
+@_d
+def cosh(x, c):
+    if x > 710.0 or x < -710.0:
+        return math.inf
+    return math.cosh(x)
+
+
+@_d
+def arcsinh(x, c):
+    return math.asinh(x)
+
+
+@_d
+def arccosh(x, c):
+    if x >= 1:
+        return math.acosh(x)
+    return math.nan
+
+
+@_d
+def arctanh(x, c):
+    if -1 < x < 1:
+        return math.atanh(x)
+    if x == 1:
+        return math.inf
+    if x == -1:
+        return -math.inf
+    return math.nan
+
+
+@_d
+def exp2(x, c):
+    if x > 1023.0:
+        return math.inf
+    return 2.0 ** x
+
+
+@_d
+def arctan2(a, b):
+    return math.atan2(a, b)
+
+
+@_d
+def hypot(a, b):
+    return math.hypot(a, b)
+
+
+@_d
+def copysign(a, b):
+    return math.copysign(a, b)
+
+
+@_d
+def fmod(a, b):
+    if b == 0 or math.isinf(a) or a != a or b != b:
+        return math.nan
+    return math.fmod(a, b)
+
+
+@_d
+def logical_xor(a, b):
+    return bool(a) != bool(b)
+
+
 UNARY = dict(identity=identity, negative=neg, exp=exp, log=log, sqrt=sqrt, tanh=tanh, absolute=absolute,
              sign=sign, erf=erf, logical_not=logical_not, isfinite=isfinite, sin=sin, cos=cos, tan=tan,
-             log1p=log1p, expm1=expm1, log2=log2)
+             log1p=log1p, expm1=expm1, log2=log2, floor=floor, ceil=ceil, trunc=trunc, rint=rint, isnan=isnan,
+             isinf=isinf, signbit=signbit, arcsin=arcsin, arccos=arccos, arctan=arctan, sinh=sinh, cosh=cosh,
+             arcsinh=arcsinh, arccosh=arccosh, arctanh=arctanh, exp2=exp2)
 BINARY = dict(add=add, subtract=subtract, multiply=multiply, divide=divide, floor_divide=floor_divide,
               remainder=remainder, power=power, maximum=maximum, minimum=minimum, less=less,
               less_equal=less_equal, greater=greater, greater_equal=greater_equal, equal=equal,
-              not_equal=not_equal, logical_and=logical_and, logical_or=logical_or)
+              not_equal=not_equal, logical_and=logical_and, logical_or=logical_or, arctan2=arctan2, hypot=hypot,
+              copysign=copysign, fmod=fmod, logical_xor=logical_xor)
