@@ -202,7 +202,8 @@ def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():
     (lambda: F.pixel_shuffle(md.zeros(1, 3, 2, 2), 2), RuntimeError, "input.size.-3.=3 is not divisible by 4"),
     (lambda: F.pixel_shuffle(md.zeros(3, 2), 2), RuntimeError, "at least 3 dimensions.*with 2 dimension"),
     (lambda: nn.Unflatten(1, (2, 3))(md.zeros(2, 5)), RuntimeError, r"sizes \[2, 3\] don't multiply up to .* \(5\)"),
-    (lambda: F.dropout2d(md.zeros(2, 3)), RuntimeError, "Expected 3D or 4D input, but received a 2D input"),
+    (lambda: F.dropout1d(md.zeros(2, 3, 4, 5)), RuntimeError, "Expected 2D or 3D input, but received a 4D input"),
+    (lambda: F.dropout2d(md.zeros(3)), RuntimeError, "Feature dropout requires at least 2 dimensions"),
     (lambda: F.dropout1d(md.zeros(2, 3), p=1.5), ValueError, "between 0 and 1, but got 1.5"),
 ])
 def test_bad_input_raises_torch_exception_type_naming_expected_and_got(call, exc, match):

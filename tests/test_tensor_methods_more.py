@@ -378,8 +378,7 @@ def test_cuda_sim_scatter_and_unsupported():
     x = md.zeros(3, 2).cuda()
     out = md.select_scatter(x, md.ones(2).cuda(), 0, 1)
     np.testing.assert_array_equal(out.cpu().numpy(), [[0, 0], [1, 1], [0, 0]])
-    with pytest.raises(NotImplementedError, match="as_strided.*cuda"):
-        md.as_strided(x, (2,), (1,))
+    assert md.as_strided(x, (2,), (1,)).device == "cuda"
     with pytest.raises(NotImplementedError, match="apply_.*cuda"):
         x.apply_(lambda v: v)
 

@@ -19,12 +19,18 @@ is shared evenly among the elements of x that name it, so that the gradient flow
 x's history (an expand's backward sums them again) counts it once:
 
     s[m] = sum_{j: q(j) = m} g[j],     dL/dx[i] = s[p(i)] / #{i': p(i') = p(i)}.
+
+On a device (cuda) the storage is the array's device buffer and the view the device namespace's
+``strided_view`` of it; backward computes the positions p and q on the host (small int64 arrays,
+every one inside the zero storage by construction), uploads them, and scatter-adds and gathers
+on the device.
 """
 import operator
 
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 
 
 def storage_root(a):
@@ -87,21 +93,29 @@ class AsStrided(Function):
 
     @staticmethod
     def forward(ctx, x, size, stride, offset):
-        flat, x_offset = flat_storage(x)
-        ctx.x_geometry = (x.shape, strides_of(x), x_offset)
+        xp = namespace_of(x)
+        if xp is np:
+            flat, x_offset = flat_storage(x)
+            ctx.x_geometry = (x.shape, strides_of(x), x_offset)
+            ctx.out_geometry = (size, stride, offset)
+            return strided_view(flat, size, stride, offset)
+        ctx.x_geometry = (x.shape, strides_of(x), xp.storage_extent(x)[1])
         ctx.out_geometry = (size, stride, offset)
-        return strided_view(flat, size, stride, offset)
+        return xp.strided_view(x, size, stride, offset)
 
     @staticmethod
     def backward(ctx, g):
+        xp = namespace_of(g)
         p = positions(*ctx.x_geometry).reshape(-1)
         q = positions(*ctx.out_geometry).reshape(-1)
         n = int(max(p.max(initial=-1), q.max(initial=-1))) + 1
-        storage = np.zeros(n, dtype=g.dtype)
-        np.add.at(storage, q, g.reshape(-1))
-        gx = storage[p]
+        storage = xp.zeros(n, dtype=g.dtype)
+        if q.size:   # empty outputs add nothing (and launch nothing)
+            xp.add.at(storage, q if xp is np else xp.asarray(q), g.reshape(-1))
+        gx = storage[p if xp is np else xp.asarray(p)] if p.size else xp.zeros(0, dtype=g.dtype)
         if np.unique(p).size != p.size:      # x's elements overlap: share each sum among them
-            gx = gx / np.bincount(p, minlength=n)[p]
+            counts = np.bincount(p, minlength=n)[p].astype(g.dtype)
+            gx = gx / (counts if xp is np else xp.asarray(counts))
         return gx.reshape(ctx.x_geometry[0]).astype(g.dtype, copy=False), None, None, None
 
 
@@ -133,11 +147,13 @@ def check_geometry(op, size, stride, offset, storage_elements, itemsize):
 def as_strided(input, size, stride, storage_offset=None):
     """The view of ``input``'s storage with the given size, stride and storage offset (the
     tensor's own offset when None), as torch.as_strided; differentiable."""
-    if type(input._data) is not np.ndarray:
-        raise NotImplementedError(f"as_strided is not implemented for device '{input.device}': it views the host "
-                                  "memory of a CPU tensor; move the tensor to the CPU with .cpu()")
+    xp = namespace_of(input._data)
     size, stride = ints("as_strided", size, "size"), ints("as_strided", stride, "stride")
-    flat, own_offset = flat_storage(input._data)
+    if xp is np:
+        flat, own_offset = flat_storage(input._data)
+        elements = flat.size
+    else:
+        elements, own_offset = xp.storage_extent(input._data)
     offset = own_offset if storage_offset is None else int(storage_offset)
-    check_geometry("as_strided", size, stride, offset, flat.size, flat.dtype.itemsize)
+    check_geometry("as_strided", size, stride, offset, elements, input._data.dtype.itemsize)
     return AsStrided.apply(input, size, stride, offset)

@@ -11,59 +11,90 @@ otherwise 1) and n_b the bag's size:
     max:  y_b[d] = max_e W[i_e, d]           dL/dW[i_e*, d] += g_b[d] at the (first) argmax e*
 
 An empty bag gives zeros (and no gradient). The gradient into W is a scatter-add.
+
+The index bookkeeping (which rows, which bag, which elements padding_idx leaves out, the bag sizes)
+is done on the host, where every index is checked; the row gathers, sums, maxima and the
+scatter-adds of backward run in the weight's array namespace, so on its device. The maximum is
+taken over a (bag, slot, dim) block padded with -inf (empty slots, empty bags) whose argmax along
+the slots is the first maximal element, as a loop over the bags would find it.
 """
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 
 MODES = ("sum", "mean", "max")
 
 
 class EmbeddingBag(Function):
-    """See the module docstring. ``idx``/``bag`` are the kept elements' rows and bags."""
+    """See the module docstring. ``idx``/``bag`` (host int64) are the kept elements' rows and bags,
+    ``keep`` (host bool) which input elements are kept."""
 
     @staticmethod
     def forward(ctx, weight, psw, idx, bag, keep, n_bags, mode):
+        xp = namespace_of(weight)
+        dev = (lambda a: a) if xp is np else xp.asarray   # host index arrays, uploaded once
         D = weight.shape[1]
-        rows = weight[idx]
         counts = np.bincount(bag, minlength=n_bags)
-        out = np.zeros((n_bags, D), dtype=weight.dtype)
+        idx_d, bag_d = dev(idx), dev(bag)
+        rows = weight[idx_d] if idx.size else xp.zeros((0, D), dtype=weight.dtype)
+        kept = dev(np.nonzero(keep)[0])
         arg = None
         if mode == "max":
-            arg = np.zeros((n_bags, D), dtype=np.int64)
-            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])   # kept elements are in bag order
-            for b in np.nonzero(counts)[0]:
-                block = rows[starts[b]:starts[b] + counts[b]]
-                first = block.argmax(axis=0)
-                out[b] = block[first, np.arange(D)]
-                arg[b] = idx[starts[b] + first]
+            out, arg = _bag_max(xp, dev, weight, rows, idx, counts, n_bags)
         else:
-            scale = psw[keep] if psw is not None else np.ones(len(idx), weight.dtype)
+            scale = psw[kept] if psw is not None and idx.size else xp.ones(len(idx), weight.dtype)
             if mode == "mean":
-                scale = scale / np.maximum(counts, 1)[bag]
-            np.add.at(out, bag, rows * scale[:, None])
+                scale = scale / dev(np.maximum(counts, 1)[bag])
+            out = xp.zeros((n_bags, D), dtype=weight.dtype)
+            if idx.size:
+                xp.add.at(out, bag_d, (rows * scale[:, None]).astype(weight.dtype, copy=False))
             ctx.scale = scale
         ctx.save_for_backward(rows if psw is not None else None)
-        ctx.args = (weight.shape, idx, bag, keep, counts, mode, arg)
+        ctx.args = (weight.shape, idx_d, bag_d, kept, keep.shape, counts, mode, arg, idx.size)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (rows,) = ctx.saved_tensors
-        shape, idx, bag, keep, counts, mode, arg = ctx.args
+        shape, idx, bag, kept, keep_shape, counts, mode, arg, n = ctx.args
+        xp = namespace_of(g)
         dw = dpsw = None
         if ctx.needs_input_grad[0]:
-            dw = np.zeros(shape, dtype=g.dtype)
-            if mode == "max":
-                full = counts > 0
-                np.add.at(dw, (arg[full], np.arange(shape[1])), g[full])
-            else:
-                np.add.at(dw, idx, g[bag] * ctx.scale[:, None])
+            dw = xp.zeros(shape, dtype=g.dtype)
+            if mode == "max":   # flat positions arg * D + d; empty bags add an exact 0 to row 0
+                full = (xp.asarray(counts) if xp is not np else counts) > 0
+                flat = arg * shape[1] + xp.arange(shape[1])
+                xp.add.at(dw.reshape(-1), flat.reshape(-1), xp.where(full[:, None], g, 0).reshape(-1))
+            elif n:
+                xp.add.at(dw, idx, (g[bag] * ctx.scale[:, None]).astype(g.dtype, copy=False))
         if ctx.needs_input_grad[1]:
-            dpsw = np.zeros(keep.shape, dtype=g.dtype)
-            dpsw[keep] = (g[bag] * rows).sum(axis=1)
+            dpsw = xp.zeros(keep_shape, dtype=g.dtype)
+            if n:   # kept positions are distinct: the add sets
+                xp.add.at(dpsw, kept, (g[bag] * rows).sum(axis=1))
         return dw, dpsw, None, None, None, None, None
+
+
+def _bag_max(xp, dev, weight, rows, idx, counts, n_bags):
+    """(the per-bag maxima (B, D), the row each maximum came from (B, D)); 0 and row 0 for an
+    empty bag. Kept elements are in bag order, so slot k of bag b is element starts[b] + k."""
+    D = weight.shape[1]
+    width = int(counts.max(initial=0))
+    if width == 0:
+        return xp.zeros((n_bags, D), dtype=weight.dtype), xp.zeros((n_bags, D), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slot = np.arange(width)
+    filled = slot[None, :] < counts[:, None]                        # (B, width)
+    element = np.where(filled, starts[:, None] + slot[None, :], 0)   # an index into rows (0 for an empty slot)
+    block = xp.where(dev(filled)[:, :, None], rows[dev(element)], -np.inf)   # (B, width, D)
+    first = xp.argmax(block, axis=1)                                 # (B, D): the first maximal slot
+    out = xp.take_along_axis(block, first[:, None, :], axis=1)[:, 0, :]
+    has = dev(counts > 0)[:, None]
+    out = xp.where(has, out, 0).astype(weight.dtype, copy=False)
+    source = dev(np.where(filled, idx[element], 0))                  # (B, width): the row of each slot
+    arg = xp.take_along_axis(source, first, axis=1)
+    return out, arg
 
 
 def _flat_bags(input, offsets, include_last_offset):
@@ -110,8 +141,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if not isinstance(weight, Tensor) or weight.ndim != 2:
         raise ValueError(f"embedding_bag: weight must be a 2-D Tensor (num_embeddings, embedding_dim), got "
                          f"{list(getattr(weight, 'shape', [])) or type(weight).__name__}")
-    if weight.device != "cpu":
-        raise NotImplementedError(f"embedding_bag: only CPU tensors are supported, got weight on {weight.device!r}")
+    for name, t in (("offsets", offsets), ("per_sample_weights", per_sample_weights), ("input", input)):
+        if isinstance(t, Tensor) and t.device != weight.device:
+            raise RuntimeError(f"embedding_bag: expected all tensors on the same device, but found weight on "
+                               f"{weight.device} and {name} on {t.device}")
     in_shape = tuple(np.shape(input.numpy() if isinstance(input, Tensor) else input))
     idx, bag, B = _flat_bags(input, offsets, include_last_offset)
     V = weight.shape[0]

@@ -9,10 +9,15 @@ written as PyTorch writes them, compositions of recorded ops, so their weight, t
 counts only where it is strictly positive (z > 0), as in PyTorch's kernels; the triplet hinge is
 ``clamp(min=0)``, whose gradient passes at 0, as PyTorch's ``clamp_min``. Reductions: "none"
 (per sample), "sum", "mean" (sum / number of samples; an empty mean is nan).
+
+The class targets are checked on the host (a device target is copied there first: every index is
+in range before any kernel reads with it); the hinges compute in the input's array namespace, so
+on its device, the target's class picked out by comparison with the class numbers.
 """
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
@@ -32,8 +37,18 @@ def _reduced_array(loss, reduction):
     """The per-sample losses (an array) reduced: the mean of none is NaN, without a warning."""
     if reduction == "none":
         return loss
+    xp = namespace_of(loss)
     with np.errstate(invalid="ignore"):
-        return np.asarray(loss.sum() if reduction == "sum" else loss.mean(), dtype=loss.dtype)
+        if loss.size == 0:   # no kernel for an empty reduction: 0 for the sum, NaN for the mean
+            return xp.full((), 0 if reduction == "sum" else np.nan, dtype=loss.dtype)
+        return xp.asarray(loss.sum() if reduction == "sum" else loss.mean()).astype(loss.dtype, copy=False)
+
+
+def _per_sample(xp, g, n, reduction):
+    """The gradient of each sample's loss from the reduced loss's gradient g."""
+    if reduction == "none":
+        return g
+    return xp.broadcast_to(g / n if reduction == "mean" else g, (n,))
 
 
 def _no_grad_for(op, name, t):
@@ -41,15 +56,6 @@ def _no_grad_for(op, name, t):
     if isinstance(t, Tensor) and t.requires_grad and is_grad_enabled():
         raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument '{name}'. This "
                            f"input cannot have requires_grad True.")
-
-
-def _cpu_only(op, x, why="it indexes per sample on the host"):
-    if x.device != "cpu":
-        raise NotImplementedError(f"{op} is not implemented for device '{x.device}': {why}; move the tensors to "
-                                  f"the CPU with .cpu()")
-
-
-_NO_LOG1P = "its stable softplus needs log1p, which that device's array namespace lacks"
 
 
 # soft margin -----------------------------------------------------------------------------
@@ -78,7 +84,6 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
         raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
                            f"{list(np.broadcast_shapes(tuple(x.shape), tuple(y.shape)))} of input and target")
     _no_grad_for(op, "target", y)
-    _cpu_only(op, x, _NO_LOG1P)
     return SoftMargin.apply(x, y, None, reduction)
 
 
@@ -94,7 +99,6 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     x, y = _operands(op, input, target)
     if x.ndim == 0:
         raise RuntimeError(f"{op}: expected an input with a class dim, (C,) or (N, C), got a 0-d tensor")
-    _cpu_only(op, x, _NO_LOG1P)
     loss = -(y * logsigmoid(x) + (1 - y) * logsigmoid(-x))
     if weight is not None:
         if not isinstance(weight, Tensor):
@@ -117,38 +121,46 @@ class MultiMargin(Function):
 
     @staticmethod
     def forward(ctx, x, t, w, p, margin, reduction):
+        xp = namespace_of(x)
         n, C = x.shape
-        rows = np.arange(n)
-        z = margin - x[rows, t][:, None] + x
-        active = z > 0
-        active[rows, t] = False
-        h = np.where(active, z if p == 1 else z * z, 0)
-        wt = w[t] if w is not None else np.ones(n, x.dtype)
-        loss = (wt * h.sum(1) / C).astype(x.dtype, copy=False)
-        ctx.save_for_backward(z, active, t, wt)
         ctx.args = (p, reduction)
+        if n == 0:   # nothing to gather or sum
+            ctx.save_for_backward(x, None, None, None)
+            return _reduced_array(xp.zeros(0, x.dtype), reduction)
+        is_target = xp.arange(C)[None, :] == t[:, None]             # (n, C): the sample's class
+        x_t = xp.take_along_axis(x, t[:, None], axis=1)               # (n, 1)
+        z = margin - x_t + x
+        active = (z > 0) & ~is_target
+        h = xp.where(active, z if p == 1 else z * z, 0)
+        wt = w[t] if w is not None else xp.ones(n, x.dtype)
+        loss = (wt * h.sum(1) / C).astype(x.dtype, copy=False)
+        ctx.save_for_backward(z, active, is_target, wt)
         return _reduced_array(loss, reduction)
 
     @staticmethod
     def backward(ctx, g):
-        z, active, t, wt = ctx.saved_tensors
+        z, active, is_target, wt = ctx.saved_tensors
         p, reduction = ctx.args
+        xp = namespace_of(g)
         n, C = z.shape
-        r = g if reduction == "none" else (np.full(n, g / n) if reduction == "mean" else np.full(n, g))
-        coef = (r * wt / C)[:, None]
-        dx = np.where(active, coef * (1 if p == 1 else 2 * z), 0)
-        rows = np.arange(n)
-        dx[rows, t] = -dx.sum(1)
+        if n == 0:
+            return xp.zeros((0, C), z.dtype), None, None, None, None, None
+        coef = (_per_sample(xp, g, n, reduction) * wt / C)[:, None]
+        dx = xp.where(active, coef * (1 if p == 1 else 2 * z), 0)
+        dx = xp.where(is_target, -dx.sum(1, keepdims=True), dx)    # dl/dx_y = -sum_i dl/dx_i
         return dx.astype(z.dtype, copy=False), None, None, None, None, None
 
 
-def _class_targets(op, target, shape_msg, expect_shape, n_classes, low=0):
-    """An integer target as an int64 array, checked: shape and values in [low, n_classes)."""
-    t = getattr(target, "_data", target)
-    t = np.asarray(t) if not hasattr(t, "dtype") else t
-    if type(t) is not np.ndarray:
-        raise NotImplementedError(f"{op} is not implemented for a target on device '{target.device}'; move it "
-                                  f"to the CPU with .cpu()")
+def _class_targets(op, input, target, shape_msg, expect_shape, n_classes, low=0):
+    """An integer target as a host int64 array, checked: on the input's device, shape and values in
+    [low, n_classes)."""
+    if isinstance(target, Tensor):
+        if target.device != input.device:
+            raise RuntimeError(f"{op}: expected all tensors to be on the same device, but found input on "
+                               f"{input.device} and target on {target.device}")
+        t = target._data if namespace_of(target._data) is np else target.detach().cpu()._data
+    else:
+        t = np.asarray(target)
     if t.dtype.kind not in "iu":
         raise RuntimeError(f"{op}: expected a target of integer class indices (int64), got dtype {t.dtype}")
     if not expect_shape(t.shape):
@@ -168,7 +180,6 @@ def _class_input(op, input):
     if not (input.ndim == 1 and input.shape[0] > 0 or input.ndim == 2 and input.shape[1] > 0):
         raise RuntimeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
                            f"{list(input.shape)}")
-    _cpu_only(op, input)
 
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
@@ -187,7 +198,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     _class_input(op, input)
     n = input.shape[0] if input.ndim == 2 else 1
     C = input.shape[-1]
-    t = _class_targets(op, target, f"{op}: target tensor should be 1-D with size equal to the number of input "
+    t = _class_targets(op, input, target, f"{op}: target tensor should be 1-D with size equal to the number of input "
                                    f"samples (batch size). Expected target size [{n}], but got {{target}}. Input "
                                    f"has shape {list(input.shape)}.",
                        lambda s: len(s) <= 1 and int(np.prod(s)) == n, C)
@@ -197,9 +208,14 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
             raise RuntimeError(f"{op}: inconsistent weight size, expected {C} but got {list(weight.shape)}")
         check_same_dtype(op, [("input", input), ("weight", weight)])
         _no_grad_for(op, "weight", weight)
+        if weight.device != input.device:
+            raise RuntimeError(f"{op}: expected all tensors to be on the same device, but found input on "
+                               f"{input.device} and weight on {weight.device}")
         w = weight._data
     x = input if input.ndim == 2 else input.reshape(1, C)
-    loss = MultiMargin.apply(x, t.reshape(-1), w, int(p), float(margin), reduction)
+    xp = namespace_of(input._data)
+    loss = MultiMargin.apply(x, t.reshape(-1) if xp is np else xp.asarray(t.reshape(-1)), w, int(p), float(margin),
+                             reduction)
     return loss.reshape(t.shape) if reduction == "none" else loss
 
 
@@ -216,22 +232,28 @@ class MultiLabelMargin(Function):
 
     @staticmethod
     def forward(ctx, x, counts, reduction):
+        xp = namespace_of(x)
         n, C = x.shape
+        ctx.args = (reduction, x.dtype)
+        if n == 0:
+            ctx.save_for_backward(xp.zeros((0, C, C), x.dtype))
+            return _reduced_array(xp.zeros(0, x.dtype), reduction)
         others = counts == 0
         z = 1 - x[:, :, None] + x[:, None, :]                       # z[n, j, i]
-        m = np.where((z > 0) & others[:, None, :], counts[:, :, None], 0)
+        m = xp.where((z > 0) & others[:, None, :], counts[:, :, None], 0)
         loss = ((m * z).sum((1, 2)) / C).astype(x.dtype, copy=False)
         ctx.save_for_backward(m)
-        ctx.args = (reduction, x.dtype)
         return _reduced_array(loss, reduction)
 
     @staticmethod
     def backward(ctx, g):
         (m,) = ctx.saved_tensors
         reduction, dtype = ctx.args
+        xp = namespace_of(g)
         n, C, _ = m.shape
-        r = g if reduction == "none" else (np.full(n, g / n) if reduction == "mean" else np.full(n, g))
-        G = m * (r / C)[:, None, None]
+        if n == 0:
+            return xp.zeros((0, C), dtype), None, None
+        G = m * (_per_sample(xp, g, n, reduction) / C)[:, None, None]
         return (G.sum(1) - G.sum(2)).astype(dtype, copy=False), None, None
 
 
@@ -244,13 +266,15 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     _check_reduction(reduction)
     _class_input(op, input)
     C = input.shape[-1]
-    t = _class_targets(op, target, f"{op}: inconsistent target size: {{target}} for input of size: "
+    t = _class_targets(op, input, target, f"{op}: inconsistent target size: {{target}} for input of size: "
                                    f"{list(input.shape)}", lambda s: tuple(s) == tuple(input.shape), C, low=-1)
     rows = t.reshape(-1, C)
     listed = np.cumprod(rows >= 0, axis=1).astype(bool)          # before the first -1
     counts = np.zeros(rows.shape, dtype=input.dtype)
     r, c = np.nonzero(listed)
     np.add.at(counts, (r, rows[r, c]), 1)
+    xp = namespace_of(input._data)
+    counts = counts if xp is np else xp.asarray(counts)
     x = input if input.ndim == 2 else input.reshape(1, C)
     loss = MultiLabelMargin.apply(x, counts, reduction)
     return loss.reshape(()) if reduction == "none" and input.ndim == 1 else loss

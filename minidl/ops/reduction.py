@@ -5,6 +5,7 @@ The backward of a reduction spreads dL/dout back over the reduced axes: it resha
 to the ``keepdim`` shape so that it broadcasts against the input.
 """
 import builtins
+import warnings
 
 import numpy as np
 
@@ -209,7 +210,8 @@ def _deviation(ctx, x, axes, correction):
         x = x.astype(np.float32)
     d = x - _mean(x, axes, True)  # two passes: stable for large means
     ctx.denom = builtins.max(_count(x.shape, axes) - correction, 0)
-    return d, (d * d).sum(axis=axes, keepdims=True) / ctx.denom
+    with np.errstate(divide="ignore", invalid="ignore"):   # N <= c: NaN or inf; _var_args warned
+        return d, (d * d).sum(axis=axes, keepdims=True) / ctx.denom
 
 
 def _reduced(ctx, out, keepdim):
@@ -295,7 +297,12 @@ def _var_args(op, x, dim, unbiased, correction):
     elif isinstance(correction, bool) or not isinstance(correction, (int, float, np.integer, np.floating)) \
             or not correction >= 0:
         raise TypeError(f"{op}: correction must be a number >= 0, got {correction!r}")
-    return normalize_dims(dim, x.ndim, op), correction
+    axes = normalize_dims(dim, x.ndim, op)
+    if _count(x.shape, axes) - correction <= 0:
+        # PyTorch's warning (the result is NaN or inf), in place of NumPy's "invalid value in divide"
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=5)
+    return axes, correction
 
 
 def vector_norm(x, p, dim=None, keepdim=False):

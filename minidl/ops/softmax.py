@@ -1,5 +1,8 @@
 """softmax and log_softmax along one dim, both shifted by the max so that inputs near
-1e3 do not overflow exp."""
+1e3 do not overflow exp. A row that is all -inf (every key masked) has no finite max: it
+comes out NaN, as in PyTorch, and silently (NumPy would warn of inf - inf)."""
+import numpy as np
+
 from ..autograd.function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_floating
@@ -19,8 +22,9 @@ class Softmax(Function):
         xp = namespace_of(x)
         if x.size == 0:     # no entries (a dim of length 0 has no max): empty out, as PyTorch
             return _saved(ctx, x.copy(), dim)
-        e = xp.exp(x - x.max(axis=dim, keepdims=True))
-        return _saved(ctx, e / e.sum(axis=dim, keepdims=True), dim)
+        with np.errstate(invalid="ignore"):
+            e = xp.exp(x - x.max(axis=dim, keepdims=True))
+            return _saved(ctx, e / e.sum(axis=dim, keepdims=True), dim)
 
     @staticmethod
     def backward(ctx, g):
@@ -45,8 +49,9 @@ class LogSoftmax(Function):
         xp = namespace_of(x)
         if x.size == 0:     # as Softmax
             return _saved(ctx, x.copy(), dim)
-        shifted = x - x.max(axis=dim, keepdims=True)
-        return _saved(ctx, shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True)), dim)
+        with np.errstate(invalid="ignore"):
+            shifted = x - x.max(axis=dim, keepdims=True)
+            return _saved(ctx, shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True)), dim)
 
     @staticmethod
     def backward(ctx, g):

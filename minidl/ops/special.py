@@ -1,14 +1,17 @@
 """Special functions: erfinv, erfc, lgamma, digamma, i0, logit, exp2. The series behind erfinv,
-digamma (and its derivative trigamma) and I1 are in _special_math.py with their derivations;
-those computed per element on the host (erfinv, erfc, lgamma, digamma, i0) run on the CPU only.
-Values are computed in float64 and rounded once to the input's dtype. Integer and bool inputs
-compute in the default float dtype, as PyTorch's.
+digamma (and its derivative trigamma) and I1 are in _special_math.py with their derivations.
+On the CPU erfinv, erfc, lgamma, digamma and i0 are computed per element on the host in float64
+and rounded once to the input's dtype; on a device that has them (cuda: the device functions of
+minidl/kernels/cuda/special.py, the same methods per element) the device computes them, and their
+backward passes (digamma, trigamma, I1) run there too. Integer and bool inputs compute in the
+default float dtype, as PyTorch's.
 """
 import math
 
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 from . import _special_math as sm
 from ._elementwise_args import floating, host_only, ufunc
 from ._higher_order import constant, keep_where
@@ -22,13 +25,30 @@ def _host(fn, x, *more):
             x.dtype, copy=False)
 
 
+def special(name, host_fn, x, *more):
+    """``name`` elementwise in x's dtype: on CPU arrays ``host_fn`` on float64 copies (``_host``), on a
+    device its namespace's function of that name (NotImplementedError naming it where it has none)."""
+    if namespace_of(x) is np:
+        return _host(host_fn, x, *more)
+    return ufunc(name, name, x, *more)
+
+
+def derivative(name, host_fn, x, *more):
+    """A backward pass's factor: float64 on the CPU (multiplied into the gradient before its one
+    rounding), the device function in x's dtype elsewhere."""
+    if namespace_of(x) is np:
+        with np.errstate(all="ignore"):
+            return host_fn(np.asarray(x, np.float64), *(np.asarray(m, np.float64) for m in more))
+    return ufunc(name, name, x, *more)
+
+
 class Erfinv(Function):
     """y = erfinv x, the inverse of erf on (-1, 1) (+-inf at +-1, NaN beyond);
     dy/dx = 1 / erf'(y) = sqrt(pi) / 2 * e**(y**2)."""
 
     @staticmethod
     def forward(ctx, x):
-        y = _host(sm.erfinv, x)
+        y = special("erfinv", sm.erfinv, x)
         ctx.save_for_backward(y)
         return y
 
@@ -50,7 +70,7 @@ class Erfc(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _host(sm.erfc, x)
+        return special("erfc", sm.erfc, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -69,12 +89,12 @@ class Lgamma(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _host(sm.lgamma, x)
+        return special("lgamma", sm.lgamma, x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * sm.digamma(x).astype(g.dtype, copy=False)
+        return g * derivative("digamma", sm.digamma, x).astype(g.dtype, copy=False)
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -87,12 +107,12 @@ class Digamma(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _host(sm.digamma, x)
+        return special("digamma", sm.digamma, x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * sm.trigamma(x).astype(g.dtype, copy=False)
+        return g * derivative("trigamma", sm.trigamma, x).astype(g.dtype, copy=False)
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -107,12 +127,12 @@ class I0(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _host(np.i0, x)
+        return special("i0", np.i0, x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * sm.i1(x).astype(g.dtype, copy=False)
+        return g * derivative("i1", sm.i1, x).astype(g.dtype, copy=False)
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -192,7 +212,17 @@ def _host_unary(cls, name, *args, doc=None):
     return fn
 
 
-erfinv, erfc, lgamma, digamma, i0 = (_host_unary(c, n) for c, n in (
+def _special_unary(cls, name):
+    """The public function ``name`` of an elementwise Function computed by ``special``: any device
+    whose namespace has the function; integer and bool inputs in the default float dtype."""
+    def fn(input):
+        return cls.apply(floating(input))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = cls.__doc__
+    return fn
+
+
+erfinv, erfc, lgamma, digamma, i0 = (_special_unary(c, n) for c, n in (
     (Erfinv, "erfinv"), (Erfc, "erfc"), (Lgamma, "lgamma"), (Digamma, "digamma"), (I0, "i0")))
 
 

@@ -17,7 +17,9 @@ and rounds once to its input's dtype, and its backward is the closed-form deriva
 
 Integer and bool inputs compute in the default float dtype, as PyTorch's special functions
 (except gammainc/gammaincc and nextafter, which PyTorch refuses for integers, as here).
-Computed on the host: CPU tensors only (NotImplementedError naming the op and device otherwise).
+Computed on the host: CPU tensors only (NotImplementedError naming the op and device otherwise),
+except polygamma, zeta and nextafter, which a device with those functions (cuda: the device
+functions of minidl/kernels/cuda/special.py) computes itself, backward passes included.
 """
 import math
 import numbers
@@ -26,18 +28,19 @@ import numpy as np
 
 from ..autograd import function as _function
 from ..autograd.function import Function
+from ..backends import namespace_of
 from . import _special_math as sm
 from . import special_functions_math as sfm
 from ._broadcast import unbroadcast
 from ._elementwise_args import floating, host_only, operands, result_dtype, ufunc
-from .special import _host, _host_unary
+from .special import _host, _host_unary, derivative, special
 from .special import lgamma as _lgamma_op
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
 
 def _grad(g, value):
-    return np.asarray(g * value).astype(g.dtype, copy=False)
+    return namespace_of(g).asarray(g * value).astype(g.dtype, copy=False)
 
 
 class Ndtr(Function):
@@ -139,6 +142,13 @@ def polygamma_values(n, x):
         return (1.0 if n % 2 else -1.0) * factorial * sfm.zeta(float(n + 1), x)
 
 
+def _polygamma_derivative(n, x):
+    """psi^(n)(x) as a backward factor (``derivative``'s rule: float64 on the CPU)."""
+    if namespace_of(x) is np:
+        return polygamma_values(n, np.asarray(x, np.float64))
+    return ufunc("polygamma", "polygamma", n, x)
+
+
 class Polygamma(Function):
     """y = psi^(n)(x), the n-th derivative of digamma;  dy/dx = psi^(n+1)(x)."""
 
@@ -146,12 +156,14 @@ class Polygamma(Function):
     def forward(ctx, x, n):
         ctx.save_for_backward(x)
         ctx.n = n
-        return _host(lambda v: polygamma_values(n, v), x)
+        if namespace_of(x) is np:
+            return _host(lambda v: polygamma_values(n, v), x)
+        return ufunc("polygamma", "polygamma", n, x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _grad(g, polygamma_values(ctx.n + 1, np.asarray(x, np.float64))), None
+        return _grad(g, _polygamma_derivative(ctx.n + 1, x)), None
 
 
 def _two_operand_grads(ctx, ga, gb):
@@ -173,12 +185,15 @@ class Zeta(Function):
     def forward(ctx, x, q):
         ctx.save_for_backward(x, q)
         ctx.shapes = (x.shape, q.shape)
-        return _host(sfm.zeta, x, q)
+        return special("zeta", sfm.zeta, x, q)
 
     @staticmethod
     def backward(ctx, g):
-        x, q = (np.asarray(a, np.float64) for a in ctx.saved_tensors)
-        return _two_operand_grads(ctx, _not_implemented("zeta"), lambda: _grad(g, -x * sfm.zeta(x + 1, q)))
+        x, q = ctx.saved_tensors
+        if namespace_of(x) is np:   # float64 on the host
+            x, q = np.asarray(x, np.float64), np.asarray(q, np.float64)
+        return _two_operand_grads(ctx, _not_implemented("zeta"),
+                                  lambda: _grad(g, -x * derivative("zeta", sfm.zeta, x + 1, q)))
 
 
 def _xlog1py(x, y):
@@ -252,7 +267,6 @@ def polygamma(n, input):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    host_only("polygamma", input._data)
     return Polygamma.apply(floating(input), int(n))
 
 
@@ -273,7 +287,6 @@ def multigammaln(input, p):
 def zeta(input, other):
     """Hurwitz's zeta function sum_k (other + k)**-input (Riemann's at other = 1)."""
     x, q = operands("zeta", input, other)
-    host_only("zeta", x._data)
     return Zeta.apply(x, q)
 
 

@@ -9,15 +9,18 @@ short names, with the derivatives (DLMF 10.29.3, I0' = I1, I1' = I0 - I1/x):
     d/dx i1(x)  = i0(x) - i1(x)/x,             1/2 at 0
     d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 1/2 at 0  (i1e = e**-|x| I1)
 
-(i0 itself is md.i0, in special.py). The rest (bessel_j0/j1/y0/y1, modified_bessel_i0/i1/k0/k1,
-scaled_modified_bessel_k0/k1, spherical_bessel_j0, airy_ai) have no derivative in PyTorch: their
-results do not require grad, here likewise.
+(i0 itself is md.i0, in special.py; i0 and i1, with i1's derivative, also run on a device whose
+namespace has them, cuda's: the power and asymptotic series of minidl/kernels/cuda/special.py).
+The rest (bessel_j0/j1/y0/y1, modified_bessel_i0/i1/k0/k1, scaled_modified_bessel_k0/k1,
+spherical_bessel_j0, airy_ai) have no derivative in PyTorch: their results do not require grad,
+here likewise.
 """
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 from . import special_functions_bessel_math as bm
-from .special import _host, _host_unary
+from .special import _host, _host_unary, _special_unary, special
 from .special_functions import _grad
 
 
@@ -42,13 +45,18 @@ class I1(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _host(bm.i1, x)
+        return special("i1", bm.i1, x)
 
     @staticmethod
     def backward(ctx, g):
-        x = np.asarray(ctx.saved_tensors[0], np.float64)
-        with np.errstate(all="ignore"):
-            d = np.where(x == 0, 0.5, bm.i0(x) - bm.i1(x) / x)
+        x = ctx.saved_tensors[0]
+        xp = namespace_of(x)
+        if xp is np:
+            x = np.asarray(x, np.float64)
+            with np.errstate(all="ignore"):
+                d = np.where(x == 0, 0.5, bm.i0(x) - bm.i1(x) / x)
+        else:   # the device's I0 and I1 (1/x is inf at 0, where the 1/2 is taken instead)
+            d = xp.where(x == 0, 0.5, xp.i0(x) - xp.i1(x) / x)
         return _grad(g, d)
 
 
@@ -83,7 +91,7 @@ class Nondifferentiable(Function):
         return None, None
 
 
-i0e, i1, i1e = _host_unary(I0e, "i0e"), _host_unary(I1, "i1"), _host_unary(I1e, "i1e")
+i0e, i1, i1e = _host_unary(I0e, "i0e"), _special_unary(I1, "i1"), _host_unary(I1e, "i1e")
 
 NONDIFFERENTIABLE = {
     "bessel_j0": bm.j0, "bessel_j1": bm.j1, "bessel_y0": bm.y0, "bessel_y1": bm.y1,

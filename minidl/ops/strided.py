@@ -2,12 +2,15 @@
 and ``stride()`` itself. Each result shares the input's memory, as PyTorch's does, so an in-place
 write to the input shows in it (and autograd treats it as a view: autograd/views.py).
 
-Strides are in elements, as PyTorch counts them (NumPy counts bytes)."""
+Strides are in elements, as PyTorch counts them (NumPy counts bytes). On a device the views are
+the device namespace's views of the device buffer (cuda: ``strided_view``); backward passes
+allocate their zeros in the gradient's namespace, so they run on its device."""
 import operator
 
 import numpy as np
 
 from ..autograd.function import Function
+from ..backends import namespace_of
 from ._broadcast import normalize_dim
 
 
@@ -23,15 +26,20 @@ class Unfold(Function):
         ctx.args = (x.shape, dim, size, step)
         n = (x.shape[dim] - size) // step + 1
         shape = x.shape[:dim] + (n,) + x.shape[dim + 1:] + (size,)
-        s = x.strides
+        item = x.itemsize
+        s = tuple(b // item for b in x.strides)   # in elements
         strides = s[:dim] + (s[dim] * step,) + s[dim + 1:] + (s[dim],)
-        return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x.flags.writeable)
+        xp = namespace_of(x)
+        if xp is np:
+            return np.lib.stride_tricks.as_strided(x, shape, tuple(v * item for v in strides),
+                                                   writeable=x.flags.writeable)
+        return xp.strided_view(x, shape, strides)
 
     @staticmethod
     def backward(ctx, g):
         shape, dim, size, step = ctx.args
         n = g.shape[dim]
-        gx = np.zeros(shape, g.dtype)
+        gx = namespace_of(g).zeros(shape, g.dtype)
         lead = (slice(None),) * dim
         for j in range(size):   # window positions j, j + step, ...: distinct for one j, so += is exact
             gx[lead + (slice(j, j + step * (n - 1) + 1, step),)] += g[..., j]
@@ -50,25 +58,21 @@ class Diagonal(Function):
     @staticmethod
     def backward(ctx, g):
         shape, offset, dim1, dim2 = ctx.args
-        gx = np.zeros(shape, g.dtype)
+        gx = namespace_of(g).zeros(shape, g.dtype)
         diagonal_view(gx, offset, dim1, dim2)[...] = g
         return gx, None, None, None
 
 
 def diagonal_view(a, offset, dim1, dim2):
     """NumPy's diagonal of ``a`` (already in PyTorch's layout: the diagonal last), writable where
-    ``a`` is, as PyTorch's view is (NumPy hands it out read-only)."""
+    ``a`` is, as PyTorch's view is (NumPy and the cuda namespace hand it out read-only)."""
     d = np.diagonal(a, offset, dim1, dim2)
+    xp = namespace_of(a)
+    if xp is not np:
+        return xp.strided_view(d, d.shape, tuple(b // d.itemsize for b in d.strides), writeable=a.flags.writeable)
     if a.flags.writeable:
         d.flags.writeable = True
     return d
-
-
-def _on_host(x, op):
-    """The strided views are NumPy views of host memory; a device array has no such view here."""
-    if type(x._data) is not np.ndarray:
-        raise NotImplementedError(f"{op}: runs on CPU tensors only, got a tensor on {x.device}; "
-                                  f"move it with .cpu() first")
 
 
 def _int(value, name, op):
@@ -101,7 +105,6 @@ def narrow(x, dim, start, length):
 def unfold(x, dimension, size, step):
     """The windows of ``size`` elements, ``step`` apart, along ``dimension``, as a new last dim
     (see Unfold): PyTorch's ``Tensor.unfold``, a view of x."""
-    _on_host(x, "unfold")
     size, step = _int(size, "size", "unfold"), _int(step, "step", "unfold")
     scalar = x.ndim == 0
     if scalar:   # PyTorch: its one element, as a dim of length 1, with no window dim added
@@ -122,7 +125,6 @@ def unfold(x, dimension, size, step):
 def diagonal(x, offset=0, dim1=0, dim2=1):
     """The diagonal ``offset`` above the main one (below, for a negative offset) of the matrices
     over dims (dim1, dim2), as the last dim: a view, as PyTorch's."""
-    _on_host(x, "diagonal")
     d1, d2 = normalize_dim(dim1, x.ndim, "diagonal"), normalize_dim(dim2, x.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")

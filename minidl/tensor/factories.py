@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 
 from .. import backends
+from ..ops import _elementwise_args
 from . import dtype as dtypes
 from .allocation import check_allocation
 from .generator import numpy_generator
@@ -33,6 +34,8 @@ def tensor(data, dtype=None, requires_grad=False, device="cpu"):
     except ValueError as exc:
         raise ValueError(f"tensor: data is not a rectangular array of numbers ({exc})") from None
     dt = dtypes.to_dtype(dtype) if dtype is not None else None
+    if dt is None and isinstance(data, (list, tuple)):
+        dt = _promoted_leaf_dtype(data)
     if not from_ndarray and (array.dtype == object or array.dtype == np.uint64):
         # NumPy holds an int beyond int64 as an object (or, below 2**64, a uint64 that the
         # int64 default would wrap to a negative number)
@@ -50,6 +53,29 @@ def tensor(data, dtype=None, requires_grad=False, device="cpu"):
             raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding non-numbers")
     dt = dt if dt is not None else dtypes.default_dtype_for(array, from_ndarray)
     return _leaf(array.astype(dt, copy=False), requires_grad, device)
+
+
+def _promoted_leaf_dtype(data):
+    """The dtype of a list that holds NumPy scalars, arrays or tensors, as torch.tensor infers it:
+    each element brings its own dtype (a Python float the default float dtype, a Python int
+    int64, a bool bool) and the result is their promotion, so ``[np.float64(1.5), 2.0]`` is
+    float64 and ``[np.int32(1), 2.5]`` float32. None for a list of Python numbers alone, whose
+    dtype default_dtype_for decides."""
+    leaves = list(_flat(data))
+    if not any(isinstance(v, (np.generic, np.ndarray, Tensor)) for v in leaves):
+        return None
+    result = None
+    for v in leaves:
+        if isinstance(v, Tensor):
+            dt = np.dtype(v.dtype)
+        elif isinstance(v, (np.generic, np.ndarray)):
+            dt = v.dtype
+        else:
+            dt = np.dtype(bool if isinstance(v, bool) else np.int64 if isinstance(v, int) else dtypes.DEFAULT_FLOAT)
+        if dt not in dtypes.SUPPORTED:
+            return None
+        result = dt if result is None else _elementwise_args._promote(result, dt)
+    return result
 
 
 def _check_int64(values):

@@ -19,6 +19,9 @@ The rules, PyTorch's:
 When the op is recorded, it reads a copy of the old values: the node may save them for its
 backward, and the write is about to overwrite the memory they live in.
 """
+import numbers
+import warnings
+
 import numpy as np
 
 from ..autograd import function, grad_mode, versions, views
@@ -164,6 +167,18 @@ def check_no_partial_overlap(dest, src, name, write=None):
         raise RuntimeError(_PARTIAL_OVERLAP + f" ({name})")
 
 
+def _alpha_first(name, other, alpha):
+    """(other, alpha) of PyTorch's deprecated overload ``add_(Number alpha, Tensor other)``
+    (older training scripts step with ``p.data.add_(-lr, p.grad)``), which PyTorch still runs
+    with a warning; any other call passes through unchanged."""
+    if isinstance(other, numbers.Number) and isinstance(alpha, function.Tensor):
+        warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
+                      f"Consider using one of the following signatures instead:\n"
+                      f"\t{name}(Tensor other, *, Number alpha = 1)", UserWarning, stacklevel=3)
+        return alpha, other
+    return other, alpha
+
+
 class InplaceMethods:
     """The in-place methods of Tensor (a mixin, so that tensor.py stays about routing)."""
 
@@ -171,9 +186,11 @@ class InplaceMethods:
 
     # arithmetic ----------------------------------------------------------------------------
     def add_(self, other, alpha=1):
+        other, alpha = _alpha_first("add_", other, alpha)
         return apply_inplace(self, "add_", lambda s: s.add(other, alpha=alpha), other)
 
     def sub_(self, other, alpha=1):
+        other, alpha = _alpha_first("sub_", other, alpha)
         return apply_inplace(self, "sub_", lambda s: s.sub(other, alpha=alpha), other)
 
     def mul_(self, other):

@@ -71,6 +71,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):   # n
         raise TypeError(f"multinomial: expected a Tensor of weights, got {type(input).__name__}")
     if input.ndim not in (1, 2):
         raise RuntimeError(f"prob_dist must be 1 or 2 dim, got {input.ndim} dims")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {input.dtype}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples <= 0:
         raise RuntimeError(f"cannot sample n_sample <= 0 samples, got num_samples={num_samples!r}")
     w = np.asarray(input.numpy(), dtype=np.float64).reshape(-1, input.shape[-1])

@@ -24,7 +24,7 @@ def _result_dtype(name, a, b):
         sa = np.ones(1, ka) if isinstance(a, CudaArray) else ka(1)
         sb = np.ones(1, kb) if isinstance(b, CudaArray) else kb(1)
         with np.errstate(all="ignore"):
-            dt = _DTYPES[key] = np.dtype(getattr(np, name)(sa, sb).dtype)
+            dt = _DTYPES[key] = np.dtype(getattr(np, _SAME_DTYPE_AS.get(name, name))(sa, sb).dtype)
     return dt
 
 
@@ -106,7 +106,10 @@ def _bf16_binary(name, a, b, dt, out):
 
 
 _UNARY_DTYPES = {}
-_SAME_DTYPE_AS = {"erf": "sqrt"}   # functions NumPy lacks: the ufunc whose output dtype they share
+# functions NumPy lacks (or whose NumPy version is no ufunc): the ufunc whose output dtype they share
+_SAME_DTYPE_AS = {"erf": "sqrt", "erfc": "sqrt", "erfinv": "sqrt", "lgamma": "sqrt", "digamma": "sqrt",
+                  "trigamma": "sqrt", "i0": "sqrt", "i1": "sqrt", "polygamma": "sqrt", "zeta": "arctan2",
+                  "nextafter_f32": "nextafter", "nextafter_f64": "nextafter"}
 
 
 def _unary(name, x, out=None):

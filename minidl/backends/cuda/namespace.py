@@ -16,6 +16,8 @@ from .creation import _arange, _full
 from .elementwise import _binary, _copy_into, _logic, _logic_not, _operand, _ufunc1, _ufunc2, _unary
 from .namespace_more import MoreNumPy
 from .namespace_scan import ScanNumPy
+from .namespace_special import SpecialNumPy
+from .namespace_strided import StridedNumPy
 from .numpy_protocol import array_function, array_ufunc
 from .indexing import (_axis_index, _offsets, _scatter, _scatter_axis, _value_for, _where, getitem,
                        setitem)
@@ -150,7 +152,7 @@ def _ascontiguousarray(x, dtype=None):
     return x if x.is_contiguous() else x.copy()
 
 
-class CudaNamespace(MoreNumPy, ScanNumPy):
+class CudaNamespace(MoreNumPy, ScanNumPy, SpecialNumPy, StridedNumPy):
     """The NumPy subset minidl.ops call, for cuda arrays (the "cuda" backend's ``xp``)."""
 
     name = "minidl.backends.cuda"

@@ -11,7 +11,9 @@ each one per dtype and ndim, since shapes and strides are passed as tuples):
 - ``scan``: cumsum / cumprod / logaddexp.accumulate along an axis, one thread per row;
 - ``scatter``: torch.scatter's write along an axis (set, and add / max / min with atomics,
   multiply one thread per line), behind scatter, scatter_add, scatter_reduce;
-- ``bfloat16``: conversions between bfloat16 (kept as uint16 bits) and float32 / float64.
+- ``bfloat16``: conversions between bfloat16 (kept as uint16 bits) and float32 / float64;
+- ``special``: lgamma, digamma, trigamma, erfc, erfinv, i0, i1, polygamma, Hurwitz zeta and
+  nextafter as device functions the ``map`` / ``zip`` kernels apply (float64 inside).
 
 Layer kernels: ``layer_norm`` (LayerNorm and RMSNorm forward/backward, one block per row),
 ``channel_norm`` (GroupNorm, InstanceNorm, BatchNorm on the row kernels), ``scale_norm``,

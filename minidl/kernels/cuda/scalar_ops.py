@@ -371,3 +371,10 @@ BINARY = dict(add=add, subtract=subtract, multiply=multiply, divide=divide, floo
               less_equal=less_equal, greater=greater, greater_equal=greater_equal, equal=equal,
               not_equal=not_equal, logical_and=logical_and, logical_or=logical_or, arctan2=arctan2, hypot=hypot,
               copysign=copysign, fmod=fmod, logical_xor=logical_xor)
+
+# the special functions (special.py) run on the same map / zip kernels
+from .special import BINARY as _SPECIAL_BINARY  # noqa: E402
+from .special import UNARY as _SPECIAL_UNARY  # noqa: E402
+
+UNARY.update(_SPECIAL_UNARY)
+BINARY.update(_SPECIAL_BINARY)
