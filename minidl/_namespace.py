@@ -18,6 +18,7 @@ from . import _namespace_arrange as _arrange
 from . import _namespace_decompositions as _decompositions
 from . import _namespace_elementwise as _elementwise
 from . import _namespace_extra as _extra
+from . import _namespace_legacy as _legacy
 from . import _namespace_linalg as _linalg_tables
 from . import _namespace_more as _more
 from . import _namespace_special as _special_tables
@@ -35,7 +36,9 @@ from .ops.einsum import einsum
 from .ops.shape_error import broadcast_shape as _broadcast_shape
 from .tensor import dtype as _dtypes
 from .tensor import storage as _storage
+from .tensor.deprecated_overloads import value_first
 from .tensor.inplace import install_inplace_forms
+from .tensor.layout import check as check_layout
 from .tensor.out_argument import install_out_argument
 from .tensor.tensor import Tensor
 
@@ -391,15 +394,19 @@ def clamp_max(input, max):   # noqa: A002
 
 
 # compositions optimizers use (the in-place forms are in tensor/inplace.py) --------------------
-def addcmul(input, tensor1, tensor2, *, value=1):
+def addcmul(input, tensor1, tensor2, *value_first_form, value=1):
     """input + value * tensor1 * tensor2, multiplied in PyTorch's order (so float32 results match
-    its kernel's bit for bit); gradients through the ordinary ops."""
+    its kernel's bit for bit); gradients through the ordinary ops. PyTorch's deprecated
+    ``addcmul(input, value, tensor1, tensor2)`` is read too, with its warning."""
+    tensor1, tensor2, value = value_first("addcmul", "Tensor input, ", tensor1, tensor2, value_first_form, value)
     _check_integral_value("addcmul", (input, tensor1, tensor2), value)
     return input + (tensor1 * tensor2 if value == 1 else value * tensor1 * tensor2)
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1):
-    """input + value * tensor1 / tensor2 (Adam's ``p - lr * m / (sqrt(v) + eps)``)."""
+def addcdiv(input, tensor1, tensor2, *value_first_form, value=1):
+    """input + value * tensor1 / tensor2 (Adam's ``p - lr * m / (sqrt(v) + eps)``); the deprecated
+    ``addcdiv(input, value, tensor1, tensor2)`` as addcmul's."""
+    tensor1, tensor2, value = value_first("addcdiv", "Tensor input, ", tensor1, tensor2, value_first_form, value)
     if _is_integral(tensor1) and _is_integral(tensor2):
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
                            "will perform a true division of tensor1 and tensor2. Use addcmul(input, tensor1, "
@@ -465,29 +472,32 @@ def log_softmax(input, dim, dtype=None):
     return _ops().log_softmax(input if dtype is None else input.to(dtype), dim)
 
 
-def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False):
     from .tensor import factories
-    return factories.zeros_like(input, dtype=dtype, requires_grad=requires_grad)
+    return factories.zeros_like(input, dtype=dtype, requires_grad=requires_grad, layout=layout)
 
 
 # new_* and properties ------------------------------------------------------------------------
 def _new(fill):
-    def method(self, *size, dtype=None, device=None, requires_grad=False):
+    def method(self, *size, dtype=None, layout=None, device=None, requires_grad=False):
         from .tensor import factories
+        check_layout(layout, "new_zeros" if fill == 0 else "new_ones")
         shape = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
         return factories.full(tuple(shape), fill, dtype=dtype or self.dtype, requires_grad=requires_grad,
                               device=device or self.device)
     return method
 
 
-def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def _new_full(self, size, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False):
     from .tensor import factories
+    check_layout(layout, "new_full")
     return factories.full(tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad,
                           device=device or self.device)
 
 
-def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+def _new_tensor(self, data, *, dtype=None, layout=None, device=None, requires_grad=False):
     from .tensor import factories
+    check_layout(layout, "new_tensor")
     return factories.tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad,
                             device=device or self.device)
 
@@ -524,7 +534,7 @@ _METHODS_ONLY = {
 
 # the further tables, each a module with BOTH, MODULE_ONLY and METHODS_ONLY (no name is in two of them)
 _TABLES = (_extra, _elementwise, _arrange, _statistics, _aliases, _more, _special_tables, _decompositions,
-           _linalg_tables, _tensor_methods, _toplevel, _storage)
+           _linalg_tables, _tensor_methods, _toplevel, _storage, _legacy)
 
 
 def _merged(kind):

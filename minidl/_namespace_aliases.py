@@ -107,7 +107,7 @@ METHODS_ONLY = {
     "byte": _to(_dtypes.uint8), "char": _to(_dtypes.int8), "short": _to(_dtypes.int16),
     "ndimension": lambda self: self.ndim, "is_signed": lambda self: self.dtype.kind in "if" or self.dtype.kind == "V",
     "get_device": _get_device, "data_ptr": _data_ptr, "storage_offset": _storage_offset,
-    "is_pinned": lambda self: False, "pin_memory": lambda self: self, "share_memory_": lambda self: self,
+    "is_pinned": lambda self: False, "pin_memory": lambda self: self,
     "split_with_sizes": lambda self, split_sizes, dim=0: _md().split(self, list(split_sizes), dim),
     "sum_to_size": sum_to_size, "H": property(lambda self: self.t() if self.ndim == 2 else self),
     "mH": property(lambda self: self.mT),

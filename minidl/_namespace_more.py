@@ -23,6 +23,7 @@ from .tensor import dtype as _dtypes
 from .tensor import factories as _factories
 from .tensor.allocation import check_allocation
 from .tensor.generator import numpy_generator
+from .tensor.layout import check as check_layout
 from .tensor.size import Size, as_ints
 from .tensor.printing import set_printoptions
 from .tensor.tensor import Tensor
@@ -448,6 +449,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
                  requires_grad=False, memory_format=None):
     """Integers drawn uniformly from [low, high) in ``input``'s shape (and dtype and device unless
     given): ``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
+    check_layout(layout, "randint_like")
     if high is None:
         low, high = 0, low
     (low,), (high,) = as_ints((low,), "randint_like", "low"), as_ints((high,), "randint_like", "high")
@@ -472,6 +474,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     views a buffer as large as they need, so ``.stride()`` reports them). On the GPU they are
     only validated: minidl's device arrays are created contiguous, and no op's values depend on
     the layout, only its speed."""
+    check_layout(layout, "empty_strided")
     if not isinstance(size, (tuple, list, Size)) or not isinstance(stride, (tuple, list, Size)):
         raise TypeError(f"empty_strided(): arguments 'size' and 'stride' must be tuples of ints, got "
                         f"{type(size).__name__} and {type(stride).__name__}")

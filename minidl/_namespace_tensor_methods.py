@@ -73,7 +73,7 @@ def prelu(input, weight):
 def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
                        pin_memory=False):
     """md.empty_strided with this tensor's dtype and device unless told otherwise."""
-    return _md().empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+    return _md().empty_strided(size, stride, layout=layout, dtype=self.dtype if dtype is None else dtype,
                                device=self.device if device is None else device, requires_grad=requires_grad)
 
 

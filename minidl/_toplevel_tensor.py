@@ -15,6 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from .tensor import dtype as _dtypes
+from .tensor.layout import check as check_layout
 from .tensor.tensor import Tensor
 
 
@@ -55,6 +56,7 @@ def unravel_index(indices, shape):
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False):
     """A 0-d tensor holding ``s``, in the default float dtype unless ``dtype`` says otherwise
     (also for an integer or bool ``s``, as PyTorch's)."""
+    check_layout(layout, "scalar_tensor")
     return _md().tensor(s, dtype=_md().get_default_dtype() if dtype is None else dtype,
                         device="cpu" if device is None else device, requires_grad=requires_grad)
 

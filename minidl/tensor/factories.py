@@ -9,6 +9,7 @@ from ..ops import _elementwise_args
 from . import dtype as dtypes
 from .allocation import check_allocation
 from .generator import numpy_generator
+from .layout import check as check_layout
 from .size import as_ints
 from .tensor import Tensor
 
@@ -141,15 +142,18 @@ def _sampled(dtype, op):
     return dt
 
 
-def zeros(*size, dtype=None, requires_grad=False, device="cpu"):
+def zeros(*size, dtype=None, layout=None, requires_grad=False, device="cpu"):
+    check_layout(layout, "zeros")
     return _leaf(np.zeros(_sized(size, _float(dtype), "zeros"), _float(dtype)), requires_grad, device)
 
 
-def ones(*size, dtype=None, requires_grad=False, device="cpu"):
+def ones(*size, dtype=None, layout=None, requires_grad=False, device="cpu"):
+    check_layout(layout, "ones")
     return _leaf(np.ones(_sized(size, _float(dtype), "ones"), _float(dtype)), requires_grad, device)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False, device="cpu"):
+def full(size, fill_value, dtype=None, requires_grad=False, device="cpu", *, layout=None):
+    check_layout(layout, "full")
     if not isinstance(fill_value, (numbers.Number, np.generic)) and \
             not (isinstance(fill_value, Tensor) and fill_value.ndim == 0):
         # np.full would try to convert a string, or broadcast a list, into the tensor
@@ -171,24 +175,27 @@ def _fill_dtype(fill_value):
     return dtypes.DEFAULT_FLOAT
 
 
-def empty(*size, dtype=None, requires_grad=False, device="cpu"):
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad, device=device)
+def empty(*size, dtype=None, layout=None, requires_grad=False, device="cpu"):
+    return zeros(*size, dtype=dtype, layout=layout, requires_grad=requires_grad, device=device)
 
 
-def randn(*size, generator=None, dtype=None, requires_grad=False, device="cpu"):
+def randn(*size, generator=None, dtype=None, layout=None, requires_grad=False, device="cpu"):
+    check_layout(layout, "randn")
     dt = _sampled(dtype, "randn")
     data = numpy_generator(generator).standard_normal(_sized(size, np.float64, "randn")).astype(dt)
     return _leaf(data, requires_grad, device)
 
 
-def rand(*size, generator=None, dtype=None, requires_grad=False, device="cpu"):
+def rand(*size, generator=None, dtype=None, layout=None, requires_grad=False, device="cpu"):
+    check_layout(layout, "rand")
     dt = _sampled(dtype, "rand")
     data = numpy_generator(generator).random(_sized(size, np.float64, "rand")).astype(dt)
     return _leaf(data, requires_grad, device)
 
 
-def randint(low, high=None, size=(), *, generator=None, dtype=None, requires_grad=False, device="cpu"):
+def randint(low, high=None, size=(), *, generator=None, dtype=None, layout=None, requires_grad=False, device="cpu"):
     """Integers drawn uniformly from [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    check_layout(layout, "randint")
     if high is None:
         low, high = 0, low
     elif isinstance(high, (tuple, list)):   # randint(high, size), as PyTorch's overload
@@ -201,14 +208,16 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, requires_gra
     return _leaf(data.astype(dtypes.to_dtype(dtype or dtypes.int64)), False, device)
 
 
-def randperm(n, *, generator=None, dtype=None, requires_grad=False, device="cpu"):
+def randperm(n, *, generator=None, dtype=None, layout=None, requires_grad=False, device="cpu"):
+    check_layout(layout, "randperm")
     _check_size((int(n),))
     check_allocation("randperm", (int(n),), np.int64)
     data = numpy_generator(generator).permutation(int(n)).astype(dtypes.to_dtype(dtype or dtypes.int64))
     return _leaf(data, requires_grad, device)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu"):
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu", *, layout=None):
+    check_layout(layout, "arange")
     if end is None:
         start, end = 0, start
     # an infinite end: NumPy's "Maximum allowed size exceeded" names neither the op nor the range
@@ -232,14 +241,16 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device="cpu
     return _leaf(data.astype(dtypes.to_dtype(dtype)), requires_grad, device)
 
 
-def linspace(start, end, steps, dtype=None, device="cpu"):
+def linspace(start, end, steps, dtype=None, device="cpu", *, layout=None):
+    check_layout(layout, "linspace")
     if int(steps) < 0:
         raise RuntimeError(f"linspace: number of steps must be non-negative, got steps={steps}")
     check_allocation("linspace", (int(steps),), np.float64)
     return _leaf(np.linspace(start, end, steps).astype(_float(dtype)), False, device)
 
 
-def eye(n, m=None, dtype=None, device="cpu"):
+def eye(n, m=None, dtype=None, device="cpu", *, layout=None):
+    check_layout(layout, "eye")
     _check_size((int(n),) if m is None else (int(n), int(m)))
     check_allocation("eye", (int(n), int(n if m is None else m)), _float(dtype))
     return _leaf(np.eye(n, m, dtype=_float(dtype)), False, device)
@@ -250,21 +261,26 @@ def _like(t, fill, dtype, requires_grad):
     return _leaf(np.full(t.shape, fill, dt), requires_grad, t.device)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t, dtype=None, requires_grad=False, *, layout=None):
+    check_layout(layout, "zeros_like")
     return _like(t, 0, dtype, requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t, dtype=None, requires_grad=False, *, layout=None):
+    check_layout(layout, "ones_like")
     return _like(t, 1, dtype, requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False):
+def full_like(t, fill_value, dtype=None, requires_grad=False, *, layout=None):
+    check_layout(layout, "full_like")
     return _like(t, fill_value, dtype, requires_grad)
 
 
-def randn_like(t, dtype=None, requires_grad=False):
+def randn_like(t, dtype=None, requires_grad=False, *, layout=None):
+    check_layout(layout, "randn_like")
     return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=t.device)
 
 
-def rand_like(t, dtype=None, requires_grad=False):
+def rand_like(t, dtype=None, requires_grad=False, *, layout=None):
+    check_layout(layout, "rand_like")
     return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=t.device)

@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 
 from ..autograd import function, grad_mode, versions, views
+from .deprecated_overloads import value_first
 from .dtype import check_floating
 from .inplace_overlap import check_no_overlap, element_addresses, masked_scatter_order
 
@@ -208,10 +209,12 @@ class InplaceMethods:
     def fmod_(self, other):
         return apply_inplace(self, "fmod_", lambda s: s.fmod(other), other)
 
-    def addcmul_(self, tensor1, tensor2, *, value=1):
+    def addcmul_(self, tensor1, tensor2, *value_first_form, value=1):
+        tensor1, tensor2, value = value_first("addcmul_", "", tensor1, tensor2, value_first_form, value)
         return apply_inplace(self, "addcmul_", lambda s: s.addcmul(tensor1, tensor2, value=value), tensor1, tensor2)
 
-    def addcdiv_(self, tensor1, tensor2, *, value=1):
+    def addcdiv_(self, tensor1, tensor2, *value_first_form, value=1):
+        tensor1, tensor2, value = value_first("addcdiv_", "", tensor1, tensor2, value_first_form, value)
         return apply_inplace(self, "addcdiv_", lambda s: s.addcdiv(tensor1, tensor2, value=value), tensor1, tensor2)
 
     def lerp_(self, end, weight):

@@ -1,4 +1,5 @@
-"""Sampling from distributions given as tensors: md.normal, md.bernoulli, md.multinomial.
+"""Sampling from distributions given as tensors: md.normal, md.bernoulli, md.multinomial,
+md.binomial.
 
 As PyTorch's, and like md.rand they draw from ``generator`` or minidl's global generator.
 The samples are not differentiable (neither are PyTorch's bernoulli and multinomial; its
@@ -97,4 +98,33 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):   # n
     return _leaf(out.reshape(input.shape[:-1] + (int(num_samples),)), False, input.device)
 
 
-__all__ = ["bernoulli", "multinomial", "normal"]
+
+def binomial(count, prob, generator=None):
+    """The number of successes in ``count`` trials that each succeed with probability ``prob``
+    (tensors broadcast against each other), in count's floating dtype, which prob must share, as
+    PyTorch. Counts are whole numbers of trials (a fractional one is rounded down); a negative
+    count, a probability outside [0, 1] or a NaN is refused."""
+    from .factories import _leaf
+    for name, t in (("count", count), ("prob", prob)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"binomial(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    if not count.dtype.is_floating_point:
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: {count.dtype}")
+    if prob.dtype != count.dtype:
+        raise RuntimeError(f"binomial: found dtype {prob.dtype} for prob but expected {count.dtype} (count's)")
+    n, p = np.asarray(count.numpy(), np.float64), np.asarray(prob.numpy(), np.float64)
+    try:
+        shape = np.broadcast_shapes(n.shape, p.shape)
+    except ValueError:
+        raise RuntimeError(f"binomial: the shapes of count {list(count.shape)} and prob {list(prob.shape)} do not "
+                           "broadcast") from None
+    if not (n >= 0).all():
+        raise RuntimeError("binomial: expected all counts >= 0 (and not NaN)")
+    if not ((p >= 0) & (p <= 1)).all():
+        raise RuntimeError("binomial: expected all probabilities in [0, 1] (and not NaN)")
+    check_allocation("binomial", shape, np.float64)
+    draws = numpy_generator(generator).binomial(np.floor(n).astype(np.int64), p, size=shape)
+    return _leaf(draws.astype(count._data.dtype), False, count.device)
+
+
+__all__ = ["bernoulli", "binomial", "multinomial", "normal"]

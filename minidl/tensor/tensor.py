@@ -37,6 +37,7 @@ from . import dtype as dtypes
 from . import memory_format as _formats
 from . import printing as _printing
 from .device import cuda_device, device as device_type, of_name
+from .deprecated_overloads import alpha_first
 from .inplace import InplaceMethods, apply_inplace
 from .size import Size
 
@@ -424,8 +425,13 @@ class Tensor(InplaceMethods):
     def __rrshift__(self, o): return _bitwise.bitwise_right_shift(o, self)
 
     # methods ---------------------------------------------------------------------
-    def add(self, o, *, alpha=1): return _ops.add(self, o, alpha)
-    def sub(self, o, *, alpha=1): return _ops.sub(self, o, alpha)
+    def add(self, o, *alpha_first_form, alpha=1):
+        """self + alpha * o; the deprecated ``add(alpha, o)`` is read too, with PyTorch's warning."""
+        return _ops.add(self, *alpha_first("add", o, alpha_first_form, alpha))
+
+    def sub(self, o, *alpha_first_form, alpha=1):
+        return _ops.sub(self, *alpha_first("sub", o, alpha_first_form, alpha))
+
     def mul(self, o): return _ops.mul(self, o)
     def div(self, o, *, rounding_mode=None): return _rdiv.div(self, o, rounding_mode=rounding_mode)
     def pow(self, o): return _ops.pow(self, o)
