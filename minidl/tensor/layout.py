@@ -6,24 +6,14 @@ for scripts that pass it. A sparse or other layout is refused as md.sparse_coo i
 """
 
 
-class layout:   # noqa: N801  (PyTorch's name)
-    __slots__ = ("_name",)
+from .memory_format import NamedConstant
 
-    def __init__(self, name):
-        self._name = name
 
-    def __repr__(self):
-        return f"minidl.{self._name}"
-
-    def __reduce__(self):
-        return (_by_name, (self._name,))
+class layout(NamedConstant):   # noqa: N801  (PyTorch's name)
+    __slots__ = ()
 
 
 strided = layout("strided")
-
-
-def _by_name(name):
-    return globals()[name]
 
 
 def check(value, op="this function"):

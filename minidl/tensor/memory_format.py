@@ -9,7 +9,9 @@ tensor into it, so writing to the result never changes the original.
 """
 
 
-class memory_format:   # noqa: N801  (PyTorch's name)
+class NamedConstant:
+    """One of PyTorch's named singletons (``md.channels_last``, ``md.strided``): printed as
+    ``minidl.<name>``, and unpickled as the module's own object, so ``is`` comparisons hold."""
     __slots__ = ("_name",)
 
     def __init__(self, name):
@@ -19,7 +21,11 @@ class memory_format:   # noqa: N801  (PyTorch's name)
         return f"minidl.{self._name}"
 
     def __reduce__(self):
-        return (_by_name, (self._name,))
+        return (_by_name, (type(self).__module__, self._name))
+
+
+class memory_format(NamedConstant):   # noqa: N801  (PyTorch's name)
+    __slots__ = ()
 
 
 preserve_format = memory_format("preserve_format")
@@ -30,8 +36,9 @@ channels_last_3d = memory_format("channels_last_3d")
 _RANK = {channels_last: 4, channels_last_3d: 5}   # the rank a channels-last layout is defined for
 
 
-def _by_name(name):
-    return globals()[name]
+def _by_name(module, name):
+    import importlib
+    return getattr(importlib.import_module(module), name)
 
 
 def check(fmt):
