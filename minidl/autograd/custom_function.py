@@ -92,21 +92,16 @@ class _SavedEntry:
                 where = f", which is output {t._out_index} of {_short_name(t._node)},"
             elif t is None:
                 where = f", which is output {self.output} of {_short_name(node)},"
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace operation: "
-                f"[{versions._describe(self.data.shape, self.data.dtype, type(self.data))}]{where} is at version "
-                f"{now}; expected version {self.version} instead. {_MODIFIED_HINT}")
+            raise versions.modified_error(
+                f"[{versions._describe(self.data.shape, self.data.dtype, type(self.data))}]{where}", now,
+                self.version, ". " + _MODIFIED_HINT)
         return self.as_tensor(node)
 
     def _unpacked(self, node):
         """unpack's Tensor, given the saved tensor's history as PyTorch does: an output's is this
         node, a non-leaf input's the node that made it (a leaf's comes back as unpack returns it)."""
         Tensor = _function.Tensor
-        out = self.unpack(self.packed)
-        if not isinstance(out, Tensor):
-            kind = type(out)
-            name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {name}")
+        out = saved_hooks.unpacked(self.unpack, self.packed)
         if self.output is not None:
             return Tensor._wrap(out._data, node if self.differentiable else None, self.output)
         if self.history is not None:

@@ -190,10 +190,9 @@ def _check_versions(node):
     versions.check(node)
     for t, v in zip(node.inputs, saved[1]):
         if t is not None and t._version_counter.value != v:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace operation: "
-                f"an input of {type(node).__name__} is at version {t._version_counter.value}; expected version {v} "
-                "instead (create_graph=True differentiates the backward, which reads every input of the node; "
+            raise versions.modified_error(
+                f"an input of {type(node).__name__}", t._version_counter.value, v,
+                " (create_graph=True differentiates the backward, which reads every input of the node; "
                 "clone() it before the in-place op, or do the op out of place)")
 
 

@@ -111,6 +111,16 @@ def disable_saved_tensors_hooks(error_message):
         state.disabled = previous
 
 
+def unpacked(unpack, packed):
+    """``unpack(packed)``, which must be a Tensor (PyTorch's TypeError otherwise)."""
+    out = unpack(packed)
+    if not isinstance(out, function.Tensor):
+        kind = type(out)
+        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {name}")
+    return out
+
+
 class _Saved:
     """One array kept through the hooks: what pack returned, and what unpack must give back."""
     __slots__ = ("packed", "unpack", "shape", "dtype", "device")
@@ -120,13 +130,7 @@ class _Saved:
         self.shape, self.dtype, self.device = array.shape, array.dtype, device_of(array)
 
     def get(self):
-        Tensor = function.Tensor
-        out = self.unpack(self.packed)
-        if not isinstance(out, Tensor):
-            kind = type(out)
-            name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {name}")
-        a = out._data
+        a = unpacked(self.unpack, self.packed)._data
         if a.shape != self.shape:
             raise RuntimeError(f"unpack_hook returned a tensor of shape {list(a.shape)} for a saved tensor of shape "
                                f"{list(self.shape)}; it must give back what pack_hook received")

@@ -106,11 +106,15 @@ def check(node):
             shape, dtype, array_type = t._data.shape, t._data.dtype, type(t._data)
             produced_by = None if t._node is None else (t._out_index, type(t._node).__name__)
         where = "" if produced_by is None else f", which is output {produced_by[0]} of {produced_by[1]},"
-        raise RuntimeError(
-            "one of the variables needed for gradient computation has been modified by an inplace "
-            f"operation: [{_describe(shape, dtype, array_type)}]{where} is at version {now}; "
-            f"expected version {expected} instead (it was saved by {type(node).__name__} and written to in "
-            "place afterwards; clone() it before the in-place op, or do the op out of place)")
+        raise modified_error(f"[{_describe(shape, dtype, array_type)}]{where}", now, expected,
+                             f" (it was saved by {type(node).__name__} and written to in place afterwards; clone() "
+                             "it before the in-place op, or do the op out of place)")
+
+
+def modified_error(subject, now, expected, advice):
+    """PyTorch's error for a tensor a backward needs that was written in place since it was saved."""
+    return RuntimeError("one of the variables needed for gradient computation has been modified by an inplace "
+                        f"operation: {subject} is at version {now}; expected version {expected} instead{advice}")
 
 
 def _describe(shape, dtype, array_type):
