@@ -221,7 +221,7 @@ def main():
 
     import minidl  # noqa: F401  (process tuning before anything is measured)
     import _step_accounting as acc
-    from minidl.autograd.function import Function
+    from minidl.autograd.op_function import Function
     acc.CLOCK = CLOCK
     # through minidl, which starts Numba's pool with its short spin first: numba.set_num_threads
     # as the first call would start it with libgomp's default spin (docs/performance.md)

@@ -204,7 +204,7 @@ def main():
     acc_text = []
     if not args.no_accounting:
         import _step_accounting as acc
-        from minidl.autograd.function import Function
+        from minidl.autograd.op_function import Function
         acc.CLOCK = _runner.CLOCK
         bandwidth, peak = acc.copy_bandwidth(), acc.gemm_rate()
         a = acc.account(step, opt, Function, model_flops=step_flops())

@@ -92,7 +92,7 @@ def evaluate(model, loader, device):
             x, y = x.to(device), y.to(device)
             logits = model(x)
             loss_sum += float(F.cross_entropy(logits, y, reduction="sum").item())
-            correct += int((logits.numpy().argmax(1) == y.numpy()).sum())
+            correct += int((logits.cpu().numpy().argmax(1) == y.cpu().numpy()).sum())
             total += y.shape[0]
     model.train()
     return {"test_loss": loss_sum / total, "test_acc": correct / total}

@@ -66,12 +66,11 @@ def initial_seed():
 
 
 def compile(model=None, **options):   # noqa: A001  (PyTorch's name)
-    """Return ``model`` unchanged: minidl has no graph compiler (its speed comes from the Numba
-    kernels every op already runs). Accepts torch.compile's options (fullgraph, dynamic,
-    backend, mode...) and ignores them; ``@md.compile`` and ``@md.compile(...)`` work too."""
-    if model is None:
-        return lambda m: m
-    return model
+    """torch.compile without a graph compiler (minidl's speed comes from the kernels every op
+    already runs): a module comes back as an ``OptimizedModule`` wrapping it, a function as a
+    function calling it; ``@md.compile`` and ``@md.compile(...)`` work too (see compiling.py)."""
+    from .compiling import compile as compile_
+    return compile_(model, **options)
 
 
 _AUTOCAST_NAMES = ("autocast", "is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype",
@@ -86,7 +85,8 @@ def _lazy(name):
 
 def __getattr__(name):
     # submodules that pull in more (numba kernels, matplotlib) load on first use
-    if name in ("nn", "optim", "data", "zoo", "io", "testing", "kernels", "utils", "amp", "cpu", "distributed"):
+    if name in ("nn", "optim", "data", "zoo", "io", "testing", "kernels", "utils", "amp", "cpu", "distributed",
+                "serialization"):
         return _lazy(name)
     if name in _AUTOCAST_NAMES:   # md.autocast and its state functions, as torch.autocast...
         return getattr(_lazy("amp"), name)

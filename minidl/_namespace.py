@@ -18,6 +18,7 @@ from . import _namespace_arrange as _arrange
 from . import _namespace_decompositions as _decompositions
 from . import _namespace_elementwise as _elementwise
 from . import _namespace_extra as _extra
+from . import _namespace_foreach as _foreach
 from . import _namespace_legacy as _legacy
 from . import _namespace_linalg as _linalg_tables
 from . import _namespace_more as _more
@@ -32,6 +33,7 @@ from .ops import elementwise_math as _em
 from .ops import rearrange as _re
 from .ops import rounding_division as _rdiv
 from .ops import selection as _sel
+from .ops.distance import cdist
 from .ops.einsum import einsum
 from .ops.shape_error import broadcast_shape as _broadcast_shape
 from .tensor import dtype as _dtypes
@@ -149,11 +151,11 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def any(input, dim=None, keepdim=False):   # noqa: A001
-    return _any_all_result(np.any(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim), input)
+    return _any_all_result(np.any(input.numpy(force=True), axis=_np_axis(dim, input), keepdims=keepdim), input)
 
 
 def all(input, dim=None, keepdim=False):   # noqa: A001
-    return _any_all_result(np.all(input.numpy(), axis=_np_axis(dim, input), keepdims=keepdim), input)
+    return _any_all_result(np.all(input.numpy(force=True), axis=_np_axis(dim, input), keepdims=keepdim), input)
 
 
 def _any_all_result(array, input):
@@ -269,24 +271,6 @@ def meshgrid(*tensors, indexing="ij"):
     return tuple(out)
 
 
-def cdist(x1, x2, p=2.0):
-    """Pairwise p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M) (in float32
-    under autocast, PyTorch's rule)."""
-    if x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
-    from .amp.policy import run_composite
-    return run_composite("cdist", lambda a, b: _cdist(a, b, p), x1, x2)
-
-
-def _cdist(x1, x2, p):
-    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
-    if p == 2:   # the gradient of a zero distance is 0, as PyTorch's
-        sq = (diff * diff).sum(-1)
-        safe = _ops().where(sq > 0, sq, _ops().add(sq, 1.0))
-        return _ops().where(sq > 0, safe.sqrt(), sq * 0)
-    return norm(diff, p, dim=-1)
-
-
 # comparisons and tests ----------------------------------------------------------------------
 def _cmp(name):
     def fn(input, other):
@@ -330,17 +314,17 @@ logical_not, isnan, isinf, isfinite = (_elementwise_test(n) for n in ("logical_n
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     _same_dtype("isclose", input, other)
     _broadcast_shape("isclose", input.shape, np.shape(_values(other)))
-    return _wrap_bool(np.isclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan), input)
+    return _wrap_bool(np.isclose(_values(input), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan), input)
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     _same_dtype("allclose", input, other)
     _broadcast_shape("allclose", input.shape, np.shape(_values(other)))
-    return builtins.bool(np.allclose(input.numpy(), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return builtins.bool(np.allclose(_values(input), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def equal(input, other):
-    return input.shape == other.shape and builtins.bool(np.array_equal(input.numpy(), other.numpy()))
+    return input.shape == other.shape and builtins.bool(np.array_equal(_values(input), _values(other)))
 
 
 def _same_dtype(op, input, other):
@@ -350,13 +334,13 @@ def _same_dtype(op, input, other):
 
 
 def _values(x):
-    return x.numpy() if isinstance(x, Tensor) else x
+    return x.numpy(force=True) if isinstance(x, Tensor) else x
 
 
 def nonzero(input, *, as_tuple=False):
     """The indices of the nonzero elements, one row each. A 0-d tensor has no dims to index: a row of
     no columns when it is nonzero, (1, 0), and (0, 0) when zero; as_tuple treats it as 1-d."""
-    idx = np.nonzero(input.numpy()) if input.ndim else np.nonzero(input.numpy().reshape(1))
+    idx = np.nonzero(input.numpy(force=True)) if input.ndim else np.nonzero(input.numpy(force=True).reshape(1))
     if as_tuple:
         return tuple(_wrap_bool(i.astype(np.int64), input) for i in idx)
     if input.ndim == 0:
@@ -366,7 +350,7 @@ def nonzero(input, *, as_tuple=False):
 
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     # NaN != NaN, so each NaN is its own value (PyTorch's), not merged into one as NumPy's default
-    out = np.unique(input.numpy(), return_inverse=True, return_counts=True, axis=dim, equal_nan=False)
+    out = np.unique(input.numpy(force=True), return_inverse=True, return_counts=True, axis=dim, equal_nan=False)
     values, inverse, counts = out
     res = [_wrap_bool(values, input)]
     if return_inverse:
@@ -534,7 +518,7 @@ _METHODS_ONLY = {
 
 # the further tables, each a module with BOTH, MODULE_ONLY and METHODS_ONLY (no name is in two of them)
 _TABLES = (_extra, _elementwise, _arrange, _statistics, _aliases, _more, _special_tables, _decompositions,
-           _linalg_tables, _tensor_methods, _toplevel, _storage, _legacy)
+           _linalg_tables, _tensor_methods, _toplevel, _storage, _legacy, _foreach)
 
 
 def _merged(kind):

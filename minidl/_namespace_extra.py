@@ -19,7 +19,7 @@ def _ops():
 
 
 def _array(x):
-    return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
+    return x.numpy(force=True) if isinstance(x, Tensor) else np.asarray(x)
 
 
 def count_nonzero(input, dim=None):
@@ -27,7 +27,7 @@ def count_nonzero(input, dim=None):
     from .ops._broadcast import normalize_dims
     axes = None if dim is None else normalize_dims(dim, input.ndim, "count_nonzero")
     from ._namespace import _wrap_bool
-    return _wrap_bool(np.asarray(np.count_nonzero(input.numpy(), axis=axes), np.int64), input)
+    return _wrap_bool(np.asarray(np.count_nonzero(input.numpy(force=True), axis=axes), np.int64), input)
 
 
 def isin(elements, test_elements, *, assume_unique=False, invert=False):

@@ -16,7 +16,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .autograd.function import Function
+from .autograd.op_function import Function
 from .ops._broadcast import normalize_dim
 from .ops.shape_error import ShapeError
 from .tensor import dtype as _dtypes
@@ -325,7 +325,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False):   # noqa:
     if input.dtype not in (_dtypes.float16, _dtypes.float32, _dtypes.float64):
         raise NotImplementedError(f"histogram: not implemented for dtype {input.dtype} (a floating point input "
                                   "is expected)")
-    values = input.detach().numpy().reshape(-1)
+    values = input.numpy(force=True).reshape(-1)
     dt = values.dtype
     if isinstance(bins, Tensor):
         if range is not None:
@@ -337,7 +337,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False):   # noqa:
         if bins.dtype != input.dtype:
             raise RuntimeError(f"histogram: input tensor and bins tensors should have the same dtype, but got "
                                f"input with dtype {input.dtype} and bins with dtype {bins.dtype}")
-        edges = np.array(bins.detach().numpy(), dtype=dt)
+        edges = np.array(bins.numpy(force=True), dtype=dt)
     else:
         if isinstance(bins, builtins.bool) or not isinstance(bins, numbers.Integral):
             raise TypeError(f"histogram(): argument 'bins' must be an int or a 1-d Tensor, got "
@@ -407,7 +407,7 @@ def _histogram_weight(input, weight):
     if weight.dtype != input.dtype:
         raise RuntimeError(f"histogram: if weight tensor is provided, input tensor and weight tensor should have the "
                            f"same dtype, but got input({input.dtype}), and weight({weight.dtype})")
-    return weight.detach().numpy().reshape(-1)
+    return weight.numpy(force=True).reshape(-1)
 
 
 # factories ----------------------------------------------------------------------------------
@@ -433,7 +433,7 @@ def poisson(input, generator=None):
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"poisson: not implemented for dtype {input.dtype} (floating point rates are "
                                   "expected)")
-    rates = np.asarray(input.detach().double().numpy())
+    rates = np.asarray(input.detach().double().numpy(force=True))
     if not (rates >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative (and not NaN)")
     try:

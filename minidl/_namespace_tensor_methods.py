@@ -40,7 +40,7 @@ def nonzero_static(input, *, size, fill_value=-1):
     size = operator.index(size)
     if size < 0:
         raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
-    found = _md().nonzero(input).numpy() if input.ndim else np.zeros((1 if input.item() else 0, 0), np.int64)
+    found = _md().nonzero(input).numpy(force=True) if input.ndim else np.zeros((1 if input.item() else 0, 0), np.int64)
     out = np.full((size, input.ndim), fill_value, dtype=np.int64)
     k = builtins.min(size, found.shape[0])
     out[:k] = found[:k]

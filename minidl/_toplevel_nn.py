@@ -169,7 +169,7 @@ def _bag_bookkeeping(weight, indices, offsets, mode, include_last_offset, pad):
         size[:] = 0
     max_indices = size.copy()
     if mode == 2:
-        w = weight.detach().numpy()
+        w = weight.numpy(force=True)
         max_indices = np.zeros((B, w.shape[1]), np.int64)
         for b in range(B):
             rows = idx[keep & (bag == b)]

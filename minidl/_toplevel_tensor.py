@@ -47,7 +47,7 @@ def unravel_index(indices, shape):
     if builtins.any(s < 0 for s in shape):
         raise ValueError(f"'shape' cannot have negative values, but got {shape}")
     strides = list(itertools.accumulate(reversed(shape[1:] + (1,)), operator.mul))[::-1]
-    flat = indices.numpy().astype(np.int64)[..., None]
+    flat = indices.numpy(force=True).astype(np.int64)[..., None]
     with np.errstate(divide="ignore"):
         coords = flat // np.array(strides, np.int64) % np.array(shape, np.int64)
     return tuple(_wrap(np.array(coords[..., k])) for k in range(len(shape)))
@@ -151,11 +151,11 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):   # noq
     if input.ndim < 1:
         raise RuntimeError("torch.histogramdd: input should have at least 1 dimension")
     D = input.shape[-1]
-    pts = input.detach().numpy().reshape(-1, D)
+    pts = input.numpy(force=True).reshape(-1, D)
     if isinstance(bins, numbers.Integral):
         np_bins = [int(bins)] * D
     else:
-        np_bins = [b.detach().numpy() if isinstance(b, Tensor) else operator.index(b) for b in bins]
+        np_bins = [b.numpy(force=True) if isinstance(b, Tensor) else operator.index(b) for b in bins]
     if len(np_bins) != D:
         raise RuntimeError(f"torch.histogramdd: expected {D} sequences of bin edges for each of the {D} input "
                            f"dimensions, but got {len(np_bins)} bin sequences")
@@ -165,7 +165,7 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):   # noq
             raise RuntimeError(f"torch.histogramdd: for a {D}-dimensional histogram range should have {2 * D} "
                                f"elements, but got {len(range)}")
         rng = [(float(range[2 * k]), float(range[2 * k + 1])) for k in builtins.range(D)]
-    w = None if weight is None else weight.detach().numpy().reshape(-1)
+    w = None if weight is None else weight.numpy(force=True).reshape(-1)
     hist, edges = np.histogramdd(pts, np_bins, range=rng, weights=w, density=density)
     dt = input.dtype.dtype
     return histogramdd_result(_wrap(hist.astype(dt)), tuple(_wrap(e.astype(dt)) for e in edges))

@@ -44,11 +44,19 @@ def generator():
 
 
 def get_rng_state():
+    """The global generator's state: the NumPy bit generator's state dict (checkpoints store it as
+    is; ``md.default_generator.get_state()`` gives it as PyTorch's uint8 tensor)."""
     return _generator.bit_generator.state
 
 
-def set_rng_state(state):
-    _generator.bit_generator.state = state
+def set_rng_state(new_state):
+    """Restore a state from ``get_rng_state``, or a uint8 tensor from a Generator's ``get_state``
+    (what PyTorch's get_rng_state returns)."""
+    if isinstance(new_state, dict):
+        _generator.bit_generator.state = new_state
+        return
+    from .tensor.generator import default_generator
+    default_generator.set_state(new_state)
 
 
 @contextlib.contextmanager

@@ -101,14 +101,15 @@ def test_rrelu_training_draws_a_slope_per_element_in_bounds_and_backward_uses_it
     x = md.tensor(xa, requires_grad=True)
     md.manual_seed(3)
     y = F.rrelu(x, lower, upper, training=True)
-    slopes = y.numpy() / xa
+    slopes = y.detach().numpy() / xa
     assert slopes.min() >= lower and slopes.max() <= upper
     assert abs(slopes.mean() - (lower + upper) / 2) < 0.01 and abs(slopes.std() - (upper - lower) / 12 ** 0.5) < 0.01
     assert len(np.unique(slopes)) > 10000                 # one draw per element, not one shared slope
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), slopes, rtol=1e-12)
     md.manual_seed(3)
-    np.testing.assert_array_equal(F.rrelu(md.tensor(xa), lower, upper, True).numpy(), y.numpy())   # the seed fixes it
+    again = F.rrelu(md.tensor(xa), lower, upper, True)
+    np.testing.assert_array_equal(again.numpy(), y.detach().numpy())   # the seed fixes it
     pos = md.tensor([0.5, 2.0, 3.0], requires_grad=True)
     F.rrelu(pos, training=True).sum().backward()
     assert pos.grad.numpy().tolist() == [1.0, 1.0, 1.0]
@@ -152,7 +153,7 @@ def test_feature_alpha_dropout_drops_whole_channels_and_keeps_the_statistics():
     xa = np.random.default_rng(3).standard_normal((200, 400, 3, 3))
     x = md.tensor(xa, requires_grad=True)
     y = F.feature_alpha_dropout(x, p, training=True)
-    ya = y.numpy()
+    ya = y.detach().numpy()
     a, b = _alpha_coefficients(p)
     dropped = np.all(np.isclose(ya, a * ALPHA_P + b, atol=1e-12), axis=(2, 3))
     kept = np.all(np.isclose(ya, a * xa + b, atol=1e-12), axis=(2, 3))
@@ -244,7 +245,7 @@ def test_matches_torch_values_and_gradients(name, args, kw):
     torch = pytest.importorskip("torch")
     x, tx = md.tensor(EDGES, requires_grad=True), torch.tensor(EDGES, requires_grad=True)
     y, ty = getattr(F, name)(x, *args, **kw), getattr(torch.nn.functional, name)(tx, *args, **kw)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=0)
     v = np.linspace(-1, 2, EDGES.size)
     y.backward(md.tensor(v))
     ty.backward(torch.tensor(v))
@@ -264,7 +265,7 @@ def test_pdist_matches_torch_with_ties_and_zero_distances(p):
     a = np.array([[0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [3.0, 5.0, 2.0], [3.0, 2.0, -1.0], [1.0, -1.0, 0.5]])
     x, tx = md.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
     y, ty = F.pdist(x, p), torch.nn.functional.pdist(tx, p)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12)
     v = np.arange(1.0, 11.0)
     y.backward(md.tensor(v))
     ty.backward(torch.tensor(v))
@@ -278,7 +279,7 @@ def test_channel_shuffle_and_softmax2d_match_torch():
     for ours, theirs in [(nn.ChannelShuffle(2), torch.nn.ChannelShuffle(2)), (nn.Softmax2d(), torch.nn.Softmax2d())]:
         x, tx = md.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
         y, ty = ours(x), theirs(tx)
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12)
         y.backward(md.tensor(g))
         ty.backward(torch.tensor(g))
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
@@ -306,7 +307,7 @@ def test_alpha_dropout_matches_torchs_affine_map_and_gradient(p):
     x = md.tensor(a, requires_grad=True)
     y = F.alpha_dropout(x, p, training=True)
     y.sum().backward()
-    np.testing.assert_allclose(_affine_map(a, y.numpy(), x.grad.numpy()),
+    np.testing.assert_allclose(_affine_map(a, y.detach().numpy(), x.grad.numpy()),
                                _affine_map(a, ty.detach().numpy(), tx.grad.numpy()), rtol=1e-9)
 
 

@@ -120,7 +120,7 @@ def test_kernel_and_reference_agree_on_gradients_with_masks(dtype):
             out2 = F.scaled_dot_product_attention(*ts[:3], attn_mask=allow)
             (out * md.tensor(g)).sum().backward()
             (out2 * md.tensor(g)).sum().backward()
-            grads[impl] = [out.numpy(), out2.numpy()] + [t.grad.numpy() for t in ts]
+            grads[impl] = [out.detach().numpy(), out2.detach().numpy()] + [t.grad.numpy() for t in ts]
     tol = 1e-5 if dtype == "float32" else 1e-12
     for impl in IMPLS[1:]:
         for a, b in zip(grads["reference"], grads[impl]):
@@ -143,7 +143,7 @@ def test_any_memory_layout_gives_the_c_ordered_result(impl, causal, perm):
             out = F.scaled_dot_product_attention(*ts, is_causal=causal)
             g = rng.standard_normal(out.shape).astype(np.float32) if g is None else g
             out.backward(md.tensor(g))
-            results.append([out.numpy()] + [t.grad.numpy() for t in ts])
+            results.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
     assert not base[0].transpose(perm).flags.c_contiguous
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5)
@@ -172,9 +172,9 @@ def test_fully_masked_rows_give_zero_output_and_zero_grad(impl):
     with A.implementation(impl):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allow)
         (out * out).sum().backward()
-    o = out.numpy()
+    o = out.detach().numpy()
     assert np.isfinite(o).all() and np.all(o[1, 2] == 0)
-    np.testing.assert_allclose(o[0], naive_attention(*(t.numpy() for t in (q, k, v)), allow)[0], atol=1e-6)
+    np.testing.assert_allclose(o[0], naive_attention(*(t.detach().numpy() for t in (q, k, v)), allow)[0], atol=1e-6)
     for t in (q, k, v):
         assert np.isfinite(t.grad.numpy()).all()
     assert np.all(q.grad.numpy()[1, 2] == 0)
@@ -190,10 +190,10 @@ def test_dropout_reproducible_and_gradchecked(impl):
         with A.implementation(impl):
             return F.scaled_dot_product_attention(q, k, v, dropout_p=0.4, is_causal=True)
     assert gradcheck(f, (q, k, v))
-    a, b = f(q, k, v).numpy(), f(q, k, v).numpy()
+    a, b = f(q, k, v).detach().numpy(), f(q, k, v).detach().numpy()
     np.testing.assert_array_equal(a, b)
     with A.implementation(impl):
-        c = F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy()
+        c = F.scaled_dot_product_attention(q, k, v, is_causal=True).detach().numpy()
     assert not np.allclose(a, c)
 
 
@@ -241,8 +241,8 @@ def test_rotary_gradcheck_and_relative_property():
     x = md.tensor(np.random.default_rng(5).standard_normal((2, 3, 6, 4)), requires_grad=True)
     assert gradcheck(lambda t: rope(t), (x,))
     # norms are preserved and q_t . k_s depends only on t - s
-    y = rope(x).numpy()
-    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x.numpy(), axis=-1), rtol=1e-12)
+    y = rope(x).detach().numpy()
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x.detach().numpy(), axis=-1), rtol=1e-12)
     qv, kv = np.random.default_rng(6).standard_normal((2, 4))
     q = rope(md.tensor(np.tile(qv, (10, 1)))).numpy()
     k = rope(md.tensor(np.tile(kv, (10, 1)))).numpy()
@@ -305,9 +305,9 @@ def test_mha_matches_pytorch(need_weights, masks):
     xm = md.tensor(x, requires_grad=True)
     out_t, w_t = ref(xt, xt, xt, need_weights=need_weights, **kw_t)
     out_m, w_m = mha(xm, xm, xm, need_weights=need_weights, **kw_np)
-    np.testing.assert_allclose(out_m.numpy(), out_t.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(out_m.detach().numpy(), out_t.detach().numpy(), atol=1e-10)
     if need_weights:
-        np.testing.assert_allclose(w_m.numpy(), w_t.detach().numpy(), atol=1e-10)
+        np.testing.assert_allclose(w_m.detach().numpy(), w_t.detach().numpy(), atol=1e-10)
     else:
         assert w_m is None and w_t is None
     g = rng.standard_normal(out_m.shape)
@@ -327,8 +327,8 @@ def test_mha_cross_attention_and_seq_first_match_pytorch():
     q, k, v = rng.standard_normal((4, 2, 6)), rng.standard_normal((7, 2, 6)), rng.standard_normal((7, 2, 6))
     out_t, w_t = ref(*(torch.tensor(a) for a in (q, k, v)))
     out_m, w_m = mha(*(md.tensor(a) for a in (q, k, v)))
-    np.testing.assert_allclose(out_m.numpy(), out_t.detach().numpy(), atol=1e-10)
-    np.testing.assert_allclose(w_m.numpy(), w_t.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(out_m.detach().numpy(), out_t.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(w_m.detach().numpy(), w_t.detach().numpy(), atol=1e-10)
 
 
 def test_mha_parameters_and_init():
@@ -336,16 +336,16 @@ def test_mha_parameters_and_init():
     names = dict(mha.named_parameters())
     assert names["in_proj_weight"].shape == (48, 16) and names["in_proj_bias"].shape == (48,)
     assert names["out_proj.weight"].shape == (16, 16) and names["out_proj.bias"].shape == (16,)
-    assert np.all(mha.in_proj_bias.numpy() == 0) and np.all(mha.out_proj.bias.numpy() == 0)
+    assert np.all(mha.in_proj_bias.detach().numpy() == 0) and np.all(mha.out_proj.bias.detach().numpy() == 0)
     bound = np.sqrt(6 / (16 + 48))  # xavier_uniform_ on the (3E, E) matrix
-    w = mha.in_proj_weight.numpy()
+    w = mha.in_proj_weight.detach().numpy()
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
     with pytest.raises(ValueError, match="divisible"):
         md.nn.MultiheadAttention(10, 3)
 
 
 def test_mha_gradcheck_with_padding():
-    mha = md.nn.MultiheadAttention(4, 2).double()
+    mha = md.nn.MultiheadAttention(4, 2, batch_first=True).double()
     x = md.tensor(np.random.default_rng(10).standard_normal((2, 3, 4)), requires_grad=True)
     kpm = np.array([[False, False, True], [False, False, False]])
     for nw in (True, False):
@@ -356,10 +356,10 @@ def test_split_heads_relabels_and_gradchecks():
     from minidl.ops.heads import split_heads
     x = md.tensor(np.random.default_rng(11).standard_normal((2, 3, 12)), requires_grad=True)
     parts = split_heads(x, 3, 2)
-    ref = x.numpy().reshape(2, 3, 3, 2, 2).transpose(2, 0, 3, 1, 4)
+    ref = x.detach().numpy().reshape(2, 3, 3, 2, 2).transpose(2, 0, 3, 1, 4)
     for p, r in zip(parts, ref):
-        assert p.shape == (2, 2, 3, 2) and np.shares_memory(p.numpy(), x.numpy())   # a view: no copy
-        np.testing.assert_array_equal(p.numpy(), r)
+        assert p.shape == (2, 2, 3, 2) and np.shares_memory(p.detach().numpy(), x.detach().numpy())   # a view: no copy
+        np.testing.assert_array_equal(p.detach().numpy(), r)
     assert gradcheck(lambda t: split_heads(t, 3, 2), (x,))
     assert gradcheck(lambda t: split_heads(t, 3, 2)[1], (x,))  # unused parts get zero gradient
     with pytest.raises(ValueError, match="split_heads"):
@@ -391,7 +391,7 @@ def test_sdpa_matches_pytorch(impl, case):
         out = F.scaled_dot_product_attention(*ms, **kw)
     out.backward(g)
     ref = torch.nn.functional.scaled_dot_product_attention(*(t.detach() for t in ts), **tkw)
-    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), atol=1e-12)
     for m, t in zip(ms, ts):
         np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), atol=1e-12)
 
@@ -506,7 +506,7 @@ def test_shares_of_the_batch_on_workers_equal_the_one_thread_path(monkeypatch, s
         with A.implementation("fused-softmax"):
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
         out.backward(md.tensor(g))
-        results.append((out.numpy(), x.grad.numpy()))
+        results.append((out.detach().numpy(), x.grad.numpy()))
         if shares_from == 1:
             assert len(shares) == 2
     for a, b in zip(*results):

@@ -125,8 +125,8 @@ def test_cache_is_renewed_after_an_in_place_update_and_per_grad_mode():
         assert not frozen.requires_grad
         after = m(x)          # grad mode again: a cast with history, of the updated weight
         assert after.requires_grad
-        np.testing.assert_allclose(after.float().numpy(), frozen.float().numpy())
-        assert not np.allclose(after.float().numpy(), before.float().numpy())
+        np.testing.assert_allclose(after.float().detach().numpy(), frozen.float().detach().numpy())
+        assert not np.allclose(after.float().detach().numpy(), before.float().detach().numpy())
     after.float().sum().backward()
     assert m.weight.grad is not None
 
@@ -234,13 +234,13 @@ def test_without_a_region_nothing_is_cast_and_no_warning():
 
 
 def test_ops_run_the_plain_apply_once_no_thread_has_autocast_on():
-    from minidl.autograd import function
-    assert function.Function.__dict__["apply"].__func__ is function._plain_apply
+    from minidl.autograd import op_function
+    assert op_function.Function.__dict__["apply"].__func__ is op_function._plain_apply
     with md.autocast("cpu"):
-        assert function.Function.__dict__["apply"].__func__ is function._apply_under_autocast
+        assert op_function.Function.__dict__["apply"].__func__ is op_function._apply_under_autocast
         with md.autocast("cpu", enabled=False):
             assert _linear()(md.randn(2, 6)).dtype is md.float32
-    assert function.Function.__dict__["apply"].__func__ is function._plain_apply
+    assert op_function.Function.__dict__["apply"].__func__ is op_function._plain_apply
 
 
 def test_linear_keeps_its_low_precision_input_for_backward_under_autocast():

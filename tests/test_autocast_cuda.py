@@ -30,7 +30,7 @@ def test_linear_under_cuda_autocast_matches_rounded_float32_products():
         loss = F.cross_entropy(y, md.tensor([0, 3, 1], device="cuda"))
     assert y.dtype is md.float16 and y.device == "cuda" and loss.dtype is md.float32
     exact = _round16(x).astype(np.float64) @ _round16(w).astype(np.float64).T + _round16(b)
-    got = y.cpu().float().numpy()
+    got = y.cpu().float().detach().numpy()
     spacing = np.abs(np.spacing(exact.astype(np.float16))).astype(np.float64)
     assert np.all(np.abs(got - exact) <= spacing)           # float32 accumulation, one rounding
     loss.backward()

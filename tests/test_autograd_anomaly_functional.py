@@ -9,7 +9,7 @@ import pytest
 import minidl as md
 from minidl import autograd
 from minidl.autograd import Function, functional
-from minidl.autograd import function as function_module
+from minidl.autograd import op_function as function_module
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +50,7 @@ def test_nan_from_a_backward_raises_naming_the_node_and_warns_with_the_forward_l
     assert "Traceback of forward call that caused the error:" in report
     assert "y = md.sqrt(x)  # the forward line anomaly mode names" in report
     assert __file__ in report and "in _nan_backward" in report
-    assert "autograd/function.py" not in report          # apply's own frames are left out
+    assert "autograd/op_function.py" not in report          # apply's own frames are left out
 
 
 def test_without_anomaly_detection_the_nan_passes_silently():

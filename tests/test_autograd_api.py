@@ -12,7 +12,7 @@ def test_data_is_a_detached_tensor_sharing_memory():
     d = w.data
     assert isinstance(d, md.Tensor) and not d.requires_grad and d.is_leaf
     d.fill_(5)
-    assert w.numpy()[0] == d.numpy()[0]      # the same memory
+    assert w.detach().numpy()[0] == d.detach().numpy()[0]      # the same memory
     assert (w * 2).requires_grad            # w itself is untouched as a leaf
 
 
@@ -22,7 +22,7 @@ def test_data_supports_pytorch_idioms_on_buffers_and_parameters():
     np.testing.assert_allclose(bn.running_mean.numpy(), [1, 2, 3])
     p = md.nn.Parameter(md.zeros(2))
     p.data.fill_(3.0)
-    np.testing.assert_allclose(p.numpy(), [3, 3])
+    np.testing.assert_allclose(p.detach().numpy(), [3, 3])
     assert float(p.data.sum()) == 6.0
 
 
@@ -30,7 +30,7 @@ def test_setting_data_replaces_the_storage():
     w = md.nn.Parameter(md.zeros(2))
     w.data = md.ones(3)
     assert w.shape == (3,) and isinstance(w, md.nn.Parameter) and w.requires_grad
-    np.testing.assert_allclose(w.numpy(), [1, 1, 1])
+    np.testing.assert_allclose(w.detach().numpy(), [1, 1, 1])
     with pytest.raises(TypeError, match="Tensor"):
         w.data = np.ones(3)
 

@@ -97,7 +97,7 @@ def test_unclipped_gradient_is_batchnorms_times_r_not_the_forwards_derivative():
     xt, wt = _t(x, grad=True), _t(w, grad=True)
     y = F.batch_renorm(xt, _t(rm), _t(rv), wt, _t(b), True, 0.0, 1e-5, 100.0, 100.0)
     y_eval = F.batch_norm(_t(x), _t(rm), _t(rv), _t(w), _t(b), False)
-    np.testing.assert_allclose(y.numpy(), y_eval.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), y_eval.detach().numpy(), rtol=1e-10, atol=1e-10)
     g = np.random.default_rng(7).standard_normal(x.shape)
     y.backward(_t(g))
     xb, wb = _t(x, grad=True), _t(w * r, grad=True)      # BatchNorm with weight gamma r
@@ -121,7 +121,7 @@ def test_with_r_max_1_and_d_max_0_it_is_batchnorm_forward_backward_and_running_s
             xt, wt, bt, rmt, rvt = _t(x, grad=True), _t(w, grad=True), _t(b, grad=True), _t(rm), _t(rv)
             y = fn(xt, rmt, rvt, wt, bt)
             y.backward(_t(g))
-            grads.append([y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+            grads.append([y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
             runs.append([rmt.numpy(), rvt.numpy()])
     for a, bn in zip(grads[0] + runs[0], grads[1] + runs[1]):
         np.testing.assert_allclose(a, bn, rtol=1e-10, atol=1e-12)
@@ -149,14 +149,14 @@ def test_module_training_is_renorm_and_eval_is_batchnorm_with_the_running_statis
     rm, rv = m.running_mean.numpy().copy(), m.running_var.numpy().copy()
     y = m(md.tensor(x))
     want, _, _ = naive_renorm(x.astype(np.float64), rm, rv, np.ones(4), np.zeros(4), 1.2, 0.1)
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-5, atol=1e-5)
     bn = nn.BatchNorm1d(4, momentum=0.5)
     bn(md.tensor(x))
     np.testing.assert_allclose(m.running_mean.numpy(), bn.running_mean.numpy(), rtol=1e-6)
     np.testing.assert_allclose(m.running_var.numpy(), bn.running_var.numpy(), rtol=1e-6)
     m.eval()
     bn.eval()
-    np.testing.assert_allclose(m(md.tensor(x)).numpy(), bn(md.tensor(x)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(m(md.tensor(x)).detach().numpy(), bn(md.tensor(x)).detach().numpy(), rtol=1e-6)
     assert int(m.num_batches_tracked.item()) == 1             # eval does not count
 
 
@@ -225,6 +225,6 @@ def test_cuda_matches_the_cpu():
         rmt, rvt = md.tensor(rm, device=device), md.tensor(rv, device=device)
         y = F.batch_renorm(xt, rmt, rvt, wt, bt, True, 0.1, 1e-5, 1.5, 0.5)
         y.backward(md.tensor(g, device=device))
-        out[device] = [a.to("cpu").numpy() for a in (y, xt.grad, wt.grad, bt.grad, rmt, rvt)]
+        out[device] = [a.to("cpu").detach().numpy() for a in (y, xt.grad, wt.grad, bt.grad, rmt, rvt)]
     for a, c in zip(out["cuda"], out["cpu"]):
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)

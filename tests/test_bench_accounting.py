@@ -11,7 +11,7 @@ import pytest
 
 import minidl as md
 from minidl import nn, optim
-from minidl.autograd.function import Function
+from minidl.autograd.op_function import Function
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 

@@ -42,7 +42,7 @@ def test_saved_and_loaded_in_checkpoints(tmp_path):
     other.load_state_dict(ck["model"])
     for a, b in zip(model.parameters(), other.parameters()):
         assert b.dtype is md.bfloat16
-        np.testing.assert_array_equal(a.numpy().view(np.uint16), b.numpy().view(np.uint16))
+        np.testing.assert_array_equal(a.detach().numpy().view(np.uint16), b.detach().numpy().view(np.uint16))
     md.optim.AdamW(other.parameters(), lr=1e-2).load_state_dict(ck["opt"])
     into_float32 = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4))
     into_float32.load_state_dict(ck["model"])
@@ -102,7 +102,7 @@ def test_layers_with_numba_kernels_run_bfloat16_and_float16():
             y = f(x)
             assert y.dtype is low
             ref = f(md.tensor(x.detach().float().numpy()))
-            np.testing.assert_allclose(y.float().numpy(), ref.numpy(), rtol=2e-2, atol=2e-2)
+            np.testing.assert_allclose(y.float().detach().numpy(), ref.detach().numpy(), rtol=2e-2, atol=2e-2)
             y.float().sum().backward()
             assert x.grad.dtype is low
             x.grad = None

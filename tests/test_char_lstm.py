@@ -44,7 +44,8 @@ def test_stepping_with_the_carried_state_equals_reading_the_whole_sequence():
     whole, _ = m.step(idx)
     part, state = m.step(idx[:, :3])
     rest, _ = m.step(idx[:, 3:], state)
-    np.testing.assert_allclose(np.concatenate([part.numpy(), rest.numpy()], axis=1), whole.numpy(), atol=1e-5)
+    joined = np.concatenate([part.detach().numpy(), rest.detach().numpy()], axis=1)
+    np.testing.assert_allclose(joined, whole.detach().numpy(), atol=1e-5)
 
 
 def test_a_batchnorm_lstm_stepped_from_a_position_uses_that_positions_statistics():
@@ -58,9 +59,10 @@ def test_a_batchnorm_lstm_stepped_from_a_position_uses_that_positions_statistics
     whole, _ = m.step(idx)
     part, state = m.step(idx[:, :3])
     rest, _ = m.step(idx[:, 3:], state, start=3)
-    np.testing.assert_allclose(np.concatenate([part.numpy(), rest.numpy()], axis=1), whole.numpy(), atol=1e-5)
+    joined = np.concatenate([part.detach().numpy(), rest.detach().numpy()], axis=1)
+    np.testing.assert_allclose(joined, whole.detach().numpy(), atol=1e-5)
     restarted, _ = m.step(idx[:, 3:], state)   # read as steps 0, 1: other statistics, other logits
-    assert not np.allclose(restarted.numpy(), whole.numpy()[:, 3:], atol=1e-3)
+    assert not np.allclose(restarted.detach().numpy(), whole.detach().numpy()[:, 3:], atol=1e-3)
     with pytest.raises(ValueError, match="start must be an integer >= 0, got -1"):
         m.step(idx, start=-1)
 

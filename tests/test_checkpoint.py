@@ -74,14 +74,15 @@ def test_model_state_dict_round_trip(tmp_path):
     m2.load_state_dict(md.load(tmp_path / "m.npz"))
     for (n, p), (n2, p2) in zip(m.named_parameters(), m2.named_parameters()):
         assert n == n2
-        np.testing.assert_array_equal(p.numpy(), p2.numpy())
+        np.testing.assert_array_equal(p.detach().numpy(), p2.detach().numpy())
 
 
-def test_unsaveable_objects_are_named(tmp_path):
-    with pytest.raises(TypeError, match=r"obj\['a'\]\[1\] of type set"):
-        md.save({"a": [1, {2}]}, tmp_path / "x")
-    with pytest.raises(TypeError, match="without pickle"):
-        md.save({"a": np.array([object()])}, tmp_path / "x")
+UNPICKLABLE = lambda: 0  # noqa: E731  (a module-level lambda: pickle.PicklingError, as torch.save gives)
+
+
+def test_unpicklable_objects_raise_pickles_error_and_write_nothing(tmp_path):
+    with pytest.raises(pickle.PicklingError):
+        md.save({"a": [1, UNPICKLABLE]}, tmp_path / "x")
     assert os.listdir(tmp_path) == []
 
 
@@ -92,8 +93,8 @@ def test_failed_save_leaves_old_checkpoint(tmp_path, monkeypatch):
     before = path.read_bytes()
 
     # 1. the object cannot be serialised: fails before any file is touched
-    with pytest.raises(TypeError):
-        md.save({"epoch": 2, "w": np.arange(5.0), "bad": object()}, path)
+    with pytest.raises(pickle.PicklingError):
+        md.save({"epoch": 2, "w": np.arange(5.0), "bad": UNPICKLABLE}, path)
 
     # 2. writing dies halfway through the archive
     real_savez = np.savez

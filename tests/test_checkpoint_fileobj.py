@@ -159,12 +159,12 @@ def test_a_cuda_saved_checkpoint_loads_to_cpu_and_back_to_cuda():
     md.save(lin.state_dict(), buf)
     on_cpu = md.load(io.BytesIO(buf.getvalue()), map_location="cpu")
     assert on_cpu["weight"].device == "cpu"
-    np.testing.assert_array_equal(on_cpu["weight"].numpy(), lin.weight.numpy())
+    np.testing.assert_array_equal(on_cpu["weight"].detach().cpu().numpy(), lin.weight.detach().cpu().numpy())
     on_cuda = md.load(io.BytesIO(buf.getvalue()), map_location=lambda storage, loc: storage.cuda())
     assert on_cuda["bias"].device == "cuda"
     fresh = md.nn.Linear(3, 2)
     fresh.load_state_dict(on_cuda)
-    np.testing.assert_array_equal(fresh.bias.numpy(), lin.bias.numpy())
+    np.testing.assert_array_equal(fresh.bias.detach().cpu().numpy(), lin.bias.detach().cpu().numpy())
 
 
 def test_weights_only_is_accepted_either_way_and_never_unpickles():

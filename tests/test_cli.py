@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minidl as md
-from minidl.autograd.function import Function
+from minidl.autograd.op_function import Function
 from minidl.cli import main
 from minidl.cli import specs as cli_specs
 from minidl.testing import OpSpec

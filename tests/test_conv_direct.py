@@ -106,7 +106,7 @@ def _conv(x, w, b, g, padding, dtype=np.float32):
     tx, tw, tb = (md.tensor(a.astype(dtype), requires_grad=True) for a in (x, w, b))
     y = F.conv2d(tx, tw, tb, padding=padding)
     y.backward(md.tensor(g.astype(dtype)))
-    return y.numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()
+    return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_float16_input_takes_the_direct_sums_in_float32(spy):
     assert spy == ["conv_direct_forward", "conv_direct_backward"]
     expected = conv_direct.conv_direct_forward_reference(x.astype(np.float16).astype(np.float64),
                                                          w.astype(np.float16).astype(np.float64), None, 1, 1)
-    np.testing.assert_allclose(y.numpy().astype(np.float64), expected, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(y.detach().numpy().astype(np.float64), expected, rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("impl", ["numba", "reference"])

@@ -84,7 +84,7 @@ def _conv(x, w, b, g, needs=(True, True, True), **kw):
     tx, tw, tb = (md.tensor(a, requires_grad=n) for a, n in zip((x, w, b), needs))
     y = F.conv2d(tx, tw, tb, **kw)
     y.backward(md.tensor(g))
-    return [y.numpy()] + [t.grad.numpy() if t.grad is not None else None for t in (tx, tw, tb)]
+    return [y.detach().numpy()] + [t.grad.numpy() if t.grad is not None else None for t in (tx, tw, tb)]
 
 
 def _pooled_and_serial(monkeypatch, x, w, b, needs=(True, True, True), **kw):

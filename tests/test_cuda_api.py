@@ -62,7 +62,7 @@ def test_an_op_result_is_counted_and_the_peak_remembers_it():
     base = md.cuda.memory_allocated()
     assert md.cuda.max_memory_allocated() == md.cuda.max_memory_reserved() == base
     y = (x * 3).sum()                                       # a 64-byte temporary, then a 4-byte result
-    np.testing.assert_allclose(y.numpy(), 48.0)
+    np.testing.assert_allclose(y.cpu().numpy(), 48.0)
     assert md.cuda.max_memory_allocated() >= base + 64
     peak = md.cuda.max_memory_allocated()
     del y
@@ -162,7 +162,7 @@ def test_events_time_the_work_between_them_in_milliseconds():
     assert end.query()
     ms = start.elapsed_time(end)
     assert 19.0 <= ms < 10_000.0    # at least the sleep, on the simulator's host clock or the GPU's
-    np.testing.assert_allclose(y.numpy(), 16.0)
+    np.testing.assert_allclose(y.cpu().numpy(), 16.0)
 
 
 @needs_cuda
@@ -198,7 +198,7 @@ def test_stream_context_switches_the_current_stream_and_restores_it():
         assert seen == [default]        # the current stream is per thread
         y = md.tensor([1.0, 2.0], device="cuda") * 3   # minidl's kernels: the default stream, right values
     assert md.cuda.current_stream() == default
-    np.testing.assert_allclose(y.numpy(), [3.0, 6.0])
+    np.testing.assert_allclose(y.cpu().numpy(), [3.0, 6.0])
     with pytest.raises(ZeroDivisionError):
         with md.cuda.stream(s):
             1 / 0
@@ -274,9 +274,9 @@ def test_rng_state_is_the_global_generators_and_restores_gpu_dropout():
     assert state.dtype == md.uint8 and state.device == "cpu"
     np.testing.assert_array_equal(state.numpy(), md.default_generator.get_state().numpy())
     x = md.ones(64, device="cuda")
-    a, r = F.dropout(x, 0.5).numpy(), md.rand(3).numpy()
+    a, r = F.dropout(x, 0.5).cpu().numpy(), md.rand(3).cpu().numpy()
     md.cuda.set_rng_state(state)
-    np.testing.assert_array_equal(F.dropout(x, 0.5).numpy(), a)
+    np.testing.assert_array_equal(F.dropout(x, 0.5).cpu().numpy(), a)
     np.testing.assert_array_equal(md.rand(3).numpy(), r)
     states = md.cuda.get_rng_state_all()
     assert len(states) == md.cuda.device_count()
@@ -288,10 +288,10 @@ def test_rng_state_is_the_global_generators_and_restores_gpu_dropout():
 def test_legacy_gpu_tensor_types():
     x = md.cuda.FloatTensor(2, 3)
     assert x.device == "cuda" and x.dtype == md.float32 and x.shape == (2, 3)
-    np.testing.assert_array_equal(x.numpy(), np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(x.cpu().numpy(), np.zeros((2, 3), np.float32))
     y = md.cuda.LongTensor([1, 2, 3])
     assert y.dtype == md.int64 and y.device == "cuda"
-    np.testing.assert_array_equal(y.numpy(), [1, 2, 3])
+    np.testing.assert_array_equal(y.cpu().numpy(), [1, 2, 3])
     assert isinstance(x, md.cuda.FloatTensor) and not isinstance(x, md.cuda.DoubleTensor)
     assert not isinstance(md.zeros(2), md.cuda.FloatTensor)
     with pytest.raises(RuntimeError, match="expects device type: cuda"):

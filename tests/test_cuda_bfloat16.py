@@ -21,7 +21,7 @@ BF16 = ml_dtypes.bfloat16
 
 
 def _bits(t):
-    a = t.cpu().numpy() if isinstance(t, md.Tensor) else np.asarray(t)
+    a = t.cpu().detach().numpy() if isinstance(t, md.Tensor) else np.asarray(t)
     assert a.dtype == BF16
     return a.view(np.uint16)
 

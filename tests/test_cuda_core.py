@@ -10,7 +10,7 @@ import minidl.nn as nn
 import minidl.nn.functional as F
 from minidl import backends
 from minidl.autograd import gradcheck
-from minidl.autograd.function import Function
+from minidl.autograd.op_function import Function
 
 try:
     backends.get("cuda")
@@ -43,7 +43,7 @@ def check(fn, *arrays, grad=True, atol=1e-7, seed=1):
     yc, yg = fn(*xc), fn(*xg)
     assert yg.device == "cuda", f"result lives on {yg.device}"
     assert yg.dtype == yc.dtype and yg.shape == yc.shape
-    np.testing.assert_allclose(yg.numpy(), yc.numpy(), atol=atol, rtol=1e-6)
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().cpu().numpy(), atol=atol, rtol=1e-6)
     if grad:
         v = np.random.default_rng(seed).standard_normal(yc.shape).astype(yc.dtype)
         yc.backward(md.tensor(v))
@@ -51,7 +51,7 @@ def check(fn, *arrays, grad=True, atol=1e-7, seed=1):
         for i, (c, g) in enumerate(zip(xc, xg)):
             if isinstance(c, md.Tensor) and c.requires_grad:
                 assert g.grad is not None and g.grad.device == "cuda", f"input {i} has no cuda grad"
-                np.testing.assert_allclose(g.grad.numpy(), c.grad.numpy(), atol=atol, rtol=1e-6,
+                np.testing.assert_allclose(g.grad.cpu().numpy(), c.grad.cpu().numpy(), atol=atol, rtol=1e-6,
                                            err_msg=f"gradient of input {i}")
 
 
@@ -187,8 +187,8 @@ def test_tensor_device_routing():
     a = rnd(2, 3)
     t = md.tensor(a, device="cuda")
     assert t.device == "cuda" and isinstance(t._data, CudaArray)
-    assert isinstance(t.numpy(), np.ndarray)
-    np.testing.assert_array_equal(t.numpy(), a)
+    assert isinstance(t.cpu().numpy(), np.ndarray)
+    np.testing.assert_array_equal(t.cpu().numpy(), a)
     c = md.tensor(a, requires_grad=True)
     g = c.cuda()
     assert g.device == "cuda" and g.cpu().device == "cpu"
@@ -230,7 +230,7 @@ def test_module_to_cuda_trains_like_cpu():
         m(md.tensor(x, dtype=md.float32, device=d)).relu().sum().backward()
     for pc, pg in zip(cpu.parameters(), gpu.parameters()):
         assert pg.grad.device == "cuda"
-        np.testing.assert_allclose(pg.grad.numpy(), pc.grad.numpy(), atol=1e-5)
+        np.testing.assert_allclose(pg.grad.cpu().numpy(), pc.grad.cpu().numpy(), atol=1e-5)
 
 
 def test_engine_zero_fills_unused_outputs_on_the_device_and_accumulates():
@@ -246,10 +246,10 @@ def test_engine_zero_fills_unused_outputs_on_the_device_and_accumulates():
     x = md.tensor(rnd(3), requires_grad=True, device="cuda")
     a, _ = Split.apply(x)
     a.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
+    np.testing.assert_allclose(x.grad.cpu().numpy(), np.full(3, 2.0))
     a2, _ = Split.apply(x)
     a2.sum().backward()   # accumulates in place on the device
-    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 4.0))
+    np.testing.assert_allclose(x.grad.cpu().numpy(), np.full(3, 4.0))
 
 
 def test_gradcheck_runs_on_cuda():
@@ -283,7 +283,7 @@ def test_unary():
     edges = np.array([-1.0, -2.0, 0.0, np.inf, -np.inf, 800.0])    # the simulator's math would raise here
     with np.errstate(all="ignore"):
         for name in ("sin", "cos", "tan", "log1p", "expm1", "log2"):
-            got = getattr(md, name)(md.tensor(edges, device="cuda")).numpy()
+            got = getattr(md, name)(md.tensor(edges, device="cuda")).cpu().numpy()
             np.testing.assert_allclose(got, getattr(np, name)(edges), rtol=1e-12, equal_nan=True, err_msg=name)
 
 

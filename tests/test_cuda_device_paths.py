@@ -90,9 +90,9 @@ def test_out_of_range_indices_raise_at_the_next_read_then_reads_work_again():
     bad = md.tensor(np.array([[1, 4]]), device="cuda")
     y = F.embedding(bad, w)   # no read yet: the check runs on the device
     with pytest.raises(IndexError, match="embedding: index out of range"):
-        y.numpy()
+        y.cpu().numpy()
     good = F.embedding(md.tensor(np.array([[3, 0]]), device="cuda"), w)
-    np.testing.assert_array_equal(good.numpy(), w.numpy()[[[3, 0]]])   # the flag was cleared
+    np.testing.assert_array_equal(good.cpu().numpy(), w.cpu().numpy()[[[3, 0]]])   # the flag was cleared
     with pytest.raises(IndexError, match="cross_entropy: a target is out of bounds for 4 classes"):
         float(F.cross_entropy(md.tensor(rnd(2, 4), device="cuda"), md.tensor(np.array([0, 7]), device="cuda")))
     x = dev(np.arange(6.0).reshape(2, 3))
@@ -116,12 +116,12 @@ def test_gathers_clamp_out_of_range_indices_inside_the_array_and_report_them():
 def test_one_axis_index_out_of_range_raises_at_the_next_read(index):
     x = md.arange(3).float().cuda()
     with pytest.raises(IndexError, match="index out of bounds for axis 0 with size 3"):
-        x[index()].numpy()
+        x[index()].cpu().numpy()
     with pytest.raises(IndexError, match="index out of bounds for axis 1 with size 3"):
         y = md.zeros(2, 3, device="cuda")
         y[:, index()] = 7.0
-        y.numpy()
-    np.testing.assert_array_equal(x[md.tensor([2, -3], device="cuda")].numpy(), [2.0, 0.0])   # the flag was cleared
+        y.cpu().numpy()
+    np.testing.assert_array_equal(x[md.tensor([2, -3], device="cuda")].cpu().numpy(), [2.0, 0.0])   # flag cleared
 
 
 # dropout on the device -------------------------------------------------------------------------------
@@ -154,14 +154,14 @@ def test_attention_dropout_on_the_device_uses_one_mask_forward_and_backward():
     out = F.scaled_dot_product_attention(qd, kd, vd, dropout_p=0.5)
     md.manual_seed(1)
     again = F.scaled_dot_product_attention(qd, kd, vd, dropout_p=0.5)
-    p_drop = out.numpy()[0]
-    np.testing.assert_array_equal(again.numpy(), out.numpy())
+    p_drop = out.detach().cpu().numpy()[0]
+    np.testing.assert_array_equal(again.detach().cpu().numpy(), out.detach().cpu().numpy())
     full = F.scaled_dot_product_attention(md.tensor(q), md.tensor(k), md.tensor(np.eye(3)[None])).numpy()[0]
     kept = p_drop != 0
     np.testing.assert_allclose(p_drop[kept], 2 * full[kept], rtol=1e-12)
     g = rnd(1, 3, 3, seed=4)
     out.backward(md.tensor(g, device="cuda"))
-    np.testing.assert_allclose(vd.grad.numpy()[0], p_drop.T @ g[0], rtol=1e-10)
+    np.testing.assert_allclose(vd.grad.cpu().numpy()[0], p_drop.T @ g[0], rtol=1e-10)
 
 
 # masked BatchNorm with a device mask ----------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_masked_batch_norm_on_cuda_matches_cpu(training):
     def bn(x, w, b):
         rm, rv = md.tensor(np.full(2, 0.5), device=x.device), md.tensor(np.full(2, 2.0), device=x.device)
         y = F.masked_batch_norm(x, md.tensor(mask, device=x.device), rm, rv, w, b, training=training, momentum=0.3)
-        stats[x.device] = (rm.numpy(), rv.numpy())
+        stats[x.device] = (rm.cpu().numpy(), rv.cpu().numpy())
         return y
     check(bn, rnd(2, 2, 3), rnd(2, seed=2), rnd(2, seed=3), atol=1e-9)
     for a, b in zip(stats["cuda"], stats["cpu"]):
@@ -185,21 +185,24 @@ def test_masked_batch_norm_module_keeps_the_mask_on_the_device():
     m = nn.BatchNorm1d(2).to("cuda")
     x = md.tensor(rnd(2, 2, 3).astype(np.float32), device="cuda")
     mask = md.tensor(np.array([[True, True, False], [True, False, True]]), device="cuda")
-    m(x, mask=mask).numpy()   # warm-up
+    m(x, mask=mask).detach().cpu().numpy()   # warm-up
     with transfer_log() as log:
         y = m(x, mask=mask)
     assert log.h2d_count == 0 and log.d2h_count == 0, log
-    ref = nn.BatchNorm1d(2)(md.tensor(x.numpy()), mask=mask.numpy())
-    np.testing.assert_allclose(y.numpy(), ref.numpy(), atol=1e-6)
+    ref = nn.BatchNorm1d(2)(md.tensor(x.cpu().numpy()), mask=mask.cpu().numpy())
+    np.testing.assert_allclose(y.detach().cpu().numpy(), ref.detach().cpu().numpy(), atol=1e-6)
     m.eval()   # a host mask is accepted too (copied up); eval uses the running statistics
     ref_m = nn.BatchNorm1d(2)
-    ref_m.load_state_dict({k: v.numpy() for k, v in m.state_dict().items()})
+    ref_m.load_state_dict({k: v.cpu().numpy() for k, v in m.state_dict().items()})
     ref_m.eval()
-    np.testing.assert_allclose(m(x, mask=mask.numpy()).numpy(), ref_m(md.tensor(x.numpy()), mask=mask.numpy()).numpy(),
+    host_mask = mask.cpu().numpy()
+    np.testing.assert_allclose(m(x, mask=host_mask).detach().cpu().numpy(),
+                               ref_m(md.tensor(x.cpu().numpy()), mask=host_mask).detach().numpy(),
                                atol=1e-6)
     m.train()
+    one_sample = md.tensor(np.array([[True, False, False], [False, False, False]]), device="cuda")
     with pytest.raises(ValueError, match="more than 1 value per channel"):
-        m(x, mask=md.tensor(np.array([[True, False, False], [False, False, False]]), device="cuda")).numpy()
+        m(x, mask=one_sample).detach().cpu().numpy()
 
 
 # fused optimizer updates -----------------------------------------------------------------------------
@@ -222,7 +225,7 @@ def test_fused_optimizer_kernels_match_cpu_over_three_steps(make):
         for g in grads:
             p.grad = md.tensor(g, device=device)
             opt.step()
-        result[device] = p.numpy()
+        result[device] = p.detach().cpu().numpy()
         buf = opt.state.get(p, {}).get("momentum_buffer")
         if buf is not None:
             assert buf.device.type == device
@@ -268,7 +271,7 @@ def test_encoder_classifier_with_masked_batch_norm_matches_cpu_on_cuda():
         losses[device] = float(loss)
     assert abs(losses["cuda"] - losses["cpu"]) < 1e-5
     for (name, pc), pg in zip(cpu.named_parameters(), gpu.parameters()):
-        np.testing.assert_allclose(pg.grad.numpy(), pc.grad.numpy(), atol=1e-5, rtol=1e-4, err_msg=name)
+        np.testing.assert_allclose(pg.grad.cpu().numpy(), pc.grad.cpu().numpy(), atol=1e-5, rtol=1e-4, err_msg=name)
 
 
 @pytest.mark.parametrize("norm_type,max_norm", [(2.0, 0.5), (2.0, 100.0), (1.0, 0.3), (float("inf"), 0.2)])
@@ -284,7 +287,7 @@ def test_clip_grad_norm_on_cuda_matches_cpu_without_reading_the_grads(norm_type,
             total = nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
         if device == "cuda":
             assert total.device == "cuda" and log.d2h_count == 0, log
-        out[device] = (float(total), [p.grad.numpy() for p in ps])
+        out[device] = (float(total), [p.grad.cpu().numpy() for p in ps])
     assert abs(out["cuda"][0] - out["cpu"][0]) < 1e-5
     for a, b in zip(out["cuda"][1], out["cpu"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -302,4 +305,4 @@ def test_loaded_optimizer_state_lives_beside_cuda_parameters():
     fresh.load_state_dict(saved)
     assert fresh.state[p]["exp_avg"].device.type == "cuda"
     fresh.step()   # the fused update reads the loaded moments on the device
-    assert np.isfinite(p.numpy()).all()
+    assert np.isfinite(p.detach().cpu().numpy()).all()

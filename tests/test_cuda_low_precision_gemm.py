@@ -34,7 +34,7 @@ MD = {np.dtype(np.float16): md.float16, BF16: md.bfloat16}
 
 
 def _np(t):
-    return t.cpu().numpy() if isinstance(t, md.Tensor) else t.copy_to_host()
+    return t.cpu().detach().numpy() if isinstance(t, md.Tensor) else t.copy_to_host()
 
 
 def _ulps(a, b):
@@ -207,7 +207,7 @@ def test_cpu_low_precision_gemm_still_runs_on_float32_copies(monkeypatch):
 
 
 def test_an_opt_in_naming_no_argument_is_refused():
-    from minidl.autograd.function import Function
+    from minidl.autograd.op_function import Function
     from minidl.ops.low_precision import float32_compute
 
     class Bad(Function):

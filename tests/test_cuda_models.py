@@ -22,10 +22,10 @@ def _step(model, device, loss_fn, inputs, update=True):
     opt = optim.AdamW(model.parameters(), lr=1e-2)
     loss = loss_fn(model, *[md.tensor(a, device=device) for a in inputs])
     loss.backward()
-    grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+    grads = {n: p.grad.cpu().numpy() for n, p in model.named_parameters() if p.grad is not None}
     if update:
         opt.step()
-    return float(loss), grads, {n: p.numpy() for n, p in model.named_parameters()}
+    return float(loss), grads, {n: p.detach().cpu().numpy() for n, p in model.named_parameters()}
 
 
 def _compare(make, loss_fn, inputs, update=True):

@@ -87,12 +87,12 @@ def test_dropout_mask_is_drawn_on_the_device_and_reproduces():
     md.manual_seed(3)
     again = F.dropout(md.ones(4, 5, device="cuda"), 0.5)
     assert y.device == "cuda"
-    mask = y.numpy()
+    mask = y.detach().cpu().numpy()
     assert set(np.unique(mask)) <= {0.0, 2.0} and 0 < np.count_nonzero(mask) < mask.size
-    np.testing.assert_array_equal(again.numpy(), mask)
-    assert not np.array_equal(F.dropout(md.ones(4, 5, device="cuda"), 0.5).numpy(), mask)   # the stream moves on
+    np.testing.assert_array_equal(again.cpu().numpy(), mask)
+    assert not np.array_equal(F.dropout(md.ones(4, 5, device="cuda"), 0.5).cpu().numpy(), mask)   # the stream moves on
     y.sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), mask)
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), mask)
 
 
 @pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01),
@@ -114,7 +114,7 @@ def test_optimizer_steps_match_cpu(make):
             opt.step()
     for pc, pg in zip(cpu.parameters(), gpu.parameters()):
         assert pg.device == "cuda"
-        np.testing.assert_allclose(pg.numpy(), pc.numpy(), atol=1e-5)
+        np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().cpu().numpy(), atol=1e-5)
 
 
 @pytest.mark.parametrize("geom", [dict(stride=1, padding=1), dict(stride=2, padding=0, dilation=2),

@@ -76,7 +76,7 @@ def test_layer_norm_module_float32_on_cuda():
     yc = m(md.tensor(x))
     m.to("cuda")
     yg = m(md.tensor(x, device="cuda"))
-    np.testing.assert_allclose(yg.numpy(), yc.numpy(), atol=1e-5)
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().cpu().numpy(), atol=1e-5)
     yg.sum().backward()
     assert m.weight.grad.device == "cuda" and m.weight.grad.dtype == np.float32
 
@@ -90,9 +90,9 @@ def test_scale_norm_module_on_cuda_matches_cpu():
     cpu(xc).backward(g)
     yg = gpu(xg)
     yg.backward(md.tensor(g, device="cuda"))
-    np.testing.assert_allclose(yg.numpy(), cpu(xc).detach().numpy(), atol=1e-6)
-    np.testing.assert_allclose(xg.grad.numpy(), xc.grad.numpy(), atol=1e-6)
-    np.testing.assert_allclose(gpu.scale.grad.numpy(), cpu.scale.grad.numpy(), atol=1e-5)
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), cpu(xc).detach().cpu().numpy(), atol=1e-6)
+    np.testing.assert_allclose(xg.grad.cpu().numpy(), xc.grad.cpu().numpy(), atol=1e-6)
+    np.testing.assert_allclose(gpu.scale.grad.cpu().numpy(), cpu.scale.grad.cpu().numpy(), atol=1e-5)
 
 
 def test_group_norm_on_cuda_matches_cpu():
@@ -112,7 +112,7 @@ def test_batch_norm_on_cuda_matches_cpu_and_updates_running_stats(training, op):
     def bn(x, w, b):
         rm, rv = md.tensor(np.full(3, 0.5), device=x.device), md.tensor(np.full(3, 2.0), device=x.device)
         y = op(x, rm, rv, w, b, training=training, momentum=0.3)
-        stats[x.device] = (rm.numpy(), rv.numpy())
+        stats[x.device] = (rm.cpu().numpy(), rv.cpu().numpy())
         return y
     check(bn, rnd(4, 3, 2), rnd(3, seed=2), rnd(3, seed=3), atol=1e-9)
     for a, b in zip(stats["cuda"], stats["cpu"]):
@@ -128,7 +128,7 @@ def test_batch_norm_module_float32_on_cuda():
     with md.no_grad():
         m.running_var.fill_(1.0)
     yg = m(md.tensor(x, device="cuda"))
-    np.testing.assert_allclose(yg.numpy(), yc.numpy(), atol=1e-5)
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().cpu().numpy(), atol=1e-5)
     assert m.running_mean.device == "cuda" and m.num_batches_tracked.device == "cuda"
     yg.sum().backward()
     assert m.weight.grad.device == "cuda"
@@ -140,7 +140,7 @@ def test_instance_norm_on_cuda_matches_cpu_with_running_stats():
     def inorm(x, w, b):
         rm, rv = md.zeros(2, device=x.device, dtype=md.float64), md.ones(2, device=x.device, dtype=md.float64)
         y = F.instance_norm(x, rm, rv, w, b, use_input_stats=True, momentum=0.2)
-        stats[x.device] = (rm.numpy(), rv.numpy())
+        stats[x.device] = (rm.cpu().numpy(), rv.cpu().numpy())
         return y
     check(inorm, rnd(2, 2, 3), rnd(2, seed=2), rnd(2, seed=3), atol=1e-9)
     for a, b in zip(stats["cuda"], stats["cpu"]):

@@ -131,11 +131,11 @@ def test_module_matches_cpu_in_outputs_and_parameter_grads(make):
         (y * y).sum().backward()
         outs.append(y)
     assert outs[1].device == "cuda" and isinstance(inputs[1].grad._data, CudaArray)
-    np.testing.assert_allclose(outs[1].detach().numpy(), outs[0].detach().numpy(), atol=1e-5)
-    np.testing.assert_allclose(inputs[1].grad.numpy(), inputs[0].grad.numpy(), atol=1e-4)
+    np.testing.assert_allclose(outs[1].detach().cpu().numpy(), outs[0].detach().cpu().numpy(), atol=1e-5)
+    np.testing.assert_allclose(inputs[1].grad.cpu().numpy(), inputs[0].grad.cpu().numpy(), atol=1e-4)
     for pc, pg in zip(mc.parameters(), mg.parameters()):
         assert isinstance(pg.grad._data, CudaArray)
-        np.testing.assert_allclose(pg.grad.numpy(), pc.grad.numpy(), atol=1e-4)
+        np.testing.assert_allclose(pg.grad.cpu().numpy(), pc.grad.cpu().numpy(), atol=1e-4)
 
 
 def test_numpy_calls_on_device_arrays_run_in_the_device_namespace():

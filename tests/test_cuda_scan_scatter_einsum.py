@@ -75,10 +75,10 @@ def test_bilinear_module_on_cuda_matches_cpu_parameter_grads():
         (y * y).sum().backward()
         ys.append(y)
     assert ys[1].device == "cuda"
-    np.testing.assert_allclose(ys[1].numpy(), ys[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(ys[1].detach().cpu().numpy(), ys[0].detach().cpu().numpy(), atol=1e-5)
     for pc, pg in zip(mc.parameters(), mg.parameters()):
         assert isinstance(pg.grad._data, CudaArray)
-        np.testing.assert_allclose(pg.grad.numpy(), pc.grad.numpy(), atol=1e-5)
+        np.testing.assert_allclose(pg.grad.cpu().numpy(), pc.grad.cpu().numpy(), atol=1e-5)
 
 
 # scans ----------------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ def test_inplace_forms_on_cuda():
     np.add.at(want, (DUP, np.arange(3)), 1.0)
     want[:, 1] += 2
     assert x.device == "cuda"
-    np.testing.assert_array_equal(x.numpy(), want)
+    np.testing.assert_array_equal(x.cpu().numpy(), want)
 
 
 def _t(a):
@@ -216,10 +216,10 @@ def _t(a):
 ], ids=["scatter_add", "scatter_negative", "scatter_reduce", "index_add", "index_fill"])
 def test_out_of_range_indices_raise_before_anything_is_written(call):
     x = md.tensor(rnd(3, 3), device="cuda")
-    before = x.numpy().copy()
+    before = x.cpu().numpy().copy()
     with pytest.raises(IndexError, match="out of bounds"):
         call(x)
-    np.testing.assert_array_equal(x.numpy(), before)
+    np.testing.assert_array_equal(x.cpu().numpy(), before)
 
 
 def test_scatter_kernel_checks_its_index_range_and_shapes_before_launch():
@@ -259,6 +259,6 @@ def test_scatter_reduce_prod_with_zeros_matches_torch_on_cuda():
     xt, st = torch.tensor(x, requires_grad=True), torch.tensor(src, requires_grad=True)
     yt = xt.scatter_reduce(0, torch.tensor(DUP), st, "prod")
     yt.backward(torch.tensor(g))
-    np.testing.assert_allclose(ym.numpy(), yt.detach().numpy(), atol=1e-12)
-    np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), atol=1e-12)
-    np.testing.assert_allclose(sm.grad.numpy(), st.grad.numpy(), atol=1e-12)
+    np.testing.assert_allclose(ym.detach().cpu().numpy(), yt.detach().cpu().numpy(), atol=1e-12)
+    np.testing.assert_allclose(xm.grad.cpu().numpy(), xt.grad.cpu().numpy(), atol=1e-12)
+    np.testing.assert_allclose(sm.grad.cpu().numpy(), st.grad.cpu().numpy(), atol=1e-12)

@@ -98,7 +98,7 @@ def test_poles_and_infinities_are_the_cpus():
     v = np.array([0.0, -0.0, -2.0, -np.inf, np.inf, np.nan, 1e-300, 800.0])
     for name, fn in (("lgamma", md.lgamma), ("digamma", md.digamma), ("i0", md.i0), ("erfc", md.erfc),
                      ("polygamma1", lambda t: md.polygamma(1, t)), ("polygamma2", lambda t: md.polygamma(2, t))):
-        got = fn(md.tensor(v, device="cuda")).numpy()
+        got = fn(md.tensor(v, device="cuda")).cpu().numpy()
         np.testing.assert_allclose(got, fn(md.tensor(v)).numpy(), rtol=1e-14, err_msg=name)
 
 
@@ -108,7 +108,7 @@ def test_nextafter_steps_one_float_of_each_dtype():
     for dt in DTYPES:
         got = md.nextafter(md.tensor(a.astype(dt), device="cuda"), md.tensor(b.astype(dt), device="cuda"))
         assert got.device == "cuda" and got.dtype == md.tensor(a.astype(dt)).dtype
-        np.testing.assert_array_equal(got.numpy(), np.nextafter(a.astype(dt), b.astype(dt)))
+        np.testing.assert_array_equal(got.cpu().numpy(), np.nextafter(a.astype(dt), b.astype(dt)))
 
 
 # the ops on cuda against the CPU ----------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_double_backward_on_cuda_matches_cpu(name):
         (h,) = md.autograd.grad(g.sum(), t)
         hs.append(h)
     assert hs[1].device == "cuda"
-    np.testing.assert_allclose(hs[1].numpy(), hs[0].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(hs[1].cpu().numpy(), hs[0].cpu().numpy(), rtol=1e-12)
 
 
 DISTRIBUTIONS = {   # name: (build from parameters, value, parameters)
@@ -225,9 +225,9 @@ def test_strided_views_share_the_device_memory():
     want = np.arange(12.0).reshape(3, 4)
     want[[0, 1, 2], [0, 1, 2]] = 0
     want[0, 1] = 100.0
-    np.testing.assert_array_equal(x.numpy(), want)
-    np.testing.assert_array_equal(u.numpy(), want.reshape(3, 2, 2))
-    np.testing.assert_array_equal(s.numpy(), [100.0, want[1, 2]])
+    np.testing.assert_array_equal(x.cpu().numpy(), want)
+    np.testing.assert_array_equal(u.cpu().numpy(), want.reshape(3, 2, 2))
+    np.testing.assert_array_equal(s.cpu().numpy(), [100.0, want[1, 2]])
     assert u._data._buf is x._data._buf
 
 
@@ -272,7 +272,7 @@ def test_embedding_bag_per_sample_weights_and_module():
     for m, d in ((mc, "cpu"), (mg, "cuda")):
         m(md.tensor(np.array([[0, 1], [4, 1]]), device=d)).square().sum().backward()
     assert mg.weight.grad.device == "cuda"
-    np.testing.assert_allclose(mg.weight.grad.numpy(), mc.weight.grad.numpy(), atol=1e-6)
+    np.testing.assert_allclose(mg.weight.grad.cpu().numpy(), mc.weight.grad.cpu().numpy(), atol=1e-6)
 
 
 def test_embedding_bag_checks_indices_and_devices_before_any_kernel():

@@ -92,6 +92,6 @@ def test_values_and_gradients_match_torch(eq, shapes):
     g = np.random.default_rng(4).standard_normal(tuple(yt.shape))
     yt.backward(torch.tensor(g))
     ym.backward(md.tensor(g))
-    np.testing.assert_allclose(ym.numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ym.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-12)
     for a, b in zip(mt, tt):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)

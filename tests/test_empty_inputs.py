@@ -231,7 +231,7 @@ def test_attention_without_queries_or_keys(attention_impl, L, S, causal):
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     out.sum().backward()
     assert out.shape == (2, 2, L, 5)
-    np.testing.assert_array_equal(out.numpy(), np.zeros((2, 2, L, 5), np.float32))   # no key: output 0
+    np.testing.assert_array_equal(out.detach().numpy(), np.zeros((2, 2, L, 5), np.float32))   # no key: output 0
     for t in (q, k, v):
         np.testing.assert_array_equal(t.grad.numpy(), zeros_of(t))
 
@@ -249,7 +249,8 @@ def test_attention_with_no_features_attends_uniformly(attention_impl):
     # every score is an empty sum, 0 (not 0 * 1/sqrt(0) = NaN): the output is the mean of v
     q, k, v = leaf(2, 3, 0), leaf(2, 3, 0), leaf(2, 3, 4)
     out = F.scaled_dot_product_attention(q, k, v)
-    np.testing.assert_allclose(out.numpy(), np.broadcast_to(v.numpy().mean(axis=1, keepdims=True), (2, 3, 4)),
+    mean_v = v.detach().numpy().mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(out.detach().numpy(), np.broadcast_to(mean_v, (2, 3, 4)),
                                rtol=1e-5, atol=1e-6)
 
 
@@ -279,7 +280,7 @@ def test_conv2d_without_input_channels_is_its_bias(impl):
     conv.bias.data[...] = [1, 2, 3, 4]
     x = leaf(2, 0, 5, 5)
     y = backward_sum(conv, x)
-    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(np.array([1, 2, 3, 4], np.float32)[:, None, None],
+    np.testing.assert_array_equal(y.detach().numpy(), np.broadcast_to(np.array([1, 2, 3, 4], np.float32)[:, None, None],
                                                              (2, 4, 3, 3)))
     np.testing.assert_array_equal(conv.bias.grad.numpy(), np.full(4, 2 * 3 * 3, np.float32))
     assert conv.weight.grad.shape == (4, 0, 3, 3) and x.grad.shape == (2, 0, 5, 5)
@@ -336,10 +337,10 @@ def test_adaptive_pooling_of_no_positions():
 def test_linear_without_input_features_is_its_bias():
     with pytest.warns(UserWarning, match="zero-element"):
         lin = nn.Linear(0, 3)
-    np.testing.assert_array_equal(lin.bias.numpy(), np.zeros(3, np.float32))   # U(-0, 0), as PyTorch
+    np.testing.assert_array_equal(lin.bias.detach().numpy(), np.zeros(3, np.float32))   # U(-0, 0), as PyTorch
     x = leaf(2, 0)
     y = backward_sum(lin, x)
-    np.testing.assert_array_equal(y.numpy(), np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(y.detach().numpy(), np.zeros((2, 3), np.float32))
     assert lin.weight.grad.shape == (3, 0) and x.grad.shape == (2, 0)
     np.testing.assert_array_equal(lin.bias.grad.numpy(), np.full(3, 2.0, np.float32))
 
@@ -436,7 +437,7 @@ def test_optimizers_step_over_a_parameter_without_elements(make):
         empty.grad, full.grad = md.zeros(0, 3), md.ones(2)
         opt.step()
     assert empty.shape == (0, 3)
-    assert (full.numpy() < 1).all()          # the other parameter is still updated
+    assert (full.detach().numpy() < 1).all()          # the other parameter is still updated
     assert nn.utils.clip_grad_norm_([empty], 1.0).item() == 0.0
 
 
@@ -494,19 +495,19 @@ def test_empty_inputs_on_the_device(cuda, make, shape):
     y = backward_sum(m, x)
     assert y.shape[:2] == shape[:2] and x.grad.shape == shape
     for p in m.parameters():
-        np.testing.assert_array_equal(p.grad.numpy(), zeros_of(p))
+        np.testing.assert_array_equal(p.grad.cpu().numpy(), zeros_of(p))
     if getattr(m, "running_var", None) is not None:
-        np.testing.assert_array_equal(m.running_var.numpy(), np.ones(4, np.float32))
+        np.testing.assert_array_equal(m.running_var.cpu().numpy(), np.ones(4, np.float32))
 
 
 def test_masked_batch_norm_and_attention_on_the_device(cuda):
     m = nn.BatchNorm1d(4).to(cuda)
     y = m(md.randn(0, 4, 5, device=cuda), mask=md.zeros(0, 5, dtype=md.bool, device=cuda))
     assert y.shape == (0, 4, 5)
-    np.testing.assert_array_equal(m.running_mean.numpy(), np.zeros(4, np.float32))
+    np.testing.assert_array_equal(m.running_mean.cpu().numpy(), np.zeros(4, np.float32))
     q, k = md.randn(2, 3, 4, device=cuda), md.randn(2, 0, 4, device=cuda)
     out = F.scaled_dot_product_attention(q, k, k)
-    np.testing.assert_array_equal(out.numpy(), np.zeros((2, 3, 4), np.float32))
+    np.testing.assert_array_equal(out.cpu().numpy(), np.zeros((2, 3, 4), np.float32))
     assert F.softmax(md.randn(4, 0, device=cuda), -1).shape == (4, 0)
 
 

@@ -10,7 +10,7 @@ import pytest
 import minidl as md
 import minidl.autograd as autograd
 import minidl.profiler as mdprofiler
-from minidl.autograd import function as fn_module
+from minidl.autograd import op_function as fn_module
 from minidl.autograd import functional, profiler
 from minidl.func import grad, jvp, linearize, vmap
 

@@ -100,7 +100,7 @@ def test_embedding(V, D, shape, data, dtype, padding_idx):
         weight = leaf(w)
         out = F.embedding(idx, weight, padding_idx)
         out.backward(md.tensor(g))
-        return out.numpy(), weight.grad.numpy()
+        return out.detach().numpy(), weight.grad.numpy()
 
     def reference():
         if idx.size and (idx.min() < 0 or idx.max() >= V):
@@ -163,7 +163,7 @@ def test_getitem(shape, data, as_tensor):
         t = leaf(x)
         out = t[given_index]
         out.backward(md.tensor(distinct(out.shape, seed=1)))
-        return out.numpy(), t.grad.numpy()
+        return out.detach().numpy(), t.grad.numpy()
 
     def reference():
         for i in index if isinstance(index, tuple) else (index,):
@@ -233,7 +233,7 @@ def test_dim_arguments_of_shape_ops(shape, d0, d1, op):
         out = getattr(t, op)(*args)
         out.backward(md.tensor(distinct(out.shape, seed=1)))
         np.testing.assert_allclose(t.grad.numpy().sum(), distinct(out.shape, seed=1).sum())   # a rearrangement
-        return out.numpy()
+        return out.detach().numpy()
     agree(run, reference, np.testing.assert_array_equal)
 
 
@@ -364,7 +364,7 @@ def test_pooling_geometry(shape, kernel, stride, padding, dilation, ceil_mode, m
         _, dx, _ = pool_reference(x, batched(g), k, k if stride is None else _pair(stride), _pair(padding),
                                   _pair(dilation), ceil_mode, mode)
         np.testing.assert_allclose(batched(t.grad.numpy()), dx, rtol=1e-10, atol=1e-12)
-        return batched(out.numpy()), (None if idx is None else batched(idx.numpy()))
+        return batched(out.detach().numpy()), (None if idx is None else batched(idx.detach().numpy()))
 
     def compare(got, want):
         np.testing.assert_allclose(got[0], want[0], rtol=1e-10, atol=1e-12)
@@ -429,7 +429,7 @@ def test_conv2d_geometry(shape, wshape, stride, padding, dilation, bias):
         _, dx, dw = conv_reference(x, w, b, g, *args)
         np.testing.assert_allclose(tx.grad.numpy(), dx, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(tw.grad.numpy(), dw, rtol=1e-10, atol=1e-12)
-        return out.numpy()
+        return out.detach().numpy()
     agree(run, lambda: conv_reference(x, w, b, None, *args)[0],
           lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12))
 
@@ -472,7 +472,7 @@ def test_loss_targets(N, C, spatial, data, ignore_index, reduction, loss):
         y = getattr(F, loss)(tx, t, ignore_index=ignore_index, reduction=reduction)
         with np.errstate(invalid="ignore", divide="ignore"):
             y.sum().backward()
-        return y.numpy(), tx.grad.numpy()
+        return y.detach().numpy(), tx.grad.numpy()
 
     def compare(got, want):
         np.testing.assert_allclose(got[0], want[0], rtol=1e-10, atol=1e-12, equal_nan=True)

@@ -134,14 +134,15 @@ def test_relu_on_two_byte_floats_works_on_the_bits_with_pytorchs_results(low):
     x32 = vals.astype(low).astype(np.float32)
     want = np.where(x32 < 0, 0, x32)                                   # clamp: NaN and -0.0 kept
     assert y.dtype.name == np.dtype(low).name
-    np.testing.assert_array_equal(y.numpy().astype(np.float32).view(np.uint32), want.astype(np.float32).view(np.uint32))
+    np.testing.assert_array_equal(y.detach().numpy().astype(np.float32).view(np.uint32),
+                                  want.astype(np.float32).view(np.uint32))
     grad_mask = ~(want <= 0)                                           # threshold backward: NaN passes
     np.testing.assert_array_equal(x.grad.numpy().astype(np.float32), np.where(grad_mask, g.astype(np.float32), 0))
     torch = pytest.importorskip("torch")
     tdt = torch.float16 if low is np.float16 else torch.bfloat16
     tx = torch.tensor(x32, dtype=tdt, requires_grad=True)
     torch.relu(tx).backward(torch.tensor(g.astype(np.float32), dtype=tdt))
-    ty, my = torch.relu(tx).detach().float().numpy(), y.numpy().astype(np.float32)
+    ty, my = torch.relu(tx).detach().float().detach().numpy(), y.detach().numpy().astype(np.float32)
     nan = np.isnan(ty)
     np.testing.assert_array_equal(np.isnan(my), nan)                 # NaN payloads may differ
     np.testing.assert_array_equal(ty[~nan].view(np.uint32), my[~nan].view(np.uint32))   # -0.0 included

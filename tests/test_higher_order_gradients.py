@@ -161,7 +161,7 @@ def test_unsupported_op_raises_naming_it():
                                                   r"backward in minidl; ops that have one: .*MatMul"):
         autograd.grad(y, x, create_graph=True)
     # a Function written on arrays (the ops' base), without a differentiable_backward
-    class Cube(md.autograd.function.Function):
+    class Cube(md.autograd.op_function.Function):
         @staticmethod
         def forward(ctx, a):
             ctx.save_for_backward(a)

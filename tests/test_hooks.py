@@ -92,9 +92,9 @@ def test_forward_pre_hook_can_replace_the_input():
     lin = md.nn.Linear(2, 2)
     handle = lin.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
     out = lin(md.ones(1, 2))
-    np.testing.assert_allclose(out.numpy(), lin.bias.numpy()[None], rtol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), lin.bias.detach().numpy()[None], rtol=1e-6)
     handle.remove()
-    assert not np.allclose(lin(md.ones(1, 2)).numpy(), lin.bias.numpy()[None])
+    assert not np.allclose(lin(md.ones(1, 2)).detach().numpy(), lin.bias.detach().numpy()[None])
 
 
 def test_forward_hook_sees_module_args_and_output_and_can_replace_the_output():
@@ -108,7 +108,7 @@ def test_forward_hook_sees_module_args_and_output_and_can_replace_the_output():
     lin.register_forward_hook(hook)
     out = lin(md.ones(4, 2))
     assert calls == [(lin, (4, 2), (4, 3))]
-    np.testing.assert_allclose(out.numpy(), 0)
+    np.testing.assert_allclose(out.detach().numpy(), 0)
 
 
 def test_full_backward_hook_gets_grad_input_and_grad_output():
@@ -126,7 +126,7 @@ def test_full_backward_hook_gets_grad_input_and_grad_output():
     np.testing.assert_allclose(seen["go"][0], [[1, 2, 3]])
     np.testing.assert_allclose(seen["gi"][0], x.grad.numpy())
     # float32 products of a random weight: the sum may cancel, so the tolerance is absolute too
-    np.testing.assert_allclose(seen["gi"][0], [[1, 2, 3]] @ lin.weight.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(seen["gi"][0], [[1, 2, 3]] @ lin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_full_backward_hook_can_replace_grad_input():

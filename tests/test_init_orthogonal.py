@@ -41,7 +41,7 @@ def test_orthogonal_is_reproducible_and_returns_the_tensor():
 def test_orthogonal_of_a_parameter_in_grad_mode():
     p = nn.Parameter(np.zeros((4, 4), np.float32))
     nn.init.orthogonal_(p)
-    np.testing.assert_allclose(p.numpy() @ p.numpy().T, np.eye(4), atol=1e-6)
+    np.testing.assert_allclose(p.detach().numpy() @ p.detach().numpy().T, np.eye(4), atol=1e-6)
 
 
 @pytest.mark.parametrize("shape", [(3, 3), (2, 5), (5, 2)])
@@ -64,7 +64,7 @@ def test_dirac_keeps_the_input_of_a_convolution():
     conv = nn.Conv2d(3, 3, 3, padding=1, bias=False)
     nn.init.dirac_(conv.weight)
     x = md.randn(2, 3, 5, 5)
-    np.testing.assert_allclose(conv(x).numpy(), x.numpy(), atol=1e-6)
+    np.testing.assert_allclose(conv(x).detach().numpy(), x.detach().numpy(), atol=1e-6)
 
 
 @pytest.mark.parametrize("call,exc,match", [

@@ -329,7 +329,7 @@ def test_bad_input(call, error, match):
 def test_modules_shapes_and_parameters():
     conv = nn.Conv3d(4, 6, (3, 2, 1), stride=2, padding=1, groups=2, bias=False)
     assert conv.weight.shape == (6, 2, 3, 2, 1) and conv.bias is None
-    assert float(np.abs(conv.weight.numpy()).max()) <= 1 / np.sqrt(2 * 3 * 2)   # U(+-1/sqrt(fan_in))
+    assert float(np.abs(conv.weight.detach().numpy()).max()) <= 1 / np.sqrt(2 * 3 * 2)   # U(+-1/sqrt(fan_in))
     assert conv(md.zeros(1, 4, 5, 5, 5)).shape == (1, 6, 3, 3, 4)
     assert nn.Conv3d(2, 3, 3, padding="same")(md.zeros(2, 4, 5, 6)).shape == (3, 4, 5, 6)
     up = nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, groups=2)
@@ -380,7 +380,7 @@ def _compare(ours, theirs, arrays, nan=False):
     if isinstance(y, tuple):
         np.testing.assert_array_equal(y[1].numpy(), ty[1].numpy())
         y, ty = y[0], ty[0]
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
     g = np.random.default_rng(7).standard_normal(tuple(y.shape))
     (y * md.tensor(g)).sum().backward()
     (ty * torch.tensor(g)).sum().backward()
@@ -469,14 +469,14 @@ def test_modules_with_copied_weights_match_torch():
             tp.copy_(torch.tensor(v))
     x = rng.standard_normal((2, 2, 4, 6, 6))
     y, ty = ours(md.tensor(x)), theirs(torch.tensor(x))
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-9, atol=1e-10)
     y.sum().backward()
     ty.sum().backward()
     for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-8, atol=1e-10, err_msg=name)
     np.testing.assert_allclose(ours[1].running_var.numpy(), theirs[1].running_var.numpy(), rtol=1e-10)
     ours.eval(), theirs.eval()
-    np.testing.assert_allclose(ours(md.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-9,
+    np.testing.assert_allclose(ours(md.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-9,
                                atol=1e-10)
 
 
@@ -484,7 +484,7 @@ def test_lazy_instance_norm_matches_torch():
     torch = _torch()
     x = np.random.default_rng(12).standard_normal((2, 3, 2, 3, 4)).astype(np.float32)
     ours, theirs = nn.LazyInstanceNorm3d(), torch.nn.LazyInstanceNorm3d()
-    np.testing.assert_allclose(ours(md.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours(md.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)
     np.testing.assert_allclose(ours.running_mean.numpy(), theirs.running_mean.numpy(), atol=1e-6)
 
 

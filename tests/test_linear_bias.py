@@ -88,7 +88,7 @@ def test_linear_is_the_same_under_both_implementations(dtype, parallel):
             x, w, b = (md.tensor(a, requires_grad=True) for a in (x0, w0, b0))
             y = F.linear(x, w, b)
             y.backward(md.tensor(g0))
-            results.append([y.numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
+            results.append([y.detach().numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

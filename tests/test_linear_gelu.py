@@ -88,12 +88,13 @@ def test_the_mlp_equals_its_unfused_layers(gelu):
         mlp.zero_grad()
         y = forward()
         (y * y).sum().backward()
-        out.append([y.numpy().copy(), x.grad.numpy().copy()] + [p.grad.numpy().copy() for p in mlp.parameters()])
+        out.append([y.detach().numpy().copy(), x.grad.numpy().copy()]
+                   + [p.grad.numpy().copy() for p in mlp.parameters()])
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     seen = []
     mlp.act.register_forward_hook(lambda m, args, o: seen.append(o))
-    np.testing.assert_allclose(mlp(x).numpy(), out[0][0], rtol=1e-6)   # a hooked activation runs unfused
+    np.testing.assert_allclose(mlp(x).detach().numpy(), out[0][0], rtol=1e-6)   # a hooked activation runs unfused
     assert len(seen) == 1
 
 

@@ -253,7 +253,8 @@ def test_gaussian_nll_var_gradient_passes_the_eps_clamp():
 def test_gaussian_nll_float_var_and_poisson_target_gradient_at_zero():
     x = _f64([[0.5, -1.0]], True)
     loss = F.gaussian_nll_loss(x, _f64([[0.0, 1.0]]), 2.0, reduction="none")
-    np.testing.assert_allclose(loss.numpy(), _gaussian_ref(np.array([[0.5, -1.0]]), np.array([[0.0, 1.0]]), 2.0))
+    np.testing.assert_allclose(loss.detach().numpy(),
+                               _gaussian_ref(np.array([[0.5, -1.0]]), np.array([[0.0, 1.0]]), 2.0))
     y = _f64([0.0, 0.5, 3.0], True)
     F.poisson_nll_loss(_f64([0.1, 0.2, 0.3], True), y, full=True, reduction="sum").backward()
     g = y.grad.numpy()   # PyTorch's: nan at 0 (0 * log 0 through its masked Stirling term), 0 up to 1
@@ -388,7 +389,7 @@ def test_cuda_runs_the_elementwise_losses_and_refuses_the_indexed_ones():
         xt = md.tensor(x, requires_grad=True, device=device)
         loss = F.poisson_nll_loss(xt, md.tensor(y, device=device), full=True)
         loss.backward()
-        out.append((loss.cpu().numpy(), xt.grad.cpu().numpy()))
+        out.append((loss.cpu().detach().numpy(), xt.grad.cpu().detach().numpy()))
     np.testing.assert_allclose(out[0][0], out[1][0])
     np.testing.assert_allclose(out[0][1], out[1][1])
     with pytest.raises(NotImplementedError, match="ctc_loss is not implemented for device 'cuda"):
@@ -405,9 +406,9 @@ def _both(torch, a, requires_grad=True, dtype=np.float64):
 def _compare(torch, ours, theirs, leaves, tol):
     assert tuple(ours.shape) == tuple(theirs.shape)
     assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=tol, atol=tol)
     cot = np.random.default_rng(7).standard_normal(tuple(ours.shape))
-    ours.backward(md.tensor(cot.astype(ours.numpy().dtype)))
+    ours.backward(md.tensor(cot.astype(ours.detach().numpy().dtype)))
     theirs.backward(torch.tensor(cot, dtype=theirs.dtype))
     for m, t in leaves:
         np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)

@@ -33,9 +33,9 @@ def test_an_optimizer_built_before_conversion_trains_the_model():
     _, loss = model(idx, idx)
     loss.backward()
     w = model.tok_emb.weight
-    before = w.numpy().copy()
+    before = w.detach().numpy().copy()
     opt.step()
-    assert w.dtype == md.float64 and not np.allclose(w.numpy(), before)
+    assert w.dtype == md.float64 and not np.allclose(w.detach().numpy(), before)
     assert model.head.weight is w      # the step moved the tied weight once, for both uses
 
 
@@ -43,13 +43,13 @@ def test_an_optimizer_built_before_conversion_trains_the_model():
 def test_to_a_non_floating_dtype_raises_and_leaves_the_model_unchanged(dtype):
     # as PyTorch: truncating the weights to integers would silently destroy the model
     lin = nn.Linear(2, 2)
-    w, b = lin.weight.numpy().copy(), lin.bias.numpy().copy()
+    w, b = lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy()
     with pytest.raises(TypeError, match=r"nn.Module.to only accepts floating point or complex dtypes, but got "
                                         r"desired dtype=minidl.(int64|bool|int32)"):
         lin.to(dtype)
     assert lin.weight.dtype == lin.bias.dtype == md.float32
-    np.testing.assert_array_equal(lin.weight.numpy(), w)
-    np.testing.assert_array_equal(lin.bias.numpy(), b)
+    np.testing.assert_array_equal(lin.weight.detach().numpy(), w)
+    np.testing.assert_array_equal(lin.bias.detach().numpy(), b)
 
 
 def test_buffers_and_gradients_are_converted_in_place():
@@ -67,14 +67,14 @@ def test_buffers_and_gradients_are_converted_in_place():
 def test_cuda_and_back_keep_the_objects():
     lin = nn.Linear(3, 2)
     w, b = lin.weight, lin.bias
-    values = w.numpy().copy()
+    values = w.detach().numpy().copy()
     lin.cuda()
     assert lin.weight is w and w.device == "cuda" and b.device == "cuda"
     out = lin(md.ones(1, 3, device="cuda"))
     assert out.device == "cuda"
     lin.cpu()
     assert lin.weight is w and w.device == "cpu"
-    np.testing.assert_allclose(w.numpy(), values)
+    np.testing.assert_allclose(w.detach().numpy(), values)
 
 
 def test_cuda_keeps_a_gpt_tie_and_its_optimizer():

@@ -213,13 +213,14 @@ def test_parameters_to_vector_and_back_match_torch():
     ours, theirs = nn.Linear(3, 2), torch.nn.Linear(3, 2)
     ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
     v = nn.utils.parameters_to_vector(ours.parameters())
-    np.testing.assert_allclose(v.numpy(), torch.nn.utils.parameters_to_vector(theirs.parameters()).detach().numpy())
+    np.testing.assert_allclose(v.detach().numpy(),
+                               torch.nn.utils.parameters_to_vector(theirs.parameters()).detach().numpy())
     (v * md.arange(8).float()).sum().backward()                 # the vector is in the graph
     np.testing.assert_allclose(ours.weight.grad.numpy(), np.arange(6).reshape(2, 3))
     new = md.arange(8).float()
     nn.utils.vector_to_parameters(new, ours.parameters())
-    np.testing.assert_allclose(ours.bias.numpy(), [6.0, 7.0])
-    np.testing.assert_allclose(ours.weight.numpy(), np.arange(6).reshape(2, 3))
+    np.testing.assert_allclose(ours.bias.detach().numpy(), [6.0, 7.0])
+    np.testing.assert_allclose(ours.weight.detach().numpy(), np.arange(6).reshape(2, 3))
 
 
 @pytest.mark.parametrize("call,exc,match", [

@@ -107,7 +107,7 @@ def _against_torch(name, arrays, **kw):
     ours = [md.tensor(a, requires_grad=True) if a is not None else None for a in arrays]
     theirs = [torch.tensor(a, requires_grad=True) if a is not None else None for a in arrays]
     y, ty = getattr(F, name)(*ours, **kw), getattr(torch.nn.functional, name)(*theirs, **kw)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
     v = np.random.default_rng(1).standard_normal(y.shape)
     y.backward(md.tensor(v))
     ty.backward(torch.tensor(v))
@@ -152,7 +152,7 @@ def test_pool1d_matches_torch(name, args, kw):
     x = rng.standard_normal((2, 3, 7))
     a, t = md.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     y, ty = getattr(F, name)(a, *args, **kw), getattr(torch.nn.functional, name)(t, *args, **kw)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy())
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy())
     (y * y).sum().backward()
     (ty * ty).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy())
@@ -164,7 +164,7 @@ def test_adaptive_max_pool2d_matches_torch_values_indices_gradients(shape, out):
     x = rng.standard_normal(shape)
     a, t = md.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     (y, i), (ty, ti) = F.adaptive_max_pool2d(a, out, True), torch.nn.functional.adaptive_max_pool2d(t, out, True)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy())
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy())
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
     (y * y).sum().backward()
     (ty * ty).sum().backward()
@@ -188,7 +188,8 @@ def test_modules_match_torch(name, args, kw, shape):
            [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
     ours.double().load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
     x = rng.standard_normal(shape)
-    np.testing.assert_allclose(ours(md.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(ours(md.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-10)
 
 
 def test_conv_transpose_output_size_picks_the_output_padding():
@@ -201,7 +202,7 @@ def test_conv_transpose_output_size_picks_the_output_padding():
 
 def test_conv_layer_init_bounds_follow_fan_in():
     m = nn.ConvTranspose2d(4, 6, 3)         # fan_in = weight.size(1) * 9 = 54, as PyTorch
-    assert np.abs(m.weight.numpy()).max() <= 1 / np.sqrt(54) + 1e-7
+    assert np.abs(m.weight.detach().numpy()).max() <= 1 / np.sqrt(54) + 1e-7
     assert m.weight.shape == (4, 6, 3, 3)
 
 

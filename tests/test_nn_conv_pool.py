@@ -247,8 +247,8 @@ def test_conv2d_module_shapes_init_and_repr():
     m = nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=2)
     assert m.weight.shape == (8, 2, 3, 3) and m.bias.shape == (8,)
     bound = 1 / np.sqrt(2 * 9)     # kaiming_uniform(a=sqrt 5) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-    assert np.abs(m.weight.numpy()).max() <= bound and np.abs(m.weight.numpy()).max() > 0.8 * bound
-    assert np.abs(m.bias.numpy()).max() <= bound
+    assert np.abs(m.weight.detach().numpy()).max() <= bound and np.abs(m.weight.detach().numpy()).max() > 0.8 * bound
+    assert np.abs(m.bias.detach().numpy()).max() <= bound
     assert m(md.randn(2, 4, 9, 9)).shape == (2, 8, 5, 5)
     assert "Conv2d(4, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), groups=2)" == repr(m)
     assert nn.Conv2d(2, 2, 1, bias=False).bias is None
@@ -399,7 +399,7 @@ def test_conv2d_matches_torch(case):
     g = rng.standard_normal(y.shape).astype(np.float32)
     y.backward(g)
     ty.backward(torch.tensor(g))
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(mw.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
     if bias:
@@ -424,7 +424,7 @@ def test_pooling_matches_torch():
         g = rng.standard_normal(y.shape)
         y.backward(g)
         ty.backward(torch.tensor(g))
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), atol=1e-12)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-12)
         np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), atol=1e-12)
     _, ti = torch.nn.functional.max_pool2d(torch.tensor(x), 3, 2, 1, return_indices=True)
     _, mi = F.max_pool2d(md.tensor(x), 3, 2, 1, return_indices=True)
@@ -445,7 +445,8 @@ def test_torch_state_dict_loads_into_same_cnn():
     assert list(mm.state_dict()) == list(tm.state_dict())
     mm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
     x = np.random.default_rng(11).standard_normal((2, 1, 8, 8)).astype(np.float32)
-    np.testing.assert_allclose(mm(md.tensor(x)).numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mm(md.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -75,7 +75,7 @@ def test_linear_module_init_and_errors():
     md.manual_seed(0)
     m = nn.Linear(50, 40)
     bound = 1 / math.sqrt(50)
-    w, b = m.weight.numpy(), m.bias.numpy()
+    w, b = m.weight.detach().numpy(), m.bias.detach().numpy()
     assert w.shape == (40, 50) and w.dtype == np.float32
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.05 * bound       # U(-b, b) has std b / sqrt 3
@@ -94,7 +94,7 @@ def test_embedding_repeated_indices_and_padding_idx():
     idx = md.tensor(np.array([[1, 1, 3], [1, 0, 3]]))
     out = F.embedding(idx, w, padding_idx=3)
     assert out.shape == (2, 3, 3)
-    np.testing.assert_array_equal(out.numpy()[0, 2], [9, 10, 11])
+    np.testing.assert_array_equal(out.detach().numpy()[0, 2], [9, 10, 11])
     g = np.ones((2, 3, 3))
     out.backward(g)
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], [1, 3, 0, 0])   # row 1 used 3 times; padding row none
@@ -118,7 +118,7 @@ def test_embedding_backward_kernel_matches_add_at(dtype):
 def test_embedding_module():
     md.manual_seed(0)
     e = nn.Embedding(2000, 16, padding_idx=0)
-    w = e.weight.numpy()
+    w = e.weight.detach().numpy()
     assert np.all(w[0] == 0)
     assert abs(w[1:].mean()) < 0.02 and abs(w[1:].std() - 1) < 0.02      # N(0, 1)
     assert e(md.tensor([[0, 5]])).shape == (1, 2, 16)
@@ -132,7 +132,7 @@ def test_dropout_statistics_scaling_and_gradient():
     md.manual_seed(0)
     x = md.ones(200, 500, requires_grad=True)
     y = F.dropout(x, p=0.3, training=True)
-    v = y.numpy()
+    v = y.detach().numpy()
     kept = v != 0
     assert abs(1 - kept.mean() - 0.3) < 0.01                       # ~p of the elements are zeroed
     np.testing.assert_allclose(v[kept], 1 / 0.7, rtol=1e-6)        # the rest scaled by 1/(1-p)
@@ -141,7 +141,7 @@ def test_dropout_statistics_scaling_and_gradient():
     np.testing.assert_allclose(x.grad.numpy(), v)                   # dy/dx is the same scaled mask
     assert F.dropout(x, 0.3, training=False) is x
     assert F.dropout(x, 0.0) is x
-    assert np.all(F.dropout(x, 1.0).numpy() == 0)
+    assert np.all(F.dropout(x, 1.0).detach().numpy() == 0)
     md.manual_seed(5)
     a = F.dropout(md.ones(10, 10), 0.5).numpy()
     md.manual_seed(5)
@@ -154,9 +154,9 @@ def test_dropout_module_train_eval():
     m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
     x = md.randn(64, 4)
     m.eval()
-    np.testing.assert_array_equal(m(x).numpy(), m[0](x).numpy())
+    np.testing.assert_array_equal(m(x).detach().numpy(), m[0](x).detach().numpy())
     m.train()
-    assert (m(x).numpy() == 0).mean() > 0.3
+    assert (m(x).detach().numpy() == 0).mean() > 0.3
 
 
 def test_activation_modules():
@@ -180,7 +180,7 @@ def test_sequential_indexing_len_iteration_and_names():
     assert isinstance(s[1:], nn.Sequential) and list(s[1:]) == [b, c]
     assert list(s.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
     x = md.randn(4, 2)
-    np.testing.assert_allclose(s(x).numpy(), c(b(a(x))).numpy())
+    np.testing.assert_allclose(s(x).detach().numpy(), c(b(a(x))).detach().numpy())
     s.append(nn.Tanh())
     assert len(s) == 4 and isinstance(s[3], nn.Tanh)
     del s[1]
@@ -280,7 +280,7 @@ def test_init_seeding_gain_and_errors():
         init.calculate_gain("swish")
     p = nn.Parameter(md.zeros(3, 3))
     init.uniform_(p)                       # works on a leaf that requires grad (outside the graph)
-    assert p.requires_grad and p.numpy().any()
+    assert p.requires_grad and p.detach().numpy().any()
 
 
 # clip_grad_norm_ -------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def _against_torch(fn, tfn, x, **kw):
     torch = pytest.importorskip("torch")
     a, b = md.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     y, ty = fn(a, **kw), tfn(b, **kw)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
     v = np.random.default_rng(1).standard_normal(y.shape)
     y.backward(md.tensor(v))
     ty.backward(torch.tensor(v))
@@ -165,12 +165,12 @@ def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():
     md.manual_seed(0)
     x = md.ones(8, 6, 3, 3, requires_grad=True)
     y = nn.Dropout2d(p=0.5)(x)
-    per_channel = y.numpy().reshape(8, 6, 9)
+    per_channel = y.detach().numpy().reshape(8, 6, 9)
     assert set(np.unique(per_channel)) <= {0.0, 2.0}
     assert (per_channel.min(axis=2) == per_channel.max(axis=2)).all()       # a channel drops as a whole
     assert 0 < (per_channel[..., 0] == 0).sum() < 48
     y.sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), y.numpy())                 # dy/dx = the mask
+    np.testing.assert_array_equal(x.grad.numpy(), y.detach().numpy())                 # dy/dx = the mask
     m = nn.Dropout1d(0.3).eval()
     z = md.ones(2, 3, 4)
     assert m(z) is z

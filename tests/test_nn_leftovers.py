@@ -235,7 +235,7 @@ def test_uninitialized_placeholders_materialize_in_place():
 # AdaptiveLogSoftmaxWithLoss -----------------------------------------------------------------
 def _asm(head_bias=True):
     m = nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6], div_value=2.0, head_bias=head_bias).double()
-    return m, {n: p.numpy() for n, p in m.named_parameters()}
+    return m, {n: p.detach().numpy() for n, p in m.named_parameters()}
 
 
 def _asm_log_prob(w, x):
@@ -252,10 +252,10 @@ def test_adaptive_log_softmax_against_numpy():
     assert [t.weight.shape for t in m.tail[1]] == [(2, 8), (4, 2)]   # 8 // 2**2 hidden, 10 - 6 classes
     x, y = rng.standard_normal((7, 8)), np.array([0, 2, 3, 5, 6, 9, 1])
     full = _asm_log_prob(w, x)
-    np.testing.assert_allclose(m.log_prob(md.tensor(x)).numpy(), full, rtol=1e-10)
+    np.testing.assert_allclose(m.log_prob(md.tensor(x)).detach().numpy(), full, rtol=1e-10)
     out = m(md.tensor(x), md.tensor(y))
     assert out._fields == ("output", "loss")
-    np.testing.assert_allclose(out.output.numpy(), full[np.arange(7), y], rtol=1e-10)
+    np.testing.assert_allclose(out.output.detach().numpy(), full[np.arange(7), y], rtol=1e-10)
     np.testing.assert_allclose(out.loss.item(), -full[np.arange(7), y].mean(), rtol=1e-10)
     np.testing.assert_array_equal(m.predict(md.tensor(x)).numpy(), full.argmax(1))
     single = m(md.tensor(x[2]), md.tensor(np.array(y[2])))
@@ -292,7 +292,7 @@ def test_multi_head_attention_forward_weights_and_module_route():
     mha.load_state_dict({"in_proj_weight": wi, "in_proj_bias": bi, "out_proj.weight": wo, "out_proj.bias": bo})
     o, w2 = mha(md.tensor(q.transpose(1, 0, 2)), md.tensor(k.transpose(1, 0, 2)), md.tensor(k.transpose(1, 0, 2)),
                 key_padding_mask=md.tensor(_KPM))
-    np.testing.assert_allclose(o.numpy(), ref_out.transpose(1, 0, 2), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(o.detach().numpy(), ref_out.transpose(1, 0, 2), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("kw,exc,match", [
@@ -357,10 +357,10 @@ def test_deprecated_nllloss2d_and_container_warn_and_work():
 
 def test_convert_conv_weight_memory_format_keeps_parameters_and_checks_rank():
     m = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Sequential(nn.ConvTranspose2d(3, 2, 2)), nn.Conv3d(1, 1, 1))
-    w, data = m[1][0].weight, m[1][0].weight.numpy().copy()
+    w, data = m[1][0].weight, m[1][0].weight.detach().numpy().copy()
     before = w._data
     assert nn.utils.convert_conv2d_weight_memory_format(m, md.channels_last) is m
-    assert m[1][0].weight is w and w._data is not before and np.array_equal(w.numpy(), data)
+    assert m[1][0].weight is w and w._data is not before and np.array_equal(w.detach().numpy(), data)
     with pytest.raises(RuntimeError, match="required rank 5 tensor to use channels_last_3d"):
         nn.utils.convert_conv2d_weight_memory_format(m, md.channels_last_3d)
     three = m[2].weight._data
@@ -388,7 +388,7 @@ def test_3d_pools_match_torch_values_and_gradients():
                                                     output_size=(5, 6, 7)))]:
         a, b = md.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
         ya, yb = ours(a), theirs(b)
-        np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=1e-12)
         g = rng.standard_normal(tuple(ya.shape))
         ya.backward(md.tensor(g)), yb.backward(torch.tensor(g))
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-14)
@@ -421,13 +421,13 @@ def test_adaptive_log_softmax_matches_torch():
     x, y = rng.standard_normal((9, 16)), np.array([0, 3, 5, 19, 12, 11, 4, 16, 2])
     tx, mx = torch.tensor(x, requires_grad=True), md.tensor(x, requires_grad=True)
     a, b = t(tx, torch.tensor(y)), m(mx, md.tensor(y))
-    np.testing.assert_allclose(b.output.numpy(), a.output.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.output.detach().numpy(), a.output.detach().numpy(), rtol=1e-12)
     a.loss.backward(), b.loss.backward()
     np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-14)
     for (n, p), (_, q) in zip(m.named_parameters(), t.named_parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-14, err_msg=n)
     np.testing.assert_array_equal(m.predict(mx).numpy(), t.predict(tx).numpy())
-    np.testing.assert_allclose(m.log_prob(mx).numpy(), t.log_prob(tx).detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(m.log_prob(mx).detach().numpy(), t.log_prob(tx).detach().numpy(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("cfg", [{}, {"self": 1}, {"biaskv": 1, "zero": 1, "kpm": 1, "am": 1}, {"sep": 1, "kpm": 1},
@@ -476,10 +476,10 @@ def test_multi_head_attention_forward_matches_torch(cfg):
         warnings.simplefilter("ignore")
         to, tw, tg = run(torch, torch.nn.functional)
     mo, mw, mg = run(md, F)
-    np.testing.assert_allclose(mo.numpy(), to.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mo.detach().numpy(), to.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert (mw is None) == (tw is None)
     if tw is not None:
-        np.testing.assert_allclose(mw.numpy(), tw.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(mw.detach().numpy(), tw.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert sorted(mg) == sorted(tg)
     for n in tg:
         np.testing.assert_allclose(mg[n].numpy(), tg[n].numpy(), rtol=1e-9, atol=1e-12, err_msg=n)
@@ -495,7 +495,7 @@ def test_cross_map_lrn2d_and_conv_tbc_match_torch_values():
     ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
     ms = [md.tensor(a, requires_grad=True) for a in (x, w, b)]
     yt, ym = torch.nn.functional.conv_tbc(*ts, 2), F.conv_tbc(*ms, 2)
-    np.testing.assert_allclose(ym.numpy(), yt.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ym.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
     (yt * yt).sum().backward(), (ym * ym).sum().backward()
     for a, c in zip(ms, ts):
         np.testing.assert_allclose(a.grad.numpy(), c.grad.numpy(), rtol=1e-10)

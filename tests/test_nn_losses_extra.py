@@ -92,7 +92,7 @@ def _both(fn_name, arrays, grads, **kwargs):
     kw_theirs = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
     out = getattr(F, fn_name)(*ours, **kw_ours)
     ref = getattr(tF, fn_name)(*theirs, **kw_theirs)
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12)
     v = np.random.default_rng(1).standard_normal(out.shape)
     out.backward(md.tensor(v))
     ref.backward(torch.tensor(v))

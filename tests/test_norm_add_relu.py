@@ -138,7 +138,7 @@ def _run(op, x0, s0, w0, b0, g, fused, training=True, groups=None):
     else:
         y = F.group_norm_add_relu(x, s, groups, w, b) if fused else F.relu(F.group_norm(x, groups, w, b) + s)
     y.backward(md.tensor(g))
-    return [y.numpy(), rm.numpy(), rv.numpy()], [a.grad.numpy() for a in (x, s, w, b)]
+    return [y.detach().numpy(), rm.detach().numpy(), rv.detach().numpy()], [a.grad.numpy() for a in (x, s, w, b)]
 
 
 IN_TURN = ([("batch", shape, None, training) for shape in ((8, 8, 32), (16, 8, 8, 8), (5, 4))
@@ -211,12 +211,12 @@ def test_a_batchnorm2d_module_fuses_with_its_mode_and_batch_count():
         a, b = nn.BatchNorm2d(8, momentum=momentum), nn.BatchNorm2d(8, momentum=momentum)
         for _ in range(2):
             ya, yb = norm_add_relu(a, md.tensor(x0), md.tensor(s0)), F.relu(b(md.tensor(x0)) + md.tensor(s0))
-            np.testing.assert_array_equal(ya.numpy(), yb.numpy())
+            np.testing.assert_array_equal(ya.detach().numpy(), yb.detach().numpy())
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             np.testing.assert_array_equal(getattr(a, name).numpy(), getattr(b, name).numpy())
         a.eval(), b.eval()
-        np.testing.assert_array_equal(norm_add_relu(a, md.tensor(x0), md.tensor(s0)).numpy(),
-                                      F.relu(b(md.tensor(x0)) + md.tensor(s0)).numpy())
+        np.testing.assert_array_equal(norm_add_relu(a, md.tensor(x0), md.tensor(s0)).detach().numpy(),
+                                      F.relu(b(md.tensor(x0)) + md.tensor(s0)).detach().numpy())
 
 
 def _counted(monkeypatch, cls):

@@ -191,7 +191,7 @@ def _values_and_grads(fn, arrays, g):
     leaves = [_leaf(a) for a in arrays]
     y = fn(*leaves)
     y.backward(md.tensor(g))
-    return y.numpy(), [t.grad.numpy() for t in leaves]
+    return y.detach().numpy(), [t.grad.numpy() for t in leaves]
 
 
 def test_group_norm_one_group_is_layer_norm_over_chw():
@@ -228,10 +228,10 @@ def test_batch_norm_couples_samples_in_training_only(module, impl):
     x2 = x.copy()
     x2[1:] = rng.standard_normal(x2[1:].shape) * 3 + 2       # change every sample but the first
     m.train()
-    ya, yb = m(md.tensor(x)).numpy(), m(md.tensor(x2)).numpy()
+    ya, yb = m(md.tensor(x)).detach().numpy(), m(md.tensor(x2)).detach().numpy()
     assert np.abs(ya[0] - yb[0]).max() > 1e-2
     m.eval()
-    ya, yb = m(md.tensor(x)).numpy(), m(md.tensor(x2)).numpy()
+    ya, yb = m(md.tensor(x)).detach().numpy(), m(md.tensor(x2)).detach().numpy()
     np.testing.assert_array_equal(ya[0], yb[0])
     # and the gradient of sample 0's input sees the other samples' gradients in training
     m.train()
@@ -261,18 +261,18 @@ def test_masked_batch_norm_equals_batch_norm_on_real_tokens(impl):
     tt = _leaf(tokens)
     yt = plain(tt)
     yt.backward(md.tensor(g.transpose(0, 2, 1)[MASK]))
-    np.testing.assert_allclose(y.numpy().transpose(0, 2, 1)[MASK], yt.numpy(), atol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy().transpose(0, 2, 1)[MASK], yt.detach().numpy(), atol=1e-12)
     np.testing.assert_allclose(xt.grad.numpy().transpose(0, 2, 1)[MASK], tt.grad.numpy(), atol=1e-12)
     pad = ~np.broadcast_to(MASK[:, None, :], x.shape)
-    assert np.all(y.numpy()[pad] == 0) and np.all(xt.grad.numpy()[pad] == 0)
+    assert np.all(y.detach().numpy()[pad] == 0) and np.all(xt.grad.numpy()[pad] == 0)
     np.testing.assert_allclose(masked.weight.grad.numpy(), plain.weight.grad.numpy(), atol=1e-12)
     np.testing.assert_allclose(masked.bias.grad.numpy(), plain.bias.grad.numpy(), atol=1e-12)
     np.testing.assert_allclose(masked.running_mean.numpy(), plain.running_mean.numpy(), atol=1e-12)
     np.testing.assert_allclose(masked.running_var.numpy(), plain.running_var.numpy(), atol=1e-12)
     masked.eval()
     plain.eval()
-    np.testing.assert_allclose(masked(md.tensor(x), mask=MASK).numpy().transpose(0, 2, 1)[MASK],
-                               plain(md.tensor(tokens)).numpy(), atol=1e-12)
+    np.testing.assert_allclose(masked(md.tensor(x), mask=MASK).detach().numpy().transpose(0, 2, 1)[MASK],
+                               plain(md.tensor(tokens)).detach().numpy(), atol=1e-12)
 
 
 # running statistics ------------------------------------------------------------------------------
@@ -295,7 +295,7 @@ def test_running_stats_match_hand_computation(momentum, impl):
     np.testing.assert_allclose(m.running_var.numpy(), var, atol=1e-12)
     m.eval()
     x = batches[0]
-    np.testing.assert_allclose(m(md.tensor(x)).numpy(), naive_bn(x, mean=mean, var=var), atol=1e-10)
+    np.testing.assert_allclose(m(md.tensor(x)).detach().numpy(), naive_bn(x, mean=mean, var=var), atol=1e-10)
     assert int(m.num_batches_tracked.item()) == 3                # eval does not count
 
 
@@ -313,7 +313,7 @@ def test_track_running_stats_false_uses_batch_stats_in_eval():
     assert m.running_mean is None and m.num_batches_tracked is None
     assert "running_mean" not in m.state_dict()
     x = np.random.default_rng(7).standard_normal((6, 3)) * 3 + 1
-    np.testing.assert_allclose(m(md.tensor(x)).numpy(), naive_bn(x), atol=1e-10)
+    np.testing.assert_allclose(m(md.tensor(x)).detach().numpy(), naive_bn(x), atol=1e-10)
 
 
 def test_instance_norm_running_stats_and_eval():
@@ -334,7 +334,7 @@ def test_instance_norm_running_stats_and_eval():
 def test_module_state_and_repr():
     bn = nn.BatchNorm2d(4)
     assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
-    assert np.all(bn.weight.numpy() == 1) and np.all(bn.bias.numpy() == 0)
+    assert np.all(bn.weight.detach().numpy() == 1) and np.all(bn.bias.detach().numpy() == 0)
     assert repr(bn) == "BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     inorm = nn.InstanceNorm2d(3)
     assert inorm.weight is None and inorm.running_mean is None and list(inorm.state_dict()) == []
@@ -461,7 +461,7 @@ def test_float16_in_float16_out(name, op, ref, impl):
     t = _leaf(x16)
     y = op(t)
     assert y.dtype == np.float16
-    np.testing.assert_allclose(y.numpy().astype(np.float64), ref(x16.astype(np.float64)), atol=1e-2)
+    np.testing.assert_allclose(y.detach().numpy().astype(np.float64), ref(x16.astype(np.float64)), atol=1e-2)
     y.backward(md.ones(*y.shape, dtype=md.float16) + md.tensor(rng.standard_normal(y.shape), dtype=md.float16))
     assert t.grad.dtype == np.float16 and np.isfinite(t.grad.numpy()).all()
 
@@ -481,7 +481,7 @@ def _torch_pair(module_md, module_torch, x, steps=2, train=True):
         b = torch.tensor(xs, requires_grad=True)
         yb = module_torch(b)
         yb.backward(torch.tensor(g))
-        np.testing.assert_allclose(ya.numpy(), yb.detach().numpy(), atol=1e-8)
+        np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), atol=1e-8)
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-8)
     for name, p in module_torch.named_parameters():
         np.testing.assert_allclose(getattr(module_md, name).grad.numpy(), p.grad.numpy(), atol=1e-8)
@@ -490,7 +490,8 @@ def _torch_pair(module_md, module_torch, x, steps=2, train=True):
     module_md.eval()
     module_torch.eval()
     with torch.no_grad():
-        np.testing.assert_allclose(module_md(md.tensor(x)).numpy(), module_torch(torch.tensor(x)).numpy(), atol=1e-8)
+        np.testing.assert_allclose(module_md(md.tensor(x)).detach().numpy(),
+                                   module_torch(torch.tensor(x)).detach().numpy(), atol=1e-8)
 
 
 @pytest.mark.parametrize("train", [True, False])

@@ -34,7 +34,7 @@ def test_dtype_of_parameters_and_buffers(name):
         want = md.int64 if key == "num_batches_tracked" else md.float64
         assert t.dtype == want, (key, t.dtype)
         assert t.device.type == "cpu"
-    assert np.array_equal(m.weight.numpy(), np.ones(m.weight.shape))
+    assert np.array_equal(m.weight.detach().numpy(), np.ones(m.weight.shape))
     if "running_var" in tensors:
         assert np.array_equal(m.running_var.numpy(), np.ones(3))
         assert np.array_equal(m.running_mean.numpy(), np.zeros(3))
@@ -48,7 +48,7 @@ def test_float64_batchnorm_runs_in_float64():
     y = m(md.tensor(x))
     assert y.dtype == md.float64 and m.running_mean.dtype == md.float64
     ref = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5)
-    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(m.running_mean.numpy(), 0.1 * x.mean(0), rtol=1e-12)
 
 

@@ -200,7 +200,7 @@ def test_large_mean_float32_is_accurate(impl):
         x = md.tensor(x32, requires_grad=True)
         y = F.layer_norm(x, (300,))
         y.backward(gradient=md.tensor(dy32))
-    assert np.abs(y.numpy() - expected).max() < 1e-5
+    assert np.abs(y.detach().numpy() - expected).max() < 1e-5
     xf = x32.astype(np.float64)
     xhat = (xf - xf.mean(1, keepdims=True)) / np.sqrt(xf.var(1, keepdims=True) + 1e-5)
     rstd = 1 / np.sqrt(xf.var(1, keepdims=True) + 1e-5)
@@ -243,7 +243,8 @@ def test_float16_in_float16_out_with_float32_accumulation(impl):
     assert r.dtype == np.float16
     # float16 arithmetic would be off by many float16 ulps; computed wide and rounded once it is not
     exact = np_layer_norm(x16.astype(np.float64), 1, w16.astype(np.float64))
-    assert np.abs(y.numpy().astype(np.float64) - exact).max() <= 2 * np.abs(np.spacing(exact.astype(np.float16))).max()
+    err = np.abs(y.detach().numpy().astype(np.float64) - exact).max()
+    assert err <= 2 * np.abs(np.spacing(exact.astype(np.float16))).max()
     np.testing.assert_allclose(r.numpy().astype(np.float64),
                                np_rms_norm(x16.astype(np.float64), 1, eps=float(np.finfo(np.float16).eps)),
                                rtol=2e-3, atol=2e-3)
@@ -262,7 +263,7 @@ def test_non_contiguous_input():
     x = md.tensor(a, requires_grad=True)
     y = F.layer_norm(x.transpose(0, 1), (6,))
     y.backward(gradient=md.tensor(np.ones((4, 6))))
-    np.testing.assert_allclose(y.numpy(), np_layer_norm(a.T, 1), atol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), np_layer_norm(a.T, 1), atol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), 0, atol=1e-12)   # a constant cotangent is normalized away
 
 
@@ -284,13 +285,13 @@ def test_input_grad_is_the_kernels_output_uncopied(monkeypatch):
 def test_layer_norm_module_parameters_and_modes():
     m = nn.LayerNorm((3, 4))
     assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
-    assert m.weight.shape == (3, 4) and np.all(m.weight.numpy() == 1) and np.all(m.bias.numpy() == 0)
+    assert m.weight.shape == (3, 4) and np.all(m.weight.detach().numpy() == 1) and np.all(m.bias.detach().numpy() == 0)
     assert repr(m) == "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True, bias=True)"
     assert list(m.state_dict()) == ["weight", "bias"]
     x = md.randn(2, 3, 4)
-    y_train = m(x).numpy()
+    y_train = m(x).detach().numpy()
     m.eval()
-    np.testing.assert_array_equal(m(x).numpy(), y_train)
+    np.testing.assert_array_equal(m(x).detach().numpy(), y_train)
     assert nn.LayerNorm(4, bias=False).bias is None
     assert list(nn.LayerNorm(4, bias=False).state_dict()) == ["weight"]
     plain = nn.LayerNorm(4, elementwise_affine=False)
@@ -314,13 +315,13 @@ def test_rms_scale_fix_norm_modules():
     assert list(nn.RMSNorm(6, elementwise_affine=False).parameters()) == []
     s = nn.ScaleNorm(16)
     assert [n for n, _ in s.named_parameters()] == ["scale"]
-    assert s.scale.shape == (1,) and s.scale.numpy()[0] == pytest.approx(4.0)
+    assert s.scale.shape == (1,) and s.scale.detach().numpy()[0] == pytest.approx(4.0)
     f = nn.FixNorm(16)
     assert list(f.parameters()) == [] and f.radius == pytest.approx(4.0)
     x = md.randn(3, 16)
     # at initialisation ScaleNorm and FixNorm agree, and each row has root mean square 1
-    np.testing.assert_allclose(s(x).numpy(), f(x).numpy(), rtol=1e-6)
-    np.testing.assert_allclose(np.sqrt((s(x).numpy() ** 2).mean(-1)), 1, rtol=1e-5)
+    np.testing.assert_allclose(s(x).detach().numpy(), f(x).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.sqrt((s(x).detach().numpy() ** 2).mean(-1)), 1, rtol=1e-5)
     s(x).backward(gradient=md.ones(3, 16))
     assert s.scale.grad.shape == (1,)
 
@@ -396,6 +397,6 @@ def test_against_pytorch(dtype, which):
     ty.backward(torch.tensor(dy))
     my.backward(gradient=md.tensor(dy))
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(my.numpy(), ty.detach().numpy(), **tol)
+    np.testing.assert_allclose(my.detach().numpy(), ty.detach().numpy(), **tol)
     for m, t in pairs:
         np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), **tol)

@@ -23,7 +23,7 @@ def np_norm(x, w, b, eps, over_batch):
 
 def np_norm_lstm(m, x, over_batch):
     """The papers' equations, one layer, from zero state, with m's parameters."""
-    P = {n: p.numpy() for n, p in m.named_parameters()}
+    P = {n: p.detach().numpy() for n, p in m.named_parameters()}
     T, B, _ = x.shape
     H = m.hidden_size
     h, c = np.zeros((B, H)), np.zeros((B, H))
@@ -52,9 +52,9 @@ def test_forward_is_the_papers_formula(cls, over_batch):
     x = np.random.default_rng(1).standard_normal((5, 6, 3))
     y, (h, c) = m(md.tensor(x))
     ry, rh, rc = np_norm_lstm(m, x, over_batch)
-    np.testing.assert_allclose(y.numpy(), ry, atol=1e-10)
-    np.testing.assert_allclose(h.numpy()[0], rh, atol=1e-10)
-    np.testing.assert_allclose(c.numpy()[0], rc, atol=1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), ry, atol=1e-10)
+    np.testing.assert_allclose(h.detach().numpy()[0], rh, atol=1e-10)
+    np.testing.assert_allclose(c.detach().numpy()[0], rc, atol=1e-10)
 
 
 @pytest.mark.parametrize("cls", [nn.LayerNormLSTM, nn.BatchNormLSTM])
@@ -67,7 +67,7 @@ def test_gradients_agree_with_finite_differences(cls):
     v = np.random.default_rng(2).standard_normal((3, 4, 3))
 
     def loss():
-        return float((m(x.detach())[0].numpy() * v).sum())
+        return float((m(x.detach())[0].detach().numpy() * v).sum())
     m.zero_grad()
     (m(x.detach())[0] * md.tensor(v)).sum().backward()
     eps = 1e-6
@@ -86,27 +86,27 @@ def test_gradients_agree_with_finite_differences(cls):
 def test_batch_norm_keeps_statistics_per_time_step_and_starts_its_gains_at_a_tenth():
     md.manual_seed(0)
     m = nn.BatchNormLSTM(3, 4, dtype="float64", max_steps=4)
-    assert np.all(m.norm_ih_l0_weight.numpy() == 0.1) and np.all(m.norm_c_l0_weight.numpy() == 0.1)
+    assert np.all(m.norm_ih_l0_weight.detach().numpy() == 0.1) and np.all(m.norm_c_l0_weight.detach().numpy() == 0.1)
     g = np.random.default_rng(0)
     x = g.standard_normal((3, 8, 3)) * np.array([1.0, 5.0, 20.0])[:, None, None]   # each step its own scale
     m(md.tensor(x))
-    proj = x @ m.weight_ih_l0.numpy().T                                            # (T, B, 4H)
+    proj = x @ m.weight_ih_l0.detach().numpy().T                                            # (T, B, 4H)
     running = m.norm_ih_l0_running_mean.numpy()
     for t in range(3):
         np.testing.assert_allclose(running[t], 0.1 * proj[t].mean(axis=0), atol=1e-12)
     assert np.all(running[3] == 0)                                                 # step 3 never ran
     m.eval()
-    y_eval = m(md.tensor(x))[0].numpy()
+    y_eval = m(md.tensor(x))[0].detach().numpy()
     m.train()
-    assert np.abs(m(md.tensor(x))[0].numpy() - y_eval).max() > 1e-3                # eval: running statistics
+    assert np.abs(m(md.tensor(x))[0].detach().numpy() - y_eval).max() > 1e-3                # eval: running statistics
 
 
 def test_layer_norm_lstm_computes_the_same_in_training_and_evaluation():
     m = nn.LayerNormLSTM(3, 4, batch_first=True)
     x = md.randn(2, 5, 3)
-    a = m(x)[0].numpy()
+    a = m(x)[0].detach().numpy()
     m.eval()
-    np.testing.assert_array_equal(m(x)[0].numpy(), a)
+    np.testing.assert_array_equal(m(x)[0].detach().numpy(), a)
 
 
 def test_bad_input_is_refused_with_what_was_expected():
@@ -129,7 +129,7 @@ def test_an_empty_sequence_passes_the_state_through(cls):
     c0 = md.randn(2, 5, 4)
     out, (h, c) = m(md.randn(5, 0, 3), (h0, c0))
     assert out.shape == (5, 0, 4)
-    np.testing.assert_array_equal(h.numpy(), h0.numpy())
+    np.testing.assert_array_equal(h.detach().numpy(), h0.detach().numpy())
     np.testing.assert_array_equal(c.numpy(), c0.numpy())
     g = np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)
     (h * md.tensor(g)).sum().backward()

@@ -111,7 +111,7 @@ def _pair(x0, w0, b0, g, fused, training=True, momentum=0.1):
     else:
         y = F.relu(F.batch_norm(x, rm, rv, w, b, training, momentum))
     y.backward(md.tensor(g))
-    return [a.numpy() for a in (y, x.grad, w.grad, b.grad, rm, rv)]
+    return [a.detach().numpy() for a in (y, x.grad, w.grad, b.grad, rm, rv)]
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -149,11 +149,12 @@ def test_a_batchnorm2d_module_fuses_with_its_mode_and_batch_count():
         a, b = nn.BatchNorm2d(8, momentum=momentum), nn.BatchNorm2d(8, momentum=momentum)
         for _ in range(2):
             ya, yb = norm_relu(a, md.tensor(x0)), F.relu(b(md.tensor(x0)))
-            np.testing.assert_array_equal(ya.numpy(), yb.numpy())
+            np.testing.assert_array_equal(ya.detach().numpy(), yb.detach().numpy())
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             np.testing.assert_array_equal(getattr(a, name).numpy(), getattr(b, name).numpy())
         a.eval(), b.eval()
-        np.testing.assert_array_equal(norm_relu(a, md.tensor(x0)).numpy(), F.relu(b(md.tensor(x0))).numpy())
+        np.testing.assert_array_equal(norm_relu(a, md.tensor(x0)).detach().numpy(),
+                                      F.relu(b(md.tensor(x0))).detach().numpy())
 
 
 def test_the_zoo_resnet_fuses_unless_a_hook_is_set(monkeypatch):
@@ -255,7 +256,7 @@ def test_group_norm_relu_equals_group_norm_then_relu_bit_for_bit(shape, groups, 
         x, w, b = (md.tensor(a, requires_grad=True) for a in (x0, w0, b0))
         y = F.group_norm_relu(x, groups, w, b) if fused else F.relu(F.group_norm(x, groups, w, b))
         y.backward(md.tensor(g))
-        results.append([a.numpy() for a in (y, x.grad, w.grad, b.grad)])
+        results.append([a.detach().numpy() for a in (y, x.grad, w.grad, b.grad)])
     for a, c in zip(*results):
         np.testing.assert_array_equal(a, c)
 

@@ -30,7 +30,7 @@ def run(opt_cls, steps=3, **kw):
     for g in GRADS[:steps]:
         p.grad = md.from_numpy(g.copy())
         opt.step()
-        out.append(p.numpy().copy())
+        out.append(p.detach().numpy().copy())
     return out
 
 
@@ -69,7 +69,7 @@ def test_sgd_leaves_grad_untouched_and_skips_params_without_grad():
     p.grad = md.from_numpy(g)
     opt.step()
     np.testing.assert_array_equal(p.grad.numpy(), GRADS[0])
-    np.testing.assert_array_equal(q.numpy(), W0)
+    np.testing.assert_array_equal(q.detach().numpy(), W0)
     assert q not in opt.state
 
 
@@ -146,8 +146,8 @@ def test_param_groups_have_their_own_lr():
     assert [g["lr"] for g in opt.param_groups] == [0.1, 1.0]
     p.grad, q.grad = md.from_numpy(GRADS[0].copy()), md.from_numpy(GRADS[0].copy())
     opt.step()
-    np.testing.assert_allclose(p.numpy(), W0 - 0.1 * GRADS[0])
-    np.testing.assert_allclose(q.numpy(), W0 - 1.0 * GRADS[0])
+    np.testing.assert_allclose(p.detach().numpy(), W0 - 0.1 * GRADS[0])
+    np.testing.assert_allclose(q.detach().numpy(), W0 - 1.0 * GRADS[0])
     with pytest.raises(ValueError, match="more than one parameter group"):
         opt.add_param_group({"params": [p]})
     r = Parameter(W0.copy())
@@ -198,7 +198,7 @@ def test_state_dict_round_trip_continues_identically(make):
     first = [_quadratic_step(ps1, opt1, target) for _ in range(3)]
     sd = opt1.state_dict()
     assert sorted(sd["state"]) == [0, 1] and sd["param_groups"][0]["params"] == [0, 1]
-    ps2 = [Parameter(p.numpy().copy()) for p in ps1]
+    ps2 = [Parameter(p.detach().numpy().copy()) for p in ps1]
     opt2 = make(ps2)
     opt2.load_state_dict(sd)
     for k, v in opt2.state[ps2[0]].items():   # copied, not shared
@@ -245,7 +245,7 @@ def test_a_custom_optimizer_written_as_in_pytorch():
     for _ in range(2):
         p.grad = md.tensor(np.array([1.0, 1.0], np.float32))
         opt.step()
-    np.testing.assert_allclose(p.numpy(), [1.0 - 0.1 - 0.15, -2.0 - 0.1 - 0.15], rtol=1e-6)
+    np.testing.assert_allclose(p.detach().numpy(), [1.0 - 0.1 - 0.15, -2.0 - 0.1 - 0.15], rtol=1e-6)
 
 
 def test_load_state_dict_checks_layout():
@@ -347,7 +347,7 @@ def test_against_torch(name, kw):
         tp.grad = torch.tensor(g.copy())
         opt.step()
         topt.step()
-        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
 def test_schedules_against_torch():
@@ -384,5 +384,5 @@ def test_against_torch_float32(name, kw):
         opt.step()
         topt.step()
     assert p.dtype == np.float32
-    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
 

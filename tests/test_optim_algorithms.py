@@ -49,7 +49,7 @@ def run_minidl(name, kw, steps=8, params=None, opt=None):
     opt = opt or getattr(optim, name)([{"params": params[:1]}, {"params": params[1:], "lr": 0.02}], lr=0.05, **kw)
     for _ in range(steps):
         for p in params:
-            p.grad = md.from_numpy(loss_grad(p.numpy()))
+            p.grad = md.from_numpy(loss_grad(p.detach().numpy()))
         opt.step()
     return params, opt
 
@@ -70,7 +70,7 @@ def test_parameters_equal_pytorchs_after_eight_steps(name, kw):
         torch.set_default_dtype(default)
     params, _ = run_minidl(name, kw)
     for t, p in zip(tp, params):
-        np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-13)
 
 
 def _lbfgs_problem(seed=1):
@@ -94,7 +94,7 @@ def test_lbfgs_equals_pytorchs(line_search_fn):
     for _ in range(3):
         expected, got = topt.step(tclosure), opt.step(closure)
         assert float(got.item()) == pytest.approx(float(expected.detach()), rel=1e-12)
-    np.testing.assert_allclose(x.numpy(), tx.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(x.detach().numpy(), tx.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert opt.state[x]["func_evals"] == topt.state[tx]["func_evals"]
     assert opt.state[x]["n_iter"] == topt.state[tx]["n_iter"]
 
@@ -126,7 +126,7 @@ def test_each_minimises_a_quadratic(name):
         loss = ((p - md.from_numpy(target)) ** 2).sum()
         loss.backward()
         opt.step()
-    np.testing.assert_allclose(p.numpy(), target, atol=0.05)
+    np.testing.assert_allclose(p.detach().numpy(), target, atol=0.05)
 
 
 @pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
@@ -145,33 +145,33 @@ def test_lbfgs_minimises_a_quadratic_in_one_call(line_search_fn):
         return loss
     first = opt.step(closure)
     assert isinstance(first, md.Tensor)
-    np.testing.assert_allclose(x.numpy(), np.linalg.solve(A, b), atol=1e-6)
+    np.testing.assert_allclose(x.detach().numpy(), np.linalg.solve(A, b), atol=1e-6)
 
 
 @pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 def test_state_dict_round_trip_continues_identically(name, kw):
     params, opt = run_minidl(name, kw, steps=3)
     saved = copy.deepcopy(opt.state_dict())
-    copies = [Parameter(p.numpy().copy()) for p in params]
+    copies = [Parameter(p.detach().numpy().copy()) for p in params]
     resumed = getattr(optim, name)([{"params": copies[:1]}, {"params": copies[1:]}], lr=1.0, **kw)
     resumed.load_state_dict(saved)
     assert [g["lr"] for g in resumed.param_groups] == [0.05, 0.02]
     run_minidl(name, kw, steps=4, params=params, opt=opt)
     run_minidl(name, kw, steps=4, params=copies, opt=resumed)
     for a, b in zip(params, copies):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
 def test_lbfgs_state_dict_round_trip_continues_identically():
     A, b, x0 = _lbfgs_problem()
     x, opt, closure = _lbfgs_minidl(A, b, x0, max_iter=4, history_size=2)
     opt.step(closure)
-    y, resumed, closure_y = _lbfgs_minidl(A, b, x.numpy(), max_iter=4, history_size=2)
+    y, resumed, closure_y = _lbfgs_minidl(A, b, x.detach().numpy(), max_iter=4, history_size=2)
     resumed.load_state_dict(copy.deepcopy(opt.state_dict()))
     for _ in range(2):
         opt.step(closure)
         resumed.step(closure_y)
-    np.testing.assert_array_equal(x.numpy(), y.numpy())
+    np.testing.assert_array_equal(x.detach().numpy(), y.detach().numpy())
 
 
 # bad input -------------------------------------------------------------------------------------

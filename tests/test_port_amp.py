@@ -249,7 +249,16 @@ def test_gru_follows_its_state_dtype_and_trains_float32_weights():
 
 def test_recurrent_dtypes_match_pytorch():
     torch = pytest.importorskip("torch")
-    for M_name in ("RNNCell", "GRUCell", "GRU", "RNN", "LSTM"):
+    try:
+        for xd in ("float32", "bfloat16"):
+            for hd in (None, "float32", "bfloat16"):
+                _rnn_program(torch, torch.nn.LSTM, xd, hd, False)
+        names = ("RNNCell", "GRUCell", "GRU", "RNN", "LSTM")
+    except RuntimeError as e:   # torch's oneDNN has no bfloat16 LSTM on some CPUs, and its
+        if "primitive descriptor" not in str(e):   # fallback there differs: no oracle for LSTM
+            raise
+        names = ("RNNCell", "GRUCell", "GRU", "RNN")
+    for M_name in names:
         for xd in ("float32", "bfloat16"):
             for hd in (None, "float32", "bfloat16"):
                 cell = M_name.endswith("Cell")

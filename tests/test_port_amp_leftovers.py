@@ -228,7 +228,13 @@ def test_lstm_cell_under_autocast_follows_the_cell_state():
 
 def test_lstm_cell_dtypes_match_torch():
     torch = pytest.importorskip("torch")
-    assert _cell_dtypes(md, nn, md.tensor) == _cell_dtypes(torch, torch.nn, torch.tensor)
+    try:
+        want = _cell_dtypes(torch, torch.nn, torch.tensor)
+    except RuntimeError as e:   # torch's oneDNN LSTM lacks bfloat16 on some CPUs: no oracle there
+        if "primitive descriptor" not in str(e):
+            raise
+        pytest.skip("this CPU's oneDNN has no bfloat16 LSTM for torch")
+    assert _cell_dtypes(md, nn, md.tensor) == want
 
 
 # ---------------------------------------------------------------------------------------------

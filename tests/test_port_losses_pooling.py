@@ -87,11 +87,11 @@ def test_elementwise_weight_of_l1_mse_huber():
     x = t64([[1.0, -2.0], [0.5, 3.0]], grad=True)
     y = t64([[0.0, 0.0], [0.0, 1.0]])
     w = t64([[1.0, 2.0], [0.5, 0.0]], grad=True)
-    d = x.numpy() - y.numpy()
-    W = w.numpy()
+    d = x.detach().numpy() - y.detach().numpy()
+    W = w.detach().numpy()
     np.testing.assert_allclose(F.l1_loss(x, y, weight=w).item(), (W * abs(d)).sum() / W.sum())
     np.testing.assert_allclose(F.mse_loss(x, y, weight=w).item(), (W * d ** 2).sum() / W.sum())
-    np.testing.assert_allclose(F.mse_loss(x, y, weight=w, reduction="none").numpy(), W * d ** 2)
+    np.testing.assert_allclose(F.mse_loss(x, y, weight=w, reduction="none").detach().numpy(), W * d ** 2)
     hub = np.where(abs(d) < 1, 0.5 * d ** 2, abs(d) - 0.5)
     out = F.huber_loss(x, y, weight=w)
     np.testing.assert_allclose(out.item(), (W * hub).mean())   # huber's mean is over elements, not weights
@@ -120,8 +120,8 @@ def test_adaptive_avg_pool2d_keeps_inf_and_nan_in_their_bins():
     np.testing.assert_allclose([out[0, 1], out[1, 0]], [x[0, 0, :2, 2:].mean(), x[0, 0, 2:, :2].mean()])
     y = t64(np.arange(15.0).reshape(1, 1, 3, 5), grad=True)
     out = F.adaptive_avg_pool2d(y, (2, 3))   # overlapping bins: rows [0, 2), [1, 3); columns [0, 2), [1, 4), [3, 5)
-    means = [y.numpy()[0, 0, :2, a:b].mean() for a, b in ((0, 2), (1, 4), (3, 5))]
-    np.testing.assert_allclose(out.numpy()[0, 0, 0], means)
+    means = [y.detach().numpy()[0, 0, :2, a:b].mean() for a, b in ((0, 2), (1, 4), (3, 5))]
+    np.testing.assert_allclose(out.detach().numpy()[0, 0, 0], means)
     out.sum().backward()
     rows, cols = np.array([1 / 2, 1.0, 1 / 2]), np.array([1 / 2, 1 / 2 + 1 / 3, 1 / 3, 1 / 3 + 1 / 2, 1 / 2])
     np.testing.assert_allclose(y.grad.numpy()[0, 0], rows[:, None] * cols[None, :])
@@ -144,7 +144,7 @@ def test_adaptive_avg_pool2d_keeps_inf_and_nan_in_their_bins():
 def test_negative_padding_crops_in_every_mode(mode, pad, expected):
     x = t64(np.arange(5.0).reshape(1, 1, 5), grad=True)
     out = F.pad(x, pad, mode=mode)
-    np.testing.assert_array_equal(out.numpy().reshape(-1), expected)
+    np.testing.assert_array_equal(out.detach().numpy().reshape(-1), expected)
     out.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy().reshape(-1), np.bincount(np.asarray(expected, int), minlength=5))
 
@@ -177,7 +177,7 @@ def test_interpolate_area_is_adaptive_average_pooling():
 def test_interpolate_bicubic_values():
     x = t64(np.random.RandomState(0).randn(1, 2, 4, 5), grad=True)
     same = F.interpolate(x, size=(4, 5), mode="bicubic", align_corners=True)
-    np.testing.assert_allclose(same.numpy(), x.numpy(), atol=1e-12)
+    np.testing.assert_allclose(same.detach().numpy(), x.detach().numpy(), atol=1e-12)
     const = F.interpolate(t64(np.full((1, 1, 3, 3), 2.5)), scale_factor=2.5, mode="bicubic")
     np.testing.assert_allclose(const.numpy(), 2.5)   # the cubic weights sum to 1
     # one axis: upsampling [0, 0, 1, 0] by 2; output 3 sits at x = 3.5 * 0.5 - 0.5 = 1.25, t = 0.25
@@ -207,7 +207,7 @@ def _compare(fn, arrays, grads=(0,), rtol=1e-10, atol=1e-12):
         warnings.simplefilter("ignore")
         to, mo = fn(torch, torch.nn.functional, *tt), fn(md, F, *mt)
     np.testing.assert_allclose(mo.detach().numpy(), to.detach().numpy(), rtol=rtol, atol=atol)
-    assert mo.numpy().dtype == to.detach().numpy().dtype
+    assert mo.detach().numpy().dtype == to.detach().numpy().dtype
     gw = np.random.RandomState(1).rand(*to.shape)
     (to * torch.tensor(gw)).sum().backward()
     (mo * md.tensor(gw)).sum().backward()

@@ -63,7 +63,7 @@ def test_bias_false_keeps_the_weight_and_drops_the_bias(make):
     assert list(m.state_dict()).count("bias") == 0 and "weight" in m.state_dict()
     assert [n for n, _ in m.named_parameters()] == ["weight"]
     m.reset_parameters()
-    assert np.array_equal(m.weight.numpy(), np.ones(3))
+    assert np.array_equal(m.weight.detach().numpy(), np.ones(3))
 
 
 def test_bias_is_keyword_only():
@@ -79,7 +79,7 @@ def test_batchnorm_without_bias_values_and_gradients():
     w = rng.standard_normal(3)
     m = nn.BatchNorm1d(3, bias=False).double()
     m.weight._data[...] = w
-    y = m(md.tensor(x)).numpy()
+    y = m(md.tensor(x)).detach().numpy()
     mean, var = x.mean(axis=(0, 2), keepdims=True), x.var(axis=(0, 2), keepdims=True)
     assert np.allclose(y, (x - mean) / np.sqrt(var + 1e-5) * w[None, :, None])
     xt = md.tensor(x, requires_grad=True)
@@ -100,7 +100,7 @@ def test_groupnorm_without_bias_matches_torch():
     g = rng.standard_normal(yo.shape)
     yo.backward(md.tensor(g))
     yt.backward(torch.tensor(g))
-    assert np.allclose(yo.numpy(), yt.detach().numpy())
+    assert np.allclose(yo.detach().numpy(), yt.detach().numpy())
     assert np.allclose(xo.grad.numpy(), xt.grad.numpy())
     assert np.allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy())
 
@@ -202,7 +202,7 @@ def test_multihead_attention_out_proj_type_and_repr():
     layer = NonDynamicallyQuantizableLinear(3, 2, bias=False, dtype="float64")
     assert layer.weight.dtype == md.float64 and layer.bias is None
     x = np.arange(6.0).reshape(2, 3)
-    assert np.allclose(layer(md.tensor(x)).numpy(), x @ layer.weight.numpy().T)
+    assert np.allclose(layer(md.tensor(x)).detach().numpy(), x @ layer.weight.detach().numpy().T)
 
 
 def test_multihead_attention_repr_matches_torch():
@@ -297,7 +297,7 @@ def test_grid_sample_3d_matches_torch():
         yt = torch.nn.functional.grid_sample(xt, gt, mode=mode, padding_mode=pm, align_corners=ac)
         yo.backward(md.tensor(up))
         yt.backward(torch.tensor(up))
-        np.testing.assert_allclose(yo.numpy(), yt.detach().numpy(), atol=1e-12)
+        np.testing.assert_allclose(yo.detach().numpy(), yt.detach().numpy(), atol=1e-12)
         np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), atol=1e-12)
         np.testing.assert_allclose(go.grad.numpy(), gt.grad.numpy(), atol=1e-12)
 
@@ -314,6 +314,6 @@ def test_affine_grid_then_grid_sample_3d_matches_torch():
                                          padding_mode="border", align_corners=False)
     (yo * yo).sum().backward()
     (yt * yt).sum().backward()
-    np.testing.assert_allclose(yo.numpy(), yt.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(yo.detach().numpy(), yt.detach().numpy(), atol=1e-12)
     np.testing.assert_allclose(to.grad.numpy(), tt.grad.numpy(), atol=1e-10)
     np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), atol=1e-12)

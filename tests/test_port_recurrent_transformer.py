@@ -167,7 +167,7 @@ def test_mha_is_causal_is_a_hint_about_attn_mask(need_weights, padding):
 
 
 def test_mha_constructor_and_forward_take_torch_positional_order():
-    mha = nn.MultiheadAttention(8, 2, 0.0, True, True, True, 5, 3)
+    mha = nn.MultiheadAttention(8, 2, 0.0, True, True, True, 5, 3, True)
     assert mha.kdim == 5 and mha.vdim == 3 and mha.add_zero_attn and mha.batch_first
     assert mha.in_proj_weight is None and tuple(mha.k_proj_weight.shape) == (8, 5)
     assert tuple(mha.v_proj_weight.shape) == (8, 3) and tuple(mha.bias_k.shape) == (1, 1, 8)
@@ -182,7 +182,7 @@ def test_mha_constructor_and_forward_take_torch_positional_order():
 
 def test_mha_zero_attention_key_and_value():
     """add_zero_attn appends a key of zeros: score 0 for every query, and its value adds nothing."""
-    mha = nn.MultiheadAttention(4, 1, add_zero_attn=True).double()
+    mha = nn.MultiheadAttention(4, 1, add_zero_attn=True, batch_first=True).double()
     q, kv = md.randn(1, 2, 4, dtype=md.float64), md.randn(1, 3, 4, dtype=md.float64)
     out, w = mha(q, kv, kv)
     assert tuple(w.shape) == (1, 2, 4)
@@ -203,7 +203,7 @@ def test_mha_parameters_follow_default_dtype():
     before = md.get_default_dtype()
     md.set_default_dtype(md.float64)
     try:
-        mha = nn.MultiheadAttention(4, 2, kdim=3, add_bias_kv=True)
+        mha = nn.MultiheadAttention(4, 2, kdim=3, add_bias_kv=True, batch_first=True)
         attn = nn.TransformerEncoderLayer(4, 2, 8).self_attn
     finally:
         md.set_default_dtype(before)

@@ -104,7 +104,7 @@ def test_values_and_gradients_equal_relu_then_max_pool(impl, dtype):
             x = md.tensor(x0, requires_grad=True)
             y = F.relu_max_pool2d(x, 2) if fused_op else F.max_pool2d(F.relu(x), 2)
             y.backward(md.tensor(g))
-            results.append((y.numpy(), x.grad.numpy()))
+            results.append((y.detach().numpy(), x.grad.numpy()))
         (y1, dx1), (y2, dx2) = results
         np.testing.assert_array_equal(y1, y2)      # equal as numbers: a zero may differ in sign
         np.testing.assert_array_equal(dx1, dx2)
@@ -182,7 +182,7 @@ def _grads(model, x):
     model.zero_grad()
     out = model(x)
     out.backward(md.tensor(np.random.default_rng(9).standard_normal(out.shape).astype(np.float32)))
-    return [out.numpy()] + [p.grad.numpy() for p in model.parameters()]
+    return [out.detach().numpy()] + [p.grad.numpy() for p in model.parameters()]
 
 
 # model, input shape, ReLU + max-pool pairs fused, norm + ReLU pairs fused (the pair a norm takes first)
@@ -245,5 +245,5 @@ def test_norm_relu_pairs_fuse_in_a_stack(monkeypatch):
     calls = _count(monkeypatch, bn_ops.BatchNormReLUFunction, "apply")
     stack = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
     x = md.tensor(np.random.default_rng(2).standard_normal((2, 1, 6, 6)).astype(np.float32))
-    np.testing.assert_array_equal(fused.run(stack, x).numpy(), stack(x).numpy())
+    np.testing.assert_array_equal(fused.run(stack, x).detach().numpy(), stack(x).detach().numpy())
     assert len(calls) == 1

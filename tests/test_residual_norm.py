@@ -162,8 +162,8 @@ def test_float16_inputs_give_float16_outputs(impl):
         s, y = F.add_layer_norm(xt, rt, 64, w)
         (s.float().sum() + (y.float() * y.float()).sum()).backward()
     assert s.dtype == y.dtype == xt.grad.dtype == np.float16 and w.grad.dtype == np.float32
-    np.testing.assert_array_equal(s.numpy(), x + r)
-    np.testing.assert_allclose(y.numpy(), np_layer_norm((x + r).astype(np.float64)), atol=1e-2)
+    np.testing.assert_array_equal(s.detach().numpy(), x + r)
+    np.testing.assert_allclose(y.detach().numpy(), np_layer_norm((x + r).astype(np.float64)), atol=1e-2)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -315,7 +315,7 @@ def test_gpt_forward_and_backward_equal_the_unfused_composition(norm_position, n
         model.zero_grad()
         logits, loss = forward()
         loss.backward()
-        results.append((logits.numpy().copy(), _grads(model)))
+        results.append((logits.detach().numpy().copy(), _grads(model)))
     (fused, g_fused), (plain, g_plain) = results
     np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5)
     assert g_fused.keys() == g_plain.keys()
@@ -375,7 +375,7 @@ def test_qk_norm_adds_per_head_norms_and_makes_attention_scale_invariant(qk_norm
         """The attention's output after multiplying its query and key projections by c."""
         with md.no_grad():
             w, b = attn.qkv.weight, attn.qkv.bias
-            w0, b0 = w.numpy().copy(), b.numpy().copy()
+            w0, b0 = w.detach().numpy().copy(), b.detach().numpy().copy()
             w._data[:16] *= c
             b._data[:16] *= c
             out = attn(x).numpy()
@@ -425,8 +425,8 @@ def test_against_pytorch(which):
     mx, mr, mw, mb = (md.tensor(a, requires_grad=True) for a in (x, r, w, b))
     ms, my = F.add_layer_norm(mx, mr, 10, mw, mb) if which == "layer" else F.add_rms_norm(mx, mr, 10, mw, 1e-6)
     md.autograd.backward([ms, my], [md.tensor(gs), md.tensor(gy)])
-    np.testing.assert_array_equal(ms.numpy(), ts.detach().numpy())
-    np.testing.assert_allclose(my.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(ms.detach().numpy(), ts.detach().numpy())
+    np.testing.assert_allclose(my.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
     for a, t in ((mx, tx), (mr, tr), (mw, tw)):
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)
     if which == "layer":

@@ -50,9 +50,9 @@ def assert_same_run(tm, m, x, hx=None, atol=1e-10):
         margs += (mh if len(mh) > 1 else mh[0],)
     ty, ts = _states(tm(*targs))
     my, ms = _states(m(*margs))
-    np.testing.assert_allclose(my.numpy(), ty.detach().numpy(), atol=atol, rtol=atol)
+    np.testing.assert_allclose(my.detach().numpy(), ty.detach().numpy(), atol=atol, rtol=atol)
     for a, b in zip(ms, ts):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=atol, rtol=atol)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=atol, rtol=atol)
     g = np.random.default_rng(1)
     weights = [g.standard_normal(tuple(t.shape)) for t in [ty] + ts]
     (sum((t * _torch().tensor(w, dtype=t.dtype)).sum() for t, w in zip([ty] + ts, weights))).backward()
@@ -130,7 +130,7 @@ def test_cells_match_pytorch(cls, batched, bias):
     touts = list(tout) if isinstance(tout, tuple) else [tout]
     mouts = list(mout) if isinstance(mout, tuple) else [mout]
     for a, b in zip(mouts, touts):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-12)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
     sum(t.pow(2).sum() for t in touts).backward()
     sum(t.pow(2).sum() for t in mouts).backward()
     np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), atol=1e-12)
@@ -142,7 +142,7 @@ def test_cells_match_pytorch(cls, batched, bias):
     # without a state both start from zeros
     a, b = m(mx), tm(tx)
     a, b = (a[0], b[0]) if cls == "LSTMCell" else (a, b)
-    np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
 
 
 # parameters, initialisation, state dicts ---------------------------------------------------------
@@ -159,7 +159,7 @@ def test_parameter_names_and_shapes_are_pytorchs(mode):
 def test_initialisation_is_uniform_within_one_over_sqrt_hidden():
     md.manual_seed(0)
     m = nn.LSTM(8, 64, num_layers=2)
-    values = np.concatenate([p.numpy().ravel() for p in m.parameters()])
+    values = np.concatenate([p.detach().numpy().ravel() for p in m.parameters()])
     bound = 1 / np.sqrt(64)
     assert np.abs(values).max() <= bound and np.abs(values).max() > 0.95 * bound
     assert abs(values.mean()) < 0.01 * bound * 10 and abs(values.std() - bound / np.sqrt(3)) < 0.05 * bound
@@ -177,7 +177,7 @@ def test_state_dicts_travel_both_ways(mode):
     m2 = getattr(nn, cls)(I, H, num_layers=2, bidirectional=True, dtype="float64", **kw)
     m2.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})  # and back
     for (n, a), (_, b) in zip(m.named_parameters(), m2.named_parameters()):
-        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=n)
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy(), err_msg=n)
 
 
 # dropout between layers --------------------------------------------------------------------------
@@ -186,14 +186,14 @@ def test_dropout_applies_between_layers_in_training_only():
     m = nn.LSTM(I, H, num_layers=2, dropout=0.5, dtype="float64")
     x = md.tensor(np.random.default_rng(0).standard_normal((T, B, I)))
     m.eval()
-    a, b = m(x)[0].numpy(), m(x)[0].numpy()
+    a, b = m(x)[0].detach().numpy(), m(x)[0].detach().numpy()
     np.testing.assert_array_equal(a, b)
     m.train()
-    c = m(x)[0].numpy()
+    c = m(x)[0].detach().numpy()
     assert np.abs(c - a).max() > 1e-3
     single = nn.LSTM(I, H, num_layers=1, dtype="float64")
     single.train()
-    np.testing.assert_array_equal(single(x)[0].numpy(), single(x)[0].numpy())
+    np.testing.assert_array_equal(single(x)[0].detach().numpy(), single(x)[0].detach().numpy())
 
 
 def test_dropout_on_a_single_layer_warns_as_pytorch():

@@ -56,7 +56,7 @@ def compare(make, arrays, call=None, seed=1):
     loss_c = loss_g = 0
     for k, (c, g) in enumerate(zip(outs_c, outs_g)):
         assert g.device == "cuda" and g.shape == c.shape and g.dtype == c.dtype
-        np.testing.assert_allclose(g.numpy(), c.numpy(), atol=ATOL, err_msg=f"output {k}")
+        np.testing.assert_allclose(g.detach().cpu().numpy(), c.detach().cpu().numpy(), atol=ATOL, err_msg=f"output {k}")
         v = rng.standard_normal(c.shape)
         loss_c = loss_c + (c * md.tensor(v)).sum()
         loss_g = loss_g + (g * md.tensor(v, device="cuda")).sum()
@@ -64,12 +64,13 @@ def compare(make, arrays, call=None, seed=1):
     loss_g.backward()
     for k, (c, g) in enumerate(zip(xs_c, xs_g)):
         assert g.grad is not None and g.grad.device == "cuda", f"input {k} has no cuda gradient"
-        np.testing.assert_allclose(g.grad.numpy(), c.grad.numpy(), atol=ATOL, err_msg=f"gradient of input {k}")
+        np.testing.assert_allclose(g.grad.cpu().numpy(), c.grad.cpu().numpy(), atol=ATOL,
+                                   err_msg=f"gradient of input {k}")
     params_g = dict(gpu.named_parameters())
     for name, p in cpu.named_parameters():
         q = params_g[name]
         assert q.device == "cuda" and q.grad is not None, f"{name} has no cuda gradient"
-        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), atol=ATOL, err_msg=f"gradient of {name}")
+        np.testing.assert_allclose(q.grad.cpu().numpy(), p.grad.cpu().numpy(), atol=ATOL, err_msg=f"gradient of {name}")
     return cpu, gpu
 
 
@@ -142,11 +143,12 @@ def test_batch_norm_lstm_trains_with_per_step_statistics_and_evaluates_with_them
     cpu, gpu = compare(lambda: nn.BatchNormLSTM(2, 2, max_steps=2, **F64), [rnd(2, 3, 2)])
     buffers_g = dict(gpu.named_buffers())
     for name, b in cpu.named_buffers():
-        np.testing.assert_allclose(buffers_g[name].numpy(), b.numpy(), atol=ATOL, err_msg=name)
+        np.testing.assert_allclose(buffers_g[name].cpu().numpy(), b.cpu().numpy(), atol=ATOL, err_msg=name)
     cpu.eval()
     gpu.eval()
     x = rnd(3, 2, 2, seed=5)   # one step beyond max_steps: the last step's statistics again
-    np.testing.assert_allclose(gpu(md.tensor(x, device="cuda"))[0].numpy(), cpu(md.tensor(x))[0].numpy(), atol=ATOL)
+    np.testing.assert_allclose(gpu(md.tensor(x, device="cuda"))[0].detach().cpu().numpy(), cpu(md.tensor(x))[0].detach().numpy(),
+                               atol=ATOL)
 
 
 # the implementations each node runs ------------------------------------------------------------
@@ -179,7 +181,7 @@ def test_float32_on_cuda_is_close_to_the_cpu():
     x = rnd(3, 2, 3).astype(np.float32)
     yc, yg = cpu(md.tensor(x))[0], gpu(md.tensor(x, device="cuda"))[0]
     assert yg.dtype == np.float32
-    np.testing.assert_allclose(yg.numpy(), yc.numpy(), atol=1e-5)
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().cpu().numpy(), atol=1e-5)
 
 
 # bad input ------------------------------------------------------------------------------------
@@ -218,4 +220,4 @@ def test_char_lstm_trains_on_cuda_as_on_the_cpu():
     (cpu, loss_c), (gpu, loss_g) = models
     assert abs(loss_g - loss_c) < 1e-5
     for (name, p), q in zip(cpu.named_parameters(), gpu.parameters()):
-        np.testing.assert_allclose(q.numpy(), p.numpy(), atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(q.detach().cpu().numpy(), p.detach().cpu().numpy(), atol=1e-5, err_msg=name)

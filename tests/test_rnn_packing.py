@@ -42,7 +42,7 @@ def test_enforce_sorted_false_sorts_and_hands_back_the_callers_order():
     assert p.unsorted_indices.numpy().tolist() == [2, 0, 3, 1]
     back, lengths = pad_packed_sequence(p, batch_first=True, total_length=6)
     assert lengths.numpy().tolist() == LENGTHS_UNSORTED and back.shape == (4, 6, I)
-    np.testing.assert_array_equal(back.numpy()[:, :5], x.numpy())
+    np.testing.assert_array_equal(back.detach().numpy()[:, :5], x.detach().numpy())
     back.sum().backward()
     mask = np.arange(5)[None, :] < np.array(LENGTHS_UNSORTED)[:, None]
     np.testing.assert_array_equal(x.grad.numpy(), np.repeat(mask[:, :, None], I, axis=2).astype(float))
@@ -50,11 +50,11 @@ def test_enforce_sorted_false_sorts_and_hands_back_the_callers_order():
 
 def test_pad_sequence_stacks_with_padding_on_either_side():
     a, b = md.tensor([[1.0], [2.0], [3.0]], requires_grad=True), md.tensor([[4.0]], requires_grad=True)
-    assert pad_sequence([a, b]).numpy()[:, :, 0].tolist() == [[1, 4], [2, 0], [3, 0]]
-    assert pad_sequence([a, b], batch_first=True, padding_value=-1.0).numpy()[:, :, 0].tolist() == \
+    assert pad_sequence([a, b]).detach().numpy()[:, :, 0].tolist() == [[1, 4], [2, 0], [3, 0]]
+    assert pad_sequence([a, b], batch_first=True, padding_value=-1.0).detach().numpy()[:, :, 0].tolist() == \
         [[1, 2, 3], [4, -1, -1]]
     left = pad_sequence([a, b], batch_first=True, padding_side="left")
-    assert left.numpy()[:, :, 0].tolist() == [[1, 2, 3], [0, 0, 4]]
+    assert left.detach().numpy()[:, :, 0].tolist() == [[1, 2, 3], [0, 0, 4]]
     (left * md.tensor([[[1.0], [2.0], [3.0]], [[4.0], [5.0], [6.0]]])).sum().backward()
     assert a.grad.numpy().ravel().tolist() == [1, 2, 3] and b.grad.numpy().ravel().tolist() == [6]
 
@@ -82,9 +82,9 @@ def test_padded_steps_give_zeros_and_final_states_are_at_each_length(cls, length
     for b, n in enumerate(lengths):
         alone_y, alone_state = m(md.tensor(x[b:b + 1, :n]))
         alone_h = alone_state[0] if cls == "LSTM" else alone_state
-        np.testing.assert_allclose(y.numpy()[b, :n], alone_y.numpy()[0], atol=1e-12)
-        np.testing.assert_array_equal(y.numpy()[b, n:], 0)
-        np.testing.assert_allclose(h_n.numpy()[:, b], alone_h.numpy()[:, 0], atol=1e-12)
+        np.testing.assert_allclose(y.detach().numpy()[b, :n], alone_y.detach().numpy()[0], atol=1e-12)
+        np.testing.assert_array_equal(y.detach().numpy()[b, n:], 0)
+        np.testing.assert_allclose(h_n.detach().numpy()[:, b], alone_h.detach().numpy()[:, 0], atol=1e-12)
 
 
 @pytest.mark.parametrize("cls,kw", [("LSTM", {}), ("LSTM", {"proj_size": 2}), ("GRU", {}), ("RNN", {}),
@@ -108,16 +108,16 @@ def test_packed_batches_match_pytorch(cls, kw, enforce_sorted):
     tc0, mc0 = torch.tensor(c0, requires_grad=True), md.tensor(c0, requires_grad=True)
     tp = trnn.pack_padded_sequence(tx, torch.tensor(lengths), enforce_sorted=enforce_sorted)
     mp = pack_padded_sequence(mx, lengths, enforce_sorted=enforce_sorted)
-    np.testing.assert_array_equal(mp.data.numpy(), tp.data.detach().numpy())
+    np.testing.assert_array_equal(mp.data.detach().numpy(), tp.data.detach().numpy())
     np.testing.assert_array_equal(mp.batch_sizes.numpy(), tp.batch_sizes.numpy())
     tout, ts = tm(tp, (th0, tc0) if cls == "LSTM" else th0)
     mout, ms = m(mp, (mh0, mc0) if cls == "LSTM" else mh0)
     ty, _ = trnn.pad_packed_sequence(tout)
     my, _ = pad_packed_sequence(mout)
     ts, ms = (list(ts), list(ms)) if cls == "LSTM" else ([ts], [ms])
-    np.testing.assert_allclose(my.numpy(), ty.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(my.detach().numpy(), ty.detach().numpy(), atol=1e-10)
     for a, b in zip(ms, ts):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-10)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-10)
     ws = [g.standard_normal(tuple(t.shape)) for t in [ty] + ts]
     sum((t * torch.tensor(w)).sum() for t, w in zip([ty] + ts, ws)).backward()
     sum((t * md.tensor(w)).sum() for t, w in zip([my] + ms, ws)).backward()

@@ -65,7 +65,7 @@ def _batch_norm_stats(device, x, mask=None):
     rm, rv = md.zeros(x.shape[1], dtype=md.float64, device=device), md.ones(x.shape[1], dtype=md.float64, device=device)
     m = None if mask is None else _on(device, mask)
     BatchNormFunction.apply(md.tensor(x, device=device), None, None, rm._data, rv._data, True, MOMENTUM, EPS, m)
-    return rm.numpy(), rv.numpy()
+    return rm.cpu().numpy(), rv.cpu().numpy()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -99,8 +99,8 @@ def test_instance_norm_running_statistics_average_the_instances(device, shape):
     InstanceNormFunction.apply(md.tensor(x, device=device), None, None, rm._data, rv._data, MOMENTUM, EPS)
     m = shape[2]
     unbiased = x.var(axis=2, ddof=1).mean(axis=0) if m > 1 else np.full(shape[1], np.nan)
-    np.testing.assert_allclose(rm.numpy(), MOMENTUM * x.mean(axis=2).mean(axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(rv.numpy(), (1 - MOMENTUM) + MOMENTUM * unbiased, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(rm.cpu().numpy(), MOMENTUM * x.mean(axis=2).mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rv.cpu().numpy(), (1 - MOMENTUM) + MOMENTUM * unbiased, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -119,5 +119,5 @@ def test_batch_and_instance_norm_running_statistics_match_pytorch(device, shape)
         InstanceNormFunction.apply(md.tensor(x, device=device), None, None, rm._data, rv._data, MOMENTUM, EPS)
         trm, trv = torch.zeros(shape[1], dtype=torch.float64), torch.ones(shape[1], dtype=torch.float64)
         torch.instance_norm(torch.tensor(x), None, None, trm, trv, True, MOMENTUM, EPS, False)
-        np.testing.assert_allclose(rm.numpy(), trm.numpy(), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(rv.numpy(), trv.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(rm.cpu().numpy(), trm.cpu().numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(rv.cpu().numpy(), trv.cpu().numpy(), rtol=1e-9, atol=1e-12)

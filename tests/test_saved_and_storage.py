@@ -21,7 +21,7 @@ def test_saved_result_is_the_output(op):
     y = getattr(x, op)()
     r = y.grad_fn._saved_result
     assert r is not y and r.grad_fn is y.grad_fn and r.requires_grad
-    np.testing.assert_array_equal(r.numpy(), y.detach().numpy())
+    np.testing.assert_array_equal(r.detach().numpy(), y.detach().numpy())
 
 
 @pytest.mark.parametrize("op", ["log", "sin", "cos"])
@@ -54,7 +54,7 @@ def test_pow_saves_its_exponent_and_result():
     e = _x(3, seed=3)
     y = x.pow(e)
     assert y.grad_fn._saved_exponent is e
-    np.testing.assert_array_equal(y.grad_fn._saved_result.numpy(), x.detach().numpy() ** e.detach().numpy())
+    np.testing.assert_array_equal(y.grad_fn._saved_result.detach().numpy(), x.detach().numpy() ** e.detach().numpy())
 
 
 def test_saved_after_backward_is_the_freed_error():
@@ -65,7 +65,7 @@ def test_saved_after_backward_is_the_freed_error():
         y.grad_fn._saved_result
     z = x.exp()
     z.sum().backward(retain_graph=True)
-    np.testing.assert_array_equal(z.grad_fn._saved_result.numpy(), np.exp(x.detach().numpy()))
+    np.testing.assert_array_equal(z.grad_fn._saved_result.detach().numpy(), np.exp(x.detach().numpy()))
 
 
 def test_unknown_saved_attribute_is_an_attribute_error():

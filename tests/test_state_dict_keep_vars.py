@@ -20,7 +20,7 @@ def test_by_default_the_values_are_detached_views_of_the_parameters():
     w = sd["0.weight"]
     assert w is not net[0].weight and not w.requires_grad and w.grad_fn is None
     assert not isinstance(w, nn.Parameter)
-    assert np.shares_memory(w.numpy(), net[0].weight.numpy())
+    assert np.shares_memory(w.detach().numpy(), net[0].weight.detach().numpy())
 
 
 def test_keep_vars_gives_the_parameters_and_buffers_themselves():

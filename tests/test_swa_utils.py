@@ -135,7 +135,7 @@ def test_averaged_copy_is_independent_of_the_model():
     # forward runs the averaged copy
     x = md.randn(3, 4)
     averaged.eval()
-    np.testing.assert_allclose(averaged(x).numpy(), averaged.module(x).numpy())
+    np.testing.assert_allclose(averaged(x).detach().numpy(), averaged.module(x).detach().numpy())
 
 
 def test_state_dict_keys_and_round_trip():

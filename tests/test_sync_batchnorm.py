@@ -80,8 +80,8 @@ def sync_vs_batchnorm(parts, dys, momentum=0.1, eps=1e-5, masks=None, affine=Tru
         m = None if masks is None else masks[r]
         y = sync_batch_norm(x, rm, rv, w, b, momentum, eps, m, ex)
         (y * _t(dys[r])).sum().backward()
-        return (y.numpy(), x.grad.numpy(), w.grad.numpy() if affine else None, b.grad.numpy() if affine else None,
-                rm.numpy(), rv.numpy())
+        return (y.detach().numpy(), x.grad.numpy(), w.grad.numpy() if affine else None,
+                b.grad.numpy() if affine else None, rm.numpy(), rv.numpy())
 
     got = run_threads(len(parts), rank)
     x = _t(np.concatenate(parts), True)
@@ -92,7 +92,7 @@ def sync_vs_batchnorm(parts, dys, momentum=0.1, eps=1e-5, masks=None, affine=Tru
     else:
         y = F.masked_batch_norm(x, np.concatenate(masks), rm, rv, w, b, training=True, momentum=momentum, eps=eps)
     (y * _t(np.concatenate(dys))).sum().backward()
-    want = (y.numpy(), x.grad.numpy(), w.grad.numpy() if affine else None, b.grad.numpy() if affine else None,
+    want = (y.detach().numpy(), x.grad.numpy(), w.grad.numpy() if affine else None, b.grad.numpy() if affine else None,
             rm.numpy(), rv.numpy())
     mine = (np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got]),
             sum(g[2] for g in got) if affine else None, sum(g[3] for g in got) if affine else None)
@@ -208,8 +208,8 @@ def test_gradcheck_of_one_rank_with_fixed_peers(impl):
                                                                                               True)
     assert md.autograd.gradcheck(lambda x, w, b: sync_batch_norm(x, None, None, w, b, 0.1, 1e-5, None, ex), (x, w, b))
     # and the peers change this rank's output: the statistics are global, not local
-    y_sync = sync_batch_norm(x, None, None, w, b, 0.1, 1e-5, None, ex).numpy()
-    y_local = F.batch_norm(x, None, None, w, b, training=True).numpy()
+    y_sync = sync_batch_norm(x, None, None, w, b, 0.1, 1e-5, None, ex).detach().numpy()
+    y_local = F.batch_norm(x, None, None, w, b, training=True).detach().numpy()
     assert np.abs(y_sync - y_local).max() > 1e-2
 
 
@@ -243,7 +243,7 @@ def test_cuda_is_staged_through_the_host_and_matches_the_cpu():
         m = md.tensor(mask).to(device) if masked else None
         y = sync_batch_norm(x, None, rv, w, None, 0.1, 1e-5, m, FixedPeers(peers))
         (y * _t(dy).to(device)).sum().backward()
-        return y.numpy(), x.grad.numpy(), w.grad.numpy(), rv.numpy()
+        return y.detach().cpu().numpy(), x.grad.cpu().numpy(), w.grad.cpu().numpy(), rv.cpu().numpy()
 
     for masked in (False, True):
         for a, b in zip(run("cuda", masked), run("cpu", masked)):

@@ -20,11 +20,11 @@ def test_ghost_batchnorm_is_batchnorm_per_chunk():
     x = md.tensor(np.random.default_rng(0).standard_normal((6, 2, 3, 3)))
     g = sync_bn.GhostBatchNorm2d(2, ghost=2).double()
     bn = md.nn.BatchNorm2d(2).double()
-    want = np.concatenate([bn(x[i:i + 2]).numpy() for i in range(0, 6, 2)])
-    np.testing.assert_allclose(g(x).numpy(), want, atol=1e-14)
+    want = np.concatenate([bn(x[i:i + 2]).detach().numpy() for i in range(0, 6, 2)])
+    np.testing.assert_allclose(g(x).detach().numpy(), want, atol=1e-14)
     np.testing.assert_allclose(g.running_mean.numpy(), bn.running_mean.numpy(), atol=1e-14)   # each chunk folds in
     g.eval()
-    np.testing.assert_allclose(g(x).numpy(), bn.eval()(x).numpy(), atol=1e-14)
+    np.testing.assert_allclose(g(x).detach().numpy(), bn.eval()(x).detach().numpy(), atol=1e-14)
 
 
 def test_quick_mode(tmp_path):
@@ -52,7 +52,7 @@ def test_per_rank_batchnorm_is_batchnorm_per_pair_with_the_first_pairs_running_e
     cot = rng.standard_normal((6, 3, 2, 2))
     p = PerRankBatchNorm2d(3, per_rank=2).double()
     ref = [md.nn.BatchNorm2d(3).double() for _ in range(3)]
-    xs = [md.tensor(x.numpy()[i:i + 2], requires_grad=True) for i in range(0, 6, 2)]
+    xs = [md.tensor(x.detach().numpy()[i:i + 2], requires_grad=True) for i in range(0, 6, 2)]
     want = [bn(xi) for bn, xi in zip(ref, xs)]
     (p(x) * md.tensor(cot)).sum().backward()
     for i, (w, xi) in enumerate(zip(want, xs)):

@@ -51,7 +51,7 @@ def test_module_over_ranks_equals_batchnorm_of_the_whole_batch(sizes, rest):
         x = _t(parts[r], True)
         y = layer(x)
         (y * _t(dys[r])).sum().backward()
-        return (y.numpy(), x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy(),
+        return (y.detach().numpy(), x.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy(),
                 layer.running_mean.numpy(), layer.running_var.numpy(), int(layer.num_batches_tracked.item()))
 
     got = run_ranks(len(sizes), rank)
@@ -59,7 +59,7 @@ def test_module_over_ranks_equals_batchnorm_of_the_whole_batch(sizes, rest):
     x = _t(np.concatenate(parts), True)
     y = bn(x)
     (y * _t(np.concatenate(dys))).sum().backward()
-    np.testing.assert_allclose(np.concatenate([g[0] for g in got]), y.numpy(), atol=TOL * 10)
+    np.testing.assert_allclose(np.concatenate([g[0] for g in got]), y.detach().numpy(), atol=TOL * 10)
     np.testing.assert_allclose(np.concatenate([g[1] for g in got]), x.grad.numpy(), atol=TOL * 10)
     # each rank's parameter gradient is its own share; their sum is BatchNorm's
     np.testing.assert_allclose(sum(g[2] for g in got), bn.weight.grad.numpy(), atol=TOL * 10)
@@ -79,11 +79,11 @@ def test_masked_sequences_through_the_module():
 
     def rank(r):
         layer = nn.SyncBatchNorm(c).double()
-        return layer(_t(parts[r]), mask=md.tensor(masks[r])).numpy(), layer.running_var.numpy()
+        return layer(_t(parts[r]), mask=md.tensor(masks[r])).detach().numpy(), layer.running_var.detach().numpy()
 
     got = run_ranks(2, rank)
     bn = nn.BatchNorm1d(c).double()
-    want = bn(_t(np.concatenate(parts)), mask=np.concatenate(masks)).numpy()
+    want = bn(_t(np.concatenate(parts)), mask=np.concatenate(masks)).detach().numpy()
     np.testing.assert_allclose(np.concatenate([g[0] for g in got]), want, atol=1e-12)
     np.testing.assert_allclose(got[1][1], bn.running_var.numpy(), atol=1e-12)
 
@@ -96,7 +96,7 @@ def test_eval_mode_communicates_nothing():
         layer.running_mean._data[...] = 0.5
         layer.eval()
         if r == 0:   # rank 1 takes part in no collective: any communication would fail the run
-            return layer(_t(x)).numpy()
+            return layer(_t(x)).detach().numpy()
         return None
 
     y = run_ranks(2, rank, timeout=5.0)[0]
@@ -128,7 +128,7 @@ def test_without_a_group_it_is_batchnorm_and_warns_once(fresh_warning):
     layer = nn.SyncBatchNorm(3).double()
     with pytest.warns(UserWarning, match="no process group is initialised"):
         y = layer(x)
-    np.testing.assert_allclose(y.numpy(), nn.BatchNorm1d(3).double()(x).numpy(), atol=1e-14)
+    np.testing.assert_allclose(y.detach().numpy(), nn.BatchNorm1d(3).double()(x).detach().numpy(), atol=1e-14)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         layer(x)
@@ -216,7 +216,7 @@ def run(layer, x, dy):
     x = md.tensor(x, requires_grad=True)
     y = layer(x)
     (y * md.tensor(dy)).sum().backward()
-    return y.numpy(), x.grad.numpy(), layer.weight.grad.numpy()
+    return y.detach().numpy(), x.grad.numpy(), layer.weight.grad.numpy()
 
 sync = run(nn.SyncBatchNorm(3).double(), x_all[part], dy_all[part])
 bn = nn.BatchNorm1d(3).double()

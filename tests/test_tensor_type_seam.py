@@ -1,4 +1,4 @@
-"""The Tensor type reaches autograd through one seam: ``minidl.autograd.function.Tensor``,
+"""The Tensor type reaches autograd through one seam: ``minidl.autograd.op_function.Tensor``,
 set by the tensor module once the class exists. Autograd imports nothing from the tensor
 module, so importing it first works, and after ``import minidl`` every part of autograd and
 the ops sees the very class users get as ``md.Tensor``."""
@@ -9,15 +9,15 @@ import sys
 import pytest
 
 import minidl as md
-from minidl.autograd import engine, function
+from minidl.autograd import engine, op_function
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _CHECK_AFTER_AUTOGRAD_FIRST = """
 import minidl.autograd
 import minidl
-from minidl.autograd import function
-assert function.Tensor is minidl.Tensor, function.Tensor
+from minidl.autograd import op_function
+assert op_function.Tensor is minidl.Tensor, op_function.Tensor
 x = minidl.ones(3, requires_grad=True)
 (x * 2 + 1).sum().backward()
 assert type(x.grad) is minidl.Tensor and x.grad.tolist() == [2.0, 2.0, 2.0]
@@ -33,7 +33,7 @@ def test_importing_minidl_autograd_first_in_a_fresh_process_works():
 
 
 def test_the_tensor_type_is_registered_after_import_minidl():
-    assert function.Tensor is md.Tensor
+    assert op_function.Tensor is md.Tensor
 
 
 def test_autograd_wraps_gradients_and_hook_arguments_in_the_registered_type():
@@ -67,4 +67,4 @@ def test_no_op_or_autograd_module_imports_the_tensor_class_inside_a_function():
                 for node in ast.walk(fn):
                     if isinstance(node, ast.ImportFrom) and any(a.name == "Tensor" for a in node.names):
                         offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert offenders == [], "function-local Tensor imports (use autograd.function.Tensor): " + ", ".join(offenders)
+    assert offenders == [], "function-local Tensor imports (use autograd.op_function.Tensor): " + ", ".join(offenders)

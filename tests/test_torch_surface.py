@@ -169,9 +169,9 @@ def test_cuda_and_backend_flag_namespaces():
     assert (md.accelerator.current_accelerator() is None) == (not md.cuda.is_available())
 
 
-def test_compile_returns_the_model():
+def test_compile_wraps_the_model():
     model = md.nn.Linear(2, 2)
-    assert md.compile(model) is model and md.compile(mode="max-autotune")(model) is model
+    assert md.compile(model)._orig_mod is model and md.compile(mode="max-autotune")(model)._orig_mod is model
 
 
 def test_format_and_repr_follow_pytorch():

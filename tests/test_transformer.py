@@ -42,7 +42,7 @@ def test_block_gradcheck_wrt_parameters_causal_rotary(position):
     params = [block.attn.qkv.weight, block.attn.proj.bias, block.mlp.fc1.weight, block.norm1.norm.weight]
 
     # gradcheck perturbs the leaves it is given: the block runs with them in place of its parameters
-    leaves = [md.tensor(p.numpy().copy(), requires_grad=True) for p in params]
+    leaves = [md.tensor(p.detach().numpy().copy(), requires_grad=True) for p in params]
     assert gradcheck(lambda x, *ls: _block_with(block, params, ls, x), (_x((2, 3, 4), 1), *leaves), atol=1e-6)
 
 
@@ -84,16 +84,16 @@ def test_deepnorm_blocks_use_alpha_and_beta_init():
     blk = blocks[0]
     assert math.isclose(blk.alpha, alpha)
     xavier = math.sqrt(2.0 / (d + d))
-    w = blk.attn.qkv.weight.numpy()
-    for part, gain in ((w[:d], 1.0), (w[d:2 * d], 1.0), (w[2 * d:], beta), (blk.attn.proj.weight.numpy(), beta)):
+    w = blk.attn.qkv.weight.detach().numpy()
+    for part, gain in ((w[:d], 1.0), (w[d:2 * d], 1.0), (w[2 * d:], beta), (blk.attn.proj.weight.detach().numpy(), beta)):
         assert abs(part.std() / (gain * xavier) - 1) < 0.1
-    fc1 = blk.mlp.fc1.weight.numpy()  # (4d, d)
+    fc1 = blk.mlp.fc1.weight.detach().numpy()  # (4d, d)
     assert abs(fc1.std() / (beta * math.sqrt(2.0 / (5 * d))) - 1) < 0.1
     # the residual branch is scaled by alpha: with the sublayers zeroed, y = LN(LN(alpha x))
     x = md.randn(2, 3, d)
     for p in (blk.attn.proj.weight, blk.attn.proj.bias, blk.mlp.fc2.weight, blk.mlp.fc2.bias):
         p.data[...] = 0
-    y = blk(x).numpy()
+    y = blk(x).detach().numpy()
     ln = lambda a: (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)  # noqa: E731
     np.testing.assert_allclose(y, ln(ln(alpha * x.numpy())), atol=1e-4)
     dec = make_blocks(5, d, 4, norm_position="deepnorm", causal=True)
@@ -130,8 +130,8 @@ def test_gpt_is_causal(pos, position):
     other[:, t + 1:] = rng.integers(0, 11, (2, 8 - t - 1))
     a, _ = model(idx)
     b, _ = model(other)
-    np.testing.assert_allclose(a.numpy()[:, :t + 1], b.numpy()[:, :t + 1], atol=1e-12)
-    assert not np.allclose(a.numpy()[:, t + 1:], b.numpy()[:, t + 1:])
+    np.testing.assert_allclose(a.detach().numpy()[:, :t + 1], b.detach().numpy()[:, :t + 1], atol=1e-12)
+    assert not np.allclose(a.detach().numpy()[:, t + 1:], b.detach().numpy()[:, t + 1:])
 
 
 def test_gpt_loss_is_cross_entropy_and_gradchecks():
@@ -139,11 +139,11 @@ def test_gpt_loss_is_cross_entropy_and_gradchecks():
     idx = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
     tgt = np.array([[2, 3, 4, 5], [6, 7, 8, 9]])
     logits, loss = model(idx, tgt)
-    lg = logits.numpy().reshape(-1, 11)
+    lg = logits.detach().numpy().reshape(-1, 11)
     lse = np.log(np.exp(lg - lg.max(1, keepdims=True)).sum(1)) + lg.max(1)
     assert math.isclose(loss.item(), float(np.mean(lse - lg[np.arange(8), tgt.reshape(-1)])), rel_tol=1e-10)
     emb = model.tok_emb.weight
-    leaf = md.tensor(emb.numpy().copy(), requires_grad=True)
+    leaf = md.tensor(emb.detach().numpy().copy(), requires_grad=True)
     assert gradcheck(lambda w: _gpt_loss(model, emb, w, idx, tgt), (leaf,), atol=1e-6)
 
 
@@ -218,7 +218,7 @@ def test_gpt_checkpoint_round_trip(tmp_path):
     for p in other.parameters():
         p.data[...] = 0
     other.load_state_dict(md.load(path))
-    np.testing.assert_array_equal(model(idx)[0].numpy(), other(idx)[0].numpy())
+    np.testing.assert_array_equal(model(idx)[0].detach().numpy(), other(idx)[0].detach().numpy())
 
 
 # ------------------------------------------------------------------------------- encoder classifier
@@ -235,7 +235,7 @@ def test_encoder_classifier_is_padding_invariant(pos):
         for i, s in enumerate(seqs):
             idx[i, :len(s)] = s
         feats, _ = model.encode(idx)
-        outs[pad] = (model(idx).numpy(), [feats.numpy()[i, :len(s)] for i, s in enumerate(seqs)])
+        outs[pad] = (model(idx).detach().numpy(), [feats.detach().numpy()[i, :len(s)] for i, s in enumerate(seqs)])
     for pad in (2, 6):
         np.testing.assert_allclose(outs[pad][0], outs[0][0], atol=1e-12)
         for a, b in zip(outs[pad][1], outs[0][1]):

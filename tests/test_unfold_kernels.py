@@ -172,7 +172,7 @@ def _conv(x, w, b, g, **kw):
     tx, tw, tb = (md.tensor(a, requires_grad=True) for a in (x, w, b))
     y = F.conv2d(tx, tw, tb, **kw)
     y.backward(md.tensor(g))
-    return [y.numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()]
+    return [y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()]
 
 
 CONV_CASES = [  # (N, C, H, W), weight shape, conv2d keywords
@@ -230,7 +230,8 @@ def test_functional_unfold_and_fold_run_the_kernels(monkeypatch):
     cols = F.unfold(x, 3, padding=1)
     F.fold(cols, (6, 5), 3, padding=1).sum().backward()
     assert seen == ["unfold", "fold", "unfold", "fold"]
-    np.testing.assert_allclose(cols.numpy(), fold_ops.unfold_reference(x.numpy(), 3, 3, 1, 1, 1, 1, 1, 1, 6, 5))
+    np.testing.assert_allclose(cols.detach().numpy(),
+                               fold_ops.unfold_reference(x.detach().numpy(), 3, 3, 1, 1, 1, 1, 1, 1, 6, 5))
 
 
 @pytest.mark.parametrize("ws,expected", [((6, 1, 5, 5), True), ((16, 6, 5, 5), False)])

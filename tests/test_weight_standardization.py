@@ -50,7 +50,7 @@ def test_gradient_is_orthogonal_to_shifting_and_scaling_each_filter():
     # exactly so with eps = 0 (eps makes a filter's scale slightly visible)
     F.weight_standardization(w, eps=0.0).backward(md.tensor(rng.standard_normal((6, 2, 3, 3))))
     g = w.grad.numpy().reshape(6, -1)
-    rows = w.numpy().reshape(6, -1)
+    rows = w.detach().numpy().reshape(6, -1)
     np.testing.assert_allclose(g.sum(axis=1), 0, atol=1e-12)                                  # shift
     np.testing.assert_allclose((g * (rows - rows.mean(axis=1, keepdims=True))).sum(axis=1), 0, atol=1e-12)  # scale
 
@@ -59,11 +59,11 @@ def test_wsconv2d_is_conv2d_of_the_standardized_weight_and_ignores_filter_scale(
     md.manual_seed(0)
     conv = nn.WSConv2d(3, 4, 3, padding=1, bias=False, eps=1e-12).double()   # eps would make the scale visible
     x = md.tensor(np.random.default_rng(6).standard_normal((2, 3, 6, 6)))
-    want = F.conv2d(x, md.tensor(naive_ws(conv.weight.numpy(), 1e-12)), None, padding=1)
-    np.testing.assert_allclose(conv(x).numpy(), want.numpy(), rtol=1e-10, atol=1e-10)
+    want = F.conv2d(x, md.tensor(naive_ws(conv.weight.detach().numpy(), 1e-12)), None, padding=1)
+    np.testing.assert_allclose(conv(x).detach().numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-10)
     with md.no_grad():
         conv.weight.mul_(7.0).add_(3.0)                   # a filter's scale and offset are invisible
-    np.testing.assert_allclose(conv(x).numpy(), want.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(conv(x).detach().numpy(), want.detach().numpy(), rtol=1e-9, atol=1e-9)
     assert "eps=1e-05" in repr(nn.WSConv2d(3, 4, 3)) and isinstance(conv, nn.Conv2d)
 
 
@@ -74,8 +74,8 @@ def test_wsconv2d_pads_with_its_padding_mode(mode):
     x = md.tensor(np.random.default_rng(8).standard_normal((2, 3, 5, 5)))
     padded = np.pad(x.numpy(), ((0, 0), (0, 0), (1, 1), (1, 1)), mode={"reflect": "reflect", "replicate": "edge",
                                                                        "circular": "wrap"}[mode])
-    want = F.conv2d(md.tensor(padded), md.tensor(naive_ws(conv.weight.numpy())), None)
-    np.testing.assert_allclose(conv(x).numpy(), want.numpy(), rtol=1e-9, atol=1e-9)
+    want = F.conv2d(md.tensor(padded), md.tensor(naive_ws(conv.weight.detach().numpy())), None)
+    np.testing.assert_allclose(conv(x).detach().numpy(), want.detach().numpy(), rtol=1e-9, atol=1e-9)
 
 
 def test_wsconv2d_trains_with_groupnorm_at_batch_one():

@@ -26,7 +26,7 @@ def _perturb(module, seed):
     rng = np.random.default_rng(seed)
     with md.no_grad():
         for p in module.parameters():
-            p.copy_(md.tensor(p.numpy() + 0.3 * rng.standard_normal(p.shape), dtype=p.dtype))
+            p.copy_(md.tensor(p.detach().numpy() + 0.3 * rng.standard_normal(p.shape), dtype=p.dtype))
 
 
 def _check_param_grads(module, forward, seed, entries=3, eps=1e-6):
@@ -40,16 +40,16 @@ def _check_param_grads(module, forward, seed, entries=3, eps=1e-6):
         grad = p.grad.numpy()
         for flat in rng.choice(p.numel(), size=min(entries, p.numel()), replace=False):
             idx = np.unravel_index(flat, p.shape)
-            base = p.numpy()[idx]
+            base = p.detach().numpy()[idx]
             vals = []
             for step in (eps, -eps):
                 with md.no_grad():
-                    a = p.numpy().copy()
+                    a = p.detach().numpy().copy()
                     a[idx] = base + step
                     p.copy_(md.tensor(a))
                     vals.append(float((forward() * g).sum().item()))
             with md.no_grad():
-                a = p.numpy().copy()
+                a = p.detach().numpy().copy()
                 a[idx] = base
                 p.copy_(md.tensor(a))
             numeric = (vals[0] - vals[1]) / (2 * eps)
@@ -85,7 +85,7 @@ def _cpu_and_cuda(make, inputs, loss):
         xs = [md.tensor(a, device=device, requires_grad=a.dtype.kind == "f") for a in inputs]
         value = loss(model, *xs)
         value.backward()
-        out[device] = [value.to("cpu").numpy()] + [p.grad.to("cpu").numpy() for p in model.parameters()] + \
+        out[device] = [value.to("cpu").detach().numpy()] + [p.grad.to("cpu").numpy() for p in model.parameters()] + \
                       [x.grad.to("cpu").numpy() for x in xs if x.requires_grad]
     return out
 

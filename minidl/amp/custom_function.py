@@ -43,7 +43,7 @@ import collections.abc
 import functools
 import warnings
 
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..backends import device_of
 from ..tensor import dtype as dtypes
 from .autocast_mode import _check_device, autocast, get_autocast_dtype, is_autocast_enabled
@@ -116,7 +116,7 @@ _BF16 = dtypes.bfloat16.dtype if dtypes.bfloat16 is not None else None
 def _cast(value, device_type, dtype):
     """``value`` with its floating arrays and Tensors of ``device_type`` (not float64) cast to
     ``dtype``, looking into lists, tuples and dicts; anything else unchanged."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if isinstance(value, Tensor):
         ok = _eligible_dtype(value._data.dtype) and value.device.type == device_type
         return value.to(dtype) if ok and value.dtype is not dtype else value

@@ -58,8 +58,8 @@ def _fresh_optimizer_state():
 
 
 def _tensor_type():
-    from ..autograd import function
-    return function.Tensor
+    from ..autograd import op_function
+    return op_function.Tensor
 
 
 def _device_type(device):

@@ -53,7 +53,7 @@ import importlib
 import numpy as np
 
 from ..autograd import autocast_state, grad_mode
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..ops.shape import Cast
 from ..tensor import dtype as dtypes
 
@@ -222,7 +222,7 @@ def _device_type(data):
 
 def _eligible(a, device):
     """A floating tensor of the autocast device that is not float64: what autocast casts."""
-    if not isinstance(a, _function.Tensor):
+    if not isinstance(a, _op_function.Tensor):
         return False
     dt = a._data.dtype
     return (dt.kind == "f" or dt == _BF16) and dt != _F64 and _device_type(a._data) == device
@@ -261,7 +261,7 @@ def run_composite(name, fn, *args):
     state = autocast_state.state
     if not state.on:
         return fn(*args)
-    device = next((_device_type(a._data) for a in args if isinstance(a, _function.Tensor)), None)
+    device = next((_device_type(a._data) for a in args if isinstance(a, _op_function.Tensor)), None)
     rule = autocast_state.RULES_BY_NAME.get(name, {}).get(device) if device is not None and state.enabled[device] \
         else None
     if rule is None:
@@ -312,7 +312,7 @@ def _lower(cls, args, device, state):
     for a in args:
         if _eligible(a, device):
             a, cast = _lowered(a, low, state), True
-        elif isinstance(a, _function.Tensor) and (a._data.dtype == _F64 or a._data.dtype.kind in "iu"):
+        elif isinstance(a, _op_function.Tensor) and (a._data.dtype == _F64 or a._data.dtype.kind in "iu"):
             kept = a
         new.append(a)
     if cast and kept is not None:   # float64 and integers are never cast: PyTorch refuses the mix as well
@@ -352,7 +352,7 @@ def run(cls, args):
     """Call the op ``cls`` with ``args`` under its autocast rule for the device of its first
     Tensor argument (Function.apply hands every call of an op in RULES here)."""
     state = autocast_state.state
-    device = next((_device_type(a._data) for a in args if isinstance(a, _function.Tensor)), None)
+    device = next((_device_type(a._data) for a in args if isinstance(a, _op_function.Tensor)), None)
     rule = autocast_state.RULES[cls].get(device) if device is not None and state.enabled[device] else None
     if rule is None:
         return _call(cls, args)
@@ -366,7 +366,7 @@ def run(cls, args):
         return _cast_all(cls, args, device, _promoted(cls, args, device, state))
     if rule == LIKE_STATE:
         h = args[_STATE_INDEX[cls]]
-        dt = h._data.dtype if isinstance(h, _function.Tensor) else getattr(h, "dtype", None)
+        dt = h._data.dtype if isinstance(h, _op_function.Tensor) else getattr(h, "dtype", None)
         if dt is None or not (dt.kind == "f" or dt == _BF16) or dt == _F64:
             return _call(cls, args)
         return _cast_all(cls, args, device, dt)

@@ -1,7 +1,8 @@
 """Reverse-mode automatic differentiation: Function nodes, the backward engine,
 grad-mode switches and finite-difference gradient checking."""
 from .api import backward, grad
-from .custom_function import Function  # the Tensor-level one; minidl's ops subclass function.Function
+from . import function  # torch.autograd.function's names; minidl's own ops subclass op_function.Function
+from .function import Function
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck
@@ -13,7 +14,7 @@ from .hooks import RemovableHandle
 
 __all__ = ["Function", "GradcheckError", "RemovableHandle", "backward", "enable_grad", "grad", "gradcheck",
            "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "set_grad_enabled"]
-__all__ += ["Variable", "detect_anomaly", "functional", "gradgradcheck", "is_anomaly_check_nan_enabled",
+__all__ += ["Variable", "detect_anomaly", "function", "functional", "gradgradcheck", "is_anomaly_check_nan_enabled",
             "is_anomaly_enabled", "set_detect_anomaly"]
 from . import graph
 from .graph import Node

@@ -15,7 +15,7 @@ every gradient before it. While anomaly detection is on:
 
 Both cost time (a stack capture per op, a NaN scan per gradient), so the mode is for
 debugging. While it is off, ``Function.apply`` pays one test of a module-global flag, which
-``on_change`` (installed by function.py, as autocast_state installs its seam) keeps in step
+``on_change`` (installed by op_function.py, as autocast_state installs its seam) keeps in step
 with the state here; the engine reads the state once per backward pass. As in PyTorch the
 state is process-wide, not per thread.
 """
@@ -28,7 +28,7 @@ import numpy as np
 
 _enabled = False     # is anomaly detection on
 _check_nan = True    # does the engine scan the gradients each backward returns for NaN
-on_change = None     # function._set_anomaly(on): keeps Function.apply's flag in step with ``_enabled``
+on_change = None     # op_function._set_anomaly(on): keeps Function.apply's flag in step with ``_enabled``
 
 
 def is_anomaly_enabled():

@@ -18,12 +18,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import backends
-from . import engine, function, higher_order
+from . import engine, op_function, higher_order
 
 
 def _as_list(tensors, what, edges=False):
     """A list of Tensors (with ``edges``, GradientEdges stand for the tensors they belong to)."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     items = list(tensors) if isinstance(tensors, (list, tuple)) and not _is_edge(tensors) else [tensors]
     for i, t in enumerate(items):
         if edges and _is_edge(t):
@@ -47,14 +47,14 @@ def _edge_target(edge):
         return edge.node.variable
     meta = edge.node.__dict__.get("output_meta")
     shape, dtype = meta[edge.output_nr] if meta else ((0,), np.dtype(np.float32))
-    stand_in = function.Tensor._wrap(np.empty(shape, getattr(dtype, "dtype", dtype)), edge.node, edge.output_nr)
+    stand_in = op_function.Tensor._wrap(np.empty(shape, getattr(dtype, "dtype", dtype)), edge.node, edge.output_nr)
     stand_in._requires_grad = True
     return stand_in
 
 
 def _seeds(roots, grad_tensors, what):
     """One seed array per root, of the root's shape, dtype and device."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     if grad_tensors is None:
         grad_tensors = [None] * len(roots)
     elif isinstance(grad_tensors, Tensor) or not isinstance(grad_tensors, (list, tuple)):
@@ -88,7 +88,7 @@ def _seeds(roots, grad_tensors, what):
 def _seed_tensors(roots, grad_tensors, what):
     """The seeds of a create_graph pass, as Tensors: a given Tensor is kept (moved and cast
     differentiably where needed), so that the gradients are functions of it too."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     arrays = _seeds(roots, grad_tensors, what)
     given = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(roots)
     out = []
@@ -201,7 +201,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
                                    f"Set allow_unused=True if this is the desired behavior. (inputs[{i}])")
             if materialize_grads:
-                g = function.Tensor._wrap(backends.namespace_of(t._data).zeros(t.shape, dtype=t.dtype), None, 0)
+                g = op_function.Tensor._wrap(backends.namespace_of(t._data).zeros(t.shape, dtype=t.dtype), None, 0)
         out.append(g)
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), out))
@@ -218,7 +218,7 @@ def _run(roots, inputs, grad_outputs, retain_graph, create_graph):
 def _batched(roots, inputs, grad_outputs, retain_graph, create_graph):
     """``grad(..., is_grads_batched=True)``: one pass per batch element of the grad_outputs, the
     graph kept for all but the last; each input's gradients stacked (None where none arrived)."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     given = [grad_outputs] if isinstance(grad_outputs, Tensor) or grad_outputs is None else list(grad_outputs)
     if len(given) != len(roots):
         raise RuntimeError(f"grad: got {len(given)} gradients for {len(roots)} tensors")
@@ -250,6 +250,6 @@ def _batched(roots, inputs, grad_outputs, retain_graph, create_graph):
             out.append(None)
             continue
         zeros = backends.namespace_of(t._data).zeros
-        gs = [function.Tensor._wrap(zeros(t.shape, dtype=t.dtype), None, 0) if g is None else g for g in gs]
+        gs = [op_function.Tensor._wrap(zeros(t.shape, dtype=t.dtype), None, 0) if g is None else g for g in gs]
         out.append(ops.stack(gs, 0))
     return out

@@ -35,7 +35,7 @@ RULES = {}
 RULES_BY_NAME = {}
 
 run = None            # minidl.amp.policy.run(cls, args): the op called under its autocast rule
-install_seam = None   # autograd.function._install_seam(on): the apply that checks state.on, or not
+install_seam = None   # autograd.op_function._install_seam(on): the apply that checks state.on, or not
 _threads_on = 0       # threads whose autocast is enabled now (process-wide; a thread that ends inside
                       # a region stays counted, which costs the other threads only the check)
 _lock = threading.Lock()

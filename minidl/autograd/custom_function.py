@@ -1,6 +1,6 @@
 """The public ``minidl.autograd.Function``: a user's op written on Tensors, as ``torch.autograd.Function``.
 
-minidl's own ops subclass the array-level base (function.py), whose forward and backward run on
+minidl's own ops subclass the array-level base (op_function.py), whose forward and backward run on
 NumPy arrays. A user's op is written in PyTorch's idiom instead, and this class runs it unchanged::
 
     class GradReverse(Function):
@@ -17,10 +17,11 @@ NumPy arrays. A user's op is written in PyTorch's idiom instead, and this class 
 
 How it sits on the array-level machinery: each subclass gets, as in PyTorch, a node class of its own,
 ``<Name>Backward`` (a subclass of ``CustomNode``, itself an array-level Function, so the engine, the
-hooks, ``next_functions`` and ``release`` treat it as any op's node). ``apply`` builds one such node
-as ``ctx``, runs the user's forward on the Tensors with grad mode off, and gives the outputs the node
-as their history. The engine calls the node's array-level ``backward``, which wraps the gradients in
-Tensors, calls the user's backward (grad mode off, nothing recorded) and hands the arrays back. The
+hooks, ``next_functions`` and ``release`` treat it as any op's node; ``CustomNode`` is PyTorch's
+``BackwardCFunction``, and also a ``FunctionCtx``). ``apply`` builds one such node as ``ctx``, runs
+the user's forward on the Tensors with grad mode off, and gives the outputs the node as their history.
+The engine calls the node's array-level ``backward``, which wraps the gradients in Tensors, calls
+the user's backward (grad mode off, nothing recorded) and hands the arrays back. The
 pass of ``create_graph=True`` (higher_order.py) calls the node's ``differentiable_backward`` instead:
 the same user backward on Tensors with grad mode on, reading the saved Tensors themselves, so a
 backward written with minidl's ops yields gradients that can be differentiated again.
@@ -35,17 +36,25 @@ when the forward ends and through unpack on each read, and, as in PyTorch, are n
 
 Forward may also return NumPy arrays (they are wrapped), so a Function written on arrays in
 minidl's older idiom still runs where its arithmetic works on Tensors too; values that are neither
-Tensors nor arrays pass through as non-differentiable outputs, as in PyTorch. Backward may return
-Tensors, arrays, numbers or None; the engine checks each gradient's shape and casts it to its
-input's dtype, as for every op.
+Tensors nor arrays pass through as non-differentiable outputs, as in PyTorch.
+
+What backward returns is checked as PyTorch checks it: one gradient per forward argument (extra
+trailing Nones are dropped), each a Tensor (an array too, in the older idiom) or None, and None
+for an argument that is not a Tensor. For an input that needs a gradient, a gradient of another
+shape is summed down to the input's shape when the input's shape expands to it (a backward that
+returns per-sample gradients of shape (B, *s) for an input of shape s gets their sum: the adjoint
+of the expand) and is an error otherwise; a complex gradient for a real input, or an integer one
+for a complex input, is an error too. The engine then casts each gradient to its input's dtype, as
+for every op.
 """
 import functools
 import inspect
+import warnings
 
 import numpy as np
 
-from . import anomaly_mode, function as _function, grad_mode, saved_hooks, versions, views
-from .function import Function as _ArrayFunction
+from . import anomaly_mode, op_function as _op_function, grad_mode, saved_hooks, versions, views
+from .op_function import Function as _ArrayFunction
 from .node import _FREED_SAVED, FreedSavedTensorsError
 from .. import backends
 
@@ -70,7 +79,7 @@ class _SavedEntry:
     def as_tensor(self, node):
         if self.output is None:
             return self.tensor
-        t = _function.Tensor._wrap(self.data, node if self.differentiable else None, self.output)
+        t = _op_function.Tensor._wrap(self.data, node if self.differentiable else None, self.output)
         t._version_counter = self.counter
         return t
 
@@ -100,7 +109,7 @@ class _SavedEntry:
     def _unpacked(self, node):
         """unpack's Tensor, given the saved tensor's history as PyTorch does: an output's is this
         node, a non-leaf input's the node that made it (a leaf's comes back as unpack returns it)."""
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         out = saved_hooks.unpacked(self.unpack, self.packed)
         if self.output is not None:
             return Tensor._wrap(out._data, node if self.differentiable else None, self.output)
@@ -117,37 +126,26 @@ def _short_name(node):
     return name
 
 
-class CustomNode(_ArrayFunction):
-    """The node (and ``ctx``) of a call of a Tensor-level Function: PyTorch's ``BackwardCFunction``.
-    Each Function subclass has its own subclass of this, ``<Name>Backward``, with ``_forward_cls`` the
-    user's class."""
-    _forward_cls = None
-    materialize_grads = False   # the engine leaves None for outputs no gradient reached: see _gradients_in
+class FunctionCtx:
+    """What ``ctx`` offers a Function's forward (or setup_context), as PyTorch's ``FunctionCtx``: the
+    ctx of a call is its node (CustomNode below), and ``Function`` inherits these too, as there."""
     _materialize = True         # the user's set_materialize_grads
-    _out_meta = ()              # per output: (shape, dtype) of a Tensor output, None for another value
 
-    def name(self):
-        return self._forward_cls.__name__ + "Backward"
-
-    # ctx, as PyTorch's FunctionCtx ----------------------------------------------------------------
     def save_for_backward(self, *tensors):
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
                                 f"{type(t).__name__}")
         self._to_save = tensors
 
-    @property
-    def saved_tensors(self):
-        """The Tensors save_for_backward kept, read back (and checked) now."""
-        d = self.__dict__
-        if self.freed:
-            raise FreedSavedTensorsError(_FREED_SAVED)
-        saved = d.get("_saved")
-        if saved is None:
-            return tuple(d.get("_to_save", ()))       # inside forward, before apply has taken them
-        return tuple(None if e is None else e.get(self) for e in saved)
+    def save_for_forward(self, *tensors):
+        """Tensors kept for a forward-mode ``jvp`` (as ``saved_for_forward``, PyTorch's name)."""
+        Tensor = _op_function.Tensor
+        if not all(t is None or isinstance(t, Tensor) for t in tensors):
+            raise AssertionError("save_for_forward expects all arguments to be tensors; you should save "
+                                 "non-tensors as attributes on ctx.")
+        self.saved_for_forward = tensors
 
     def mark_dirty(self, *tensors):
         """The inputs among ``tensors`` were modified in place by forward (and are returned)."""
@@ -160,11 +158,44 @@ class CustomNode(_ArrayFunction):
         """With False, backward gets None (not zeros) for an output no gradient reached."""
         self._materialize = bool(value)
 
+    def mark_shared_storage(self, *pairs):
+        """Nothing to do: a view shares its base's version counter by itself (PyTorch deprecates it)."""
+        warnings.warn("`mark_shared_storage` is deprecated. Tensors with shared storages are automatically "
+                      "tracked. Note that calls to `set_()` are not tracked", FutureWarning, stacklevel=2)
+
+
+class CustomNode(FunctionCtx, _ArrayFunction):
+    """The node (and ``ctx``) of a call of a Tensor-level Function: PyTorch's ``BackwardCFunction``.
+    Each Function subclass has its own subclass of this, ``<Name>Backward``, with ``_forward_cls`` the
+    user's class."""
+    _forward_cls = None
+    materialize_grads = False   # the engine leaves None for outputs no gradient reached: see _gradients_in
+    _out_meta = ()              # per output: (shape, dtype) of a Tensor output, None for another value
+
+    def name(self):
+        return self._forward_cls.__name__ + "Backward"
+
+    def apply(self, *grads):
+        """The user's backward on this node, called directly (no checks, nothing recorded by the engine),
+        as PyTorch's ``grad_fn.apply``."""
+        return self._forward_cls.backward(self, *grads)
+
+    @property
+    def saved_tensors(self):
+        """The Tensors save_for_backward kept, read back (and checked) now."""
+        d = self.__dict__
+        if self.freed:
+            raise FreedSavedTensorsError(_FREED_SAVED)
+        saved = d.get("_saved")
+        if saved is None:
+            return tuple(d.get("_to_save", ()))       # inside forward, before apply has taken them
+        return tuple(None if e is None else e.get(self) for e in saved)
+
     # the two backward passes ---------------------------------------------------------------------
     @staticmethod
     def backward(ctx, *grads):
         """The engine's call: output gradients as arrays in, input gradients as arrays out."""
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         grads = _gradients_in(ctx, [None if g is None else Tensor._wrap(g, None, 0) for g in grads])
         out = _gradients_out(ctx, ctx._forward_cls.backward(ctx, *grads))
         kept = None
@@ -182,10 +213,10 @@ class CustomNode(_ArrayFunction):
     @staticmethod
     def differentiable_backward(ctx, inputs, *grads):
         """The create_graph pass's call (grad mode on): the user's backward on Tensors, recorded."""
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         grads = _gradients_in(ctx, list(grads))
         out = _gradients_out(ctx, ctx._forward_cls.backward(ctx, *grads))
-        return tuple(g if g is None or isinstance(g, Tensor) else Tensor._wrap(_array(g), None, 0) for g in out)
+        return tuple(g if g is None or isinstance(g, Tensor) else Tensor._wrap(g, None, 0) for g in out)
 
 
 def _gradients_in(ctx, grads):
@@ -193,7 +224,7 @@ def _gradients_in(ctx, grads):
     set_materialize_grads(False)), None for outputs that are not Tensors."""
     meta = ctx._out_meta
     if ctx._materialize and any(g is None for g, m in zip(grads, meta) if m is not None):
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         like = next(g for g in grads if g is not None)
         xp = backends.namespace_of(like._data)
         grads = [Tensor._wrap(xp.zeros(m[0], m[1]), None, 0) if g is None and m is not None else g
@@ -202,26 +233,60 @@ def _gradients_in(ctx, grads):
 
 
 def _gradients_out(ctx, out):
-    """backward's result as one gradient per positional forward argument (PyTorch's checks)."""
+    """backward's result as one gradient per positional forward argument, checked and fitted to the
+    inputs as PyTorch does (see the module docstring)."""
     if type(out) is not tuple:
         out = (out,)
-    inputs = ctx.needs_input_grad
-    n = len(inputs)
+    needs = ctx.needs_input_grad
+    n = len(needs)
     if len(out) > n and all(g is None for g in out[n:]):
         out = out[:n]
     if len(out) != n:
         raise RuntimeError(f"function {ctx.name()} returned an incorrect number of gradients (expected {n}, "
                            f"got {len(out)})")
+    Tensor = _op_function.Tensor
+    fitted = None
     for i, (t, g) in enumerate(zip(ctx.inputs, out)):
-        if g is not None and t is None:
+        if g is None:
+            continue
+        if t is None:
             raise RuntimeError(f"function {ctx.name()} returned a gradient different than None at position {i + 1}, "
                                "but the corresponding forward input was not a Variable")
-    return out
+        if not isinstance(g, Tensor) and not _is_array(g):
+            raise RuntimeError(f"function {ctx.name()} returned an invalid gradient at position {i + 1}: expected "
+                               f"Variable or None (got {type(g).__name__})")
+        if needs[i]:
+            f = _fit_gradient(ctx, i, t, g)
+            if f is not g:
+                fitted = fitted or list(out)
+                fitted[i] = f
+    return out if fitted is None else tuple(fitted)
 
 
-def _array(g):
-    """A gradient backward returned as an array or a number, as an array (a constant of the graph)."""
-    return g if _is_array(g) else np.asarray(g)
+def _fit_gradient(ctx, i, t, g):
+    """The gradient ``g`` of input ``t`` (forward argument i), as PyTorch's engine takes it: of t's
+    shape, summed down to it when t's shape expands to g's (sum_to_size, recorded on the create_graph
+    pass), or an error; of a kind (real or complex) that a cast to t's dtype keeps meaningful."""
+    shape, got = tuple(t.shape), tuple(g.shape)
+    if got != shape:
+        try:
+            expands = np.broadcast_shapes(shape, got) == got
+        except ValueError:
+            expands = False
+        if not expands:
+            raise RuntimeError(f"Function {ctx.name()} returned an invalid gradient at index {i} - got {list(got)} "
+                               f"but expected shape compatible with {list(shape)}")
+        if not isinstance(g, _op_function.Tensor):
+            g = _op_function.Tensor._wrap(g, None, 0)
+        g = g.sum_to_size(shape)
+    kind = (g._data if isinstance(g, _op_function.Tensor) else g).dtype.kind
+    complex_input = t._data.dtype.kind == "c"
+    if kind not in "fV" and (kind == "c") != complex_input:
+        expected = "a floating point or complex dtype" if complex_input else "a real dtype"
+        raise RuntimeError(f"Function {ctx.name()} returned an invalid gradient at index {i} - got dtype "
+                           f"{(g._data if isinstance(g, _op_function.Tensor) else g).dtype} but expected {expected} "
+                           f"for an input of dtype {t._data.dtype}")
+    return g
 
 
 def _kept_arrays(ctx):
@@ -233,23 +298,40 @@ def _kept_arrays(ctx):
     return ids
 
 
-class Function:
+class FunctionMeta(type):
+    """The class of every Function, as PyTorch's: on each subclass it maps the other spellings (a
+    backward named ``vjp``; a forward without ctx plus setup_context) onto what apply calls, and
+    makes the subclass's node class, ``<Name>Backward``."""
+
+    def __init__(cls, name, bases, attrs, **kwargs):
+        super().__init__(name, bases, attrs, **kwargs)
+        if not any(isinstance(b, FunctionMeta) for b in bases):
+            return                      # Function itself
+        _op_function.alias_vjp(cls)
+        cls._setup_style = cls.setup_context is not Function.setup_context
+        cls._signature = None
+        node = name + "Backward"
+        cls._backward_cls = type(node, (CustomNode,), {"_forward_cls": cls, "__module__": cls.__module__,
+                                                        "__qualname__": node,
+                                                        # its own, for higher_order.py's lookup
+                                                        "differentiable_backward":
+                                                            CustomNode.__dict__["differentiable_backward"]})
+
+
+class Function(FunctionCtx, metaclass=FunctionMeta):
     """Subclass with static ``forward`` and ``backward`` (or ``vjp``), or a ``forward`` without ctx
     plus ``setup_context(ctx, inputs, output)``; call ``apply``. See the module docstring."""
     _backward_cls = CustomNode
     _setup_style = False
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        _function.alias_vjp(cls)
-        cls._setup_style = cls.setup_context is not Function.setup_context
-        cls._signature = None
-        name = cls.__name__ + "Backward"
-        cls._backward_cls = type(name, (CustomNode,), {"_forward_cls": cls, "__module__": cls.__module__,
-                                                        "__qualname__": name,
-                                                        # its own, for higher_order.py's lookup
-                                                        "differentiable_backward":
-                                                            CustomNode.__dict__["differentiable_backward"]})
+    def __init__(self, *args, **kwargs):
+        warnings.warn(f"{type(self)} should not be instantiated. Methods on autograd functions are all static, "
+                      "so you should invoke them on the class itself. Instantiating an autograd function will "
+                      "raise an error in a future version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
+                           "new-style autograd function with static forward method: call the class's apply.")
 
     @staticmethod
     def forward(*args, **kwargs):
@@ -263,7 +345,7 @@ class Function:
     def apply(cls, *args, **kwargs):
         if kwargs or cls._setup_style:
             args, kwargs = _bind(cls, args, kwargs)
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         state = grad_mode._state
         record = state.enabled
         tensors, needs, edges = [], [], []
@@ -282,7 +364,7 @@ class Function:
                 edges.append(None)
         ctx = cls._backward_cls.__new__(cls._backward_cls)
         ctx.needs_input_grad = tuple(needs)
-        if _function._anomaly and any_needs:
+        if _op_function._anomaly and any_needs:
             anomaly_mode.record(ctx)
         state.enabled = False
         try:
@@ -327,7 +409,7 @@ def _is_array(a):
 
 def _outputs(ctx, node, raw, tensors):
     """The Tensors apply returns, with ``node`` (None when no input needs grad) as their history."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     d = ctx.__dict__
     dirty = d.get("_dirty", ())
     nondiff = d.get("non_differentiable", ())
@@ -354,7 +436,7 @@ def _outputs(ctx, node, raw, tensors):
             r._node, r._out_index = (node, i) if differentiable else (None, 0)
             r._requires_grad = differentiable and (o._data.dtype.kind == "f" or o._data.dtype.kind == "V")
             if differentiable:
-                _function._share_counters((r,), tensors)    # a view of an input: in its view family
+                _op_function._share_counters((r,), tensors)    # a view of an input: in its view family
         returned.add(id(o))
         outs.append(r)
         meta.append((o._data.shape, o._data.dtype))
@@ -382,7 +464,7 @@ def _dirty_output(t, node, i):
         return t
     old_node, old_index = t._node, t._out_index
     if t._base is not None:
-        result = _function.Tensor._wrap(t._data, node, i)
+        result = _op_function.Tensor._wrap(t._data, node, i)
         pos = views.write_through_view(t, result)
         views.adopt_view_history(t, pos)
     else:
@@ -398,7 +480,7 @@ def _keep_saved(ctx, outs):
     to_save = d.pop("_to_save", None)
     if to_save is None:
         return
-    by_id = {id(o): i for i, o in enumerate(outs) if isinstance(o, _function.Tensor)}
+    by_id = {id(o): i for i, o in enumerate(outs) if isinstance(o, _op_function.Tensor)}
     entries = []
     for t in to_save:
         if t is None:
@@ -453,7 +535,7 @@ def once_differentiable(fn):
             outputs = fn(ctx, *args)
         if not grad_mode.is_grad_enabled():
             return outputs
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         if not any(isinstance(a, Tensor) and a._requires_grad for a in args):
             return outputs
         single = type(outputs) is not tuple
@@ -472,3 +554,6 @@ def once_differentiable(fn):
                 items[k] = t
         return items[0] if single else tuple(items)
     return wrapper
+
+
+BackwardCFunction = CustomNode     # PyTorch's name for the base of the node classes

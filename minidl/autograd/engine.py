@@ -1,6 +1,6 @@
 """The backward pass: reverse-mode differentiation over the recorded graph.
 
-The graph is made of Function nodes (see function.py); each non-leaf Tensor points at
+The graph is made of Function nodes (see op_function.py); each non-leaf Tensor points at
 the node that produced it, and each node keeps, per input, the edge ``(node, output
 index)`` that input's gradient goes to. ``run(roots, grads)``:
 
@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from . import anomaly_mode, backward_callbacks, function, grad_mode, node as node_api, versions, views
+from . import anomaly_mode, backward_callbacks, op_function, grad_mode, node as node_api, versions, views
 from ..backends import device_of, namespace_of
 from .node import release
 
@@ -416,7 +416,7 @@ def _output_hooks(node, gouts, owned, retain):
 
 def _call_hooks(hooks, g):
     """Pass g through each hook in turn; a hook returning a Tensor replaces it."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     for fn in list(hooks.values()):
         if type(fn) is node_api._AccumulateGradMarker:
             continue       # the leaf's AccumulateGrad hooks: run by _deliver after all tensor hooks
@@ -443,7 +443,7 @@ def _fresh(g, owned):
     if id(g) in owned or getattr(g, "base", None) is not None or not g.flags.writeable:
         g = _copy(g)
     owned.add(id(g))
-    return function.Tensor._wrap(g, None, 0)
+    return op_function.Tensor._wrap(g, None, 0)
 
 
 def _accumulate(leaf, g, owned):
@@ -457,7 +457,7 @@ def _accumulate(leaf, g, owned):
         g = _copy(g)
     owned.add(id(g))
     if grad is None:
-        leaf._grad = function.Tensor._wrap(g, None, 0)
+        leaf._grad = op_function.Tensor._wrap(g, None, 0)
     else:
         acc = grad._data
         acc += g

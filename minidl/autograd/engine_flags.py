@@ -13,7 +13,7 @@ kept so code that sets or reads them runs unchanged, and ``is_tensor_like``.
 """
 import functools
 
-from . import function
+from . import op_function
 
 __all__ = ["is_multithreading_enabled", "is_tensor_like", "is_view_replay_enabled", "set_multithreading_enabled"]
 
@@ -61,4 +61,4 @@ def is_view_replay_enabled():
 def is_tensor_like(inp):
     """Whether ``inp`` is a Tensor (or subclass) or an object that says it acts like one by
     defining ``__torch_function__``, as ``torch.overrides.is_tensor_like``."""
-    return isinstance(inp, function.Tensor) or hasattr(inp, "__torch_function__")
+    return isinstance(inp, op_function.Tensor) or hasattr(inp, "__torch_function__")

@@ -15,7 +15,7 @@ PyTorch returns for a tensor that is not dual.
 """
 from typing import NamedTuple, Optional
 
-from . import function
+from . import op_function
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual"]
 
@@ -52,7 +52,7 @@ def make_dual(tensor, tangent, *, level=None):
 def unpack_dual(tensor, *, level=None):
     """``(tensor, None)``: minidl has no dual tensors, and PyTorch unpacks a tensor that is not
     dual (at the level, or with no level entered) this way."""
-    if not isinstance(tensor, function.Tensor):
+    if not isinstance(tensor, op_function.Tensor):
         raise TypeError(f"unpack_dual(): argument 'tensor' must be Tensor, not {type(tensor).__name__}")
     return UnpackedDualTensor(tensor, None)
 

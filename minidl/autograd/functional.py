@@ -28,7 +28,7 @@ computed as v^T H (PyTorch computes it with the double-backward trick, which giv
 import numpy as np
 
 from .. import backends
-from . import api, engine, function, grad_mode, higher_order
+from . import api, engine, op_function, grad_mode, higher_order
 from .graph import leaves_reached
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
@@ -36,7 +36,7 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
 def _as_tuple(value, arg_name, fn_name):
     """(whether ``value`` was a tuple, ``value`` as a tuple of Tensors), with PyTorch's errors."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     is_tuple = isinstance(value, tuple)
     items = value if is_tuple else (value,)
     for i, el in enumerate(items):
@@ -93,7 +93,7 @@ def _backward(outputs, seeds, inputs, create_graph=False):
 
 
 def _zeros_like(x):
-    return function.Tensor._wrap(backends.namespace_of(x._data).zeros(x.shape, dtype=x.dtype), None, 0)
+    return op_function.Tensor._wrap(backends.namespace_of(x._data).zeros(x.shape, dtype=x.dtype), None, 0)
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
@@ -217,7 +217,7 @@ def _on_device_of(array, x):
     """A Tensor holding host ``array`` on the device of tensor ``x``."""
     if x.device != "cpu":
         array = backends.get(x.device).from_host(array)
-    return function.Tensor._wrap(array, None, 0)
+    return op_function.Tensor._wrap(array, None, 0)
 
 
 def jvp_rows(output, leaves, tangents):
@@ -380,7 +380,7 @@ def _input_sized_v(v, inputs, inputs_tuple, what):
         if len(inputs) != 1 or inputs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the input to the user-provided function is a "
                                "single Tensor with a single element.")
-        return (function.Tensor._wrap(np.ones(inputs[0].shape, dtype=inputs[0].dtype), None, 0),)
+        return (op_function.Tensor._wrap(np.ones(inputs[0].shape, dtype=inputs[0].dtype), None, 0),)
     return _sized_v(v, inputs, inputs_tuple, what)
 
 

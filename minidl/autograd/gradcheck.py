@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from .. import backends
-from . import engine, function, grad_mode
+from . import engine, op_function, grad_mode
 
 
 class GradcheckError(RuntimeError):
@@ -32,7 +32,7 @@ class GradcheckError(RuntimeError):
 
 
 def _as_outputs(out):
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     outs = out if isinstance(out, (tuple, list)) else (out,)
     return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
 
@@ -43,7 +43,7 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     Returns True when they agree; otherwise raises GradcheckError naming the input, the
     worst element and both values (or returns False when ``raise_exception=False``).
     """
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     if not (np.isfinite(eps) and eps > 0):
         raise ValueError(f"gradcheck: eps must be a finite number > 0, got {eps!r}")
     if not (atol >= 0 and rtol >= 0):
@@ -73,17 +73,17 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
     def objective():
         with grad_mode.no_grad():
             outs = _as_outputs(func(*leaves))
-        return sum(float(np.sum(o.detach().numpy().astype(np.float64) * v)) for o, v in zip(outs, cotangents))
+        return sum(float(np.sum(o.numpy(force=True).astype(np.float64) * v)) for o, v in zip(outs, cotangents))
 
     for i in checked:
         x = leaves[i]
-        analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy().astype(np.float64)
+        analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy(force=True).astype(np.float64)
         numerical = np.zeros(x.shape)
         data = x._data  # perturbed in place (any strides), and always restored
         # a device array is perturbed on a host copy, uploaded before each evaluation
         upload = None if type(data) is np.ndarray else backends.get(x.device).from_host
         if upload is not None:
-            data = x.numpy().copy()
+            data = x.numpy(force=True).copy()
         for j in np.ndindex(*x.shape):
             orig = data[j]
             try:
@@ -125,7 +125,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-
     (uniform in [-1, 1), requiring grad, so they are checked too) are drawn for every floating
     output that requires grad. Returns True, or raises GradcheckError (False with
     ``raise_exception=False``)."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     from . import api
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     if grad_outputs is None:

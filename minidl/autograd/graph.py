@@ -20,7 +20,7 @@ import threading
 from collections import defaultdict
 from typing import NamedTuple, Optional
 
-from . import engine, function, hooks, versions, views
+from . import engine, op_function, hooks, versions, views
 from .node import AccumulateGrad, Node, accumulate_grad
 from .saved_hooks import disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
 
@@ -72,7 +72,7 @@ def _node_of(t):
 def get_gradient_edge(tensor):
     """The GradientEdge of ``tensor``'s gradient: ``autograd.grad(loss, get_gradient_edge(x))``
     is ``autograd.grad(loss, x)``."""
-    if not isinstance(tensor, function.Tensor):
+    if not isinstance(tensor, op_function.Tensor):
         raise TypeError(f"get_gradient_edge(): expected a Tensor, got {type(tensor).__name__}")
     if not tensor.requires_grad:
         raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not require gradients")
@@ -84,7 +84,7 @@ def increment_version(tensor):
     """Count an in-place write into ``tensor`` (or into each of an iterable of tensors) that
     autograd did not see, e.g. one made by a kernel through the raw memory: nodes that saved it
     then raise in backward, as for any in-place write."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     if isinstance(tensor, Tensor):
         tensor = (tensor,)
     try:

@@ -23,7 +23,7 @@ and post-hooks, post-accumulate-grad hooks and queued callbacks run as in engine
 """
 import numpy as np
 
-from . import anomaly_mode, backward_callbacks, engine, function, grad_mode, node as node_api, versions, views
+from . import anomaly_mode, backward_callbacks, engine, op_function, grad_mode, node as node_api, versions, views
 from ..backends import namespace_of
 
 _METHOD = "differentiable_backward"
@@ -34,7 +34,7 @@ def supported_ops():
     layers' ops loaded: minidl imports some of them only with minidl.nn)."""
     import importlib
     importlib.import_module("minidl.nn.functional")
-    seen, names, stack = set(), set(), [function.Function]
+    seen, names, stack = set(), set(), [op_function.Function]
     while stack:
         cls = stack.pop()
         for sub in cls.__subclasses__():
@@ -53,7 +53,7 @@ def _unsupported(node):
 
 
 def _wrap(array):
-    return function.Tensor._wrap(array, None, 0)
+    return op_function.Tensor._wrap(array, None, 0)
 
 
 def run(roots, seeds, retain_graph=False, targets=None):
@@ -170,7 +170,7 @@ def _backward(node, gouts):
 
 def _conform(node, t, g):
     """g checked against its input's shape and cast (differentiably) to its dtype."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     if not isinstance(g, Tensor):
         raise TypeError(f"{type(node).__name__}.differentiable_backward returned a {type(g).__name__}; "
                         "expected a Tensor or None")
@@ -254,7 +254,7 @@ def _output_hooks(node, gouts, retain):
 
 def _call_hooks(hooks, g):
     """Pass the Tensor g through each hook in turn; a hook returning a Tensor replaces it."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     for fn in list(hooks.values()):
         if type(fn) is node_api._AccumulateGradMarker:
             continue

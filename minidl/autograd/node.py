@@ -1,6 +1,6 @@
 """The graph node seen from Python: PyTorch's ``torch.autograd.graph.Node`` interface.
 
-In minidl the node of an op *is* its ``ctx`` (a Function instance, see function.py); ``t.grad_fn``
+In minidl the node of an op *is* its ``ctx`` (a Function instance, see op_function.py); ``t.grad_fn``
 returns it. ``NodeAPI``, a base of Function, gives it PyTorch's node interface:
 
 - ``name()``: ``"MulBackward0"`` for minidl's own ops (PyTorch's names for its built-in nodes),
@@ -31,7 +31,7 @@ import weakref
 
 import numpy as np
 
-from . import function, hooks, saved_hooks
+from . import op_function, hooks, saved_hooks
 
 _FREED_SAVED = ("Trying to backward through the graph a second time (or directly access saved tensors after "
                 "they have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -198,14 +198,14 @@ def _hook_name(fn):
 
 
 def _wrap_all(grads):
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     return tuple(None if g is None else Tensor._wrap(g, None, 0) for g in grads)
 
 
 def _replacements(fn, res, originals, metas=None):
     """The arrays in the tuple ``res`` a hook returned in place of ``originals`` (PyTorch's checks:
     a tuple, of the same length, of Tensors or None, each of its original's shape and dtype)."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     if type(res) is not tuple:
         raise TypeError(f"expected tuple, but hook returned '{type(res).__name__}'")
     if len(res) != len(originals):
@@ -375,7 +375,7 @@ def saved_value(node, where):
     unpack hook returns where it went through saved-tensor hooks."""
     if node.freed:
         raise FreedSavedTensorsError(_FREED_SAVED)
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     value = _saved_slot(node, where[-1] if where[0] == "output" else where[2])
     if value is None:
         return None
@@ -419,7 +419,7 @@ class SavedTensor:
                                "Hint: only one pair of hooks is allowed at a time.")
         if value is None or not saved_hooks._is_array(value):
             raise RuntimeError("Calling register_hooks on a saved tensor with value None is forbidden")
-        Tensor = function.Tensor
+        Tensor = op_function.Tensor
         t = node.inputs[where[1]] if where[0] == "input" else None
         if t is None or t._data is not value:
             t = Tensor._wrap(value, None, 0)

@@ -9,7 +9,7 @@ PyTorch's ``aten::`` names are to its ops. The backward pass is not broken down 
 region around it (``record_function("backward")``) shows its total.
 
 How ops are timed: ``Function.apply`` is the one place every op goes through, and the profiler
-hooks it the way autocast does (function.py): the first recording profile installs an apply
+hooks it the way autocast does (op_function.py): the first recording profile installs an apply
 that times the op around whichever apply the other seams put there, and the last one to stop
 puts that apply back, so ops pay nothing for the profiler while none records. A
 ``record_function`` block outside any recording profile costs one test of a global.
@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 
-from . import function
+from . import op_function
 from .profiler_util import EventList, FunctionEvent, FunctionEventAvg
 
 __all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "emit_nvtx", "profile", "record_function"]
@@ -68,7 +68,7 @@ def _close(event):
 
 
 def _arg_shapes(args):
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     return [list(a.shape) if isinstance(a, Tensor) else [] for a in args]
 
 
@@ -84,7 +84,7 @@ def time_op(cls, args, apply):
         _close(event)
 
 
-function.op_timer = time_op
+op_function.op_timer = time_op
 
 
 def _start(events, record_shapes):
@@ -92,7 +92,7 @@ def _start(events, record_shapes):
         _recording.append(events)
         _shapes[0] += bool(record_shapes)
         if len(_recording) == 1:
-            function._install_profiler_seam(True)
+            op_function._install_profiler_seam(True)
 
 
 def _stop(events, record_shapes):
@@ -103,7 +103,7 @@ def _stop(events, record_shapes):
                 break
         _shapes[0] -= bool(record_shapes)
         if not _recording:
-            function._install_profiler_seam(False)
+            op_function._install_profiler_seam(False)
 
 
 class record_function(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)

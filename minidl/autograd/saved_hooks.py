@@ -16,7 +16,7 @@ back to the saved one, the dtype the backward formula was written for.
 
 How it is wired: the hooks live on a per-thread stack (the innermost pair applies; entering a
 pair while ``disable_saved_tensors_hooks`` is in force raises its message, as does disabling
-while a pair is set). While any thread has a pair set, function.py installs an ``apply`` that
+while a pair is set). While any thread has a pair set, op_function.py installs an ``apply`` that
 calls ``pack_node`` after each op is recorded (``install_seam``, as autocast does); otherwise
 ops pay nothing. ``pack_node`` moves the kept arrays out of the node's ``__dict__`` into
 ``_packed``, and the node's ``__getattr__`` (node.py), reached only because the attribute is now
@@ -30,7 +30,7 @@ import threading
 
 import numpy as np
 
-from . import function
+from . import op_function
 from ..backends import device_of
 
 
@@ -42,7 +42,7 @@ class _State(threading.local):
 
 
 state = _State()
-install_seam = None    # function._install_saved_hooks_seam(on): set by function.py
+install_seam = None    # op_function._install_saved_hooks_seam(on): set by op_function.py
 _active = 0            # pairs entered and not yet left, all threads together
 _lock = threading.Lock()
 
@@ -114,7 +114,7 @@ def disable_saved_tensors_hooks(error_message):
 def unpacked(unpack, packed):
     """``unpack(packed)``, which must be a Tensor (PyTorch's TypeError otherwise)."""
     out = unpack(packed)
-    if not isinstance(out, function.Tensor):
+    if not isinstance(out, op_function.Tensor):
         kind = type(out)
         name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
         raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {name}")
@@ -161,7 +161,7 @@ _SKIP = frozenset(("inputs", "edges", "_saved_versions", "needs_input_grad", "ou
 
 
 def _is_array(a):
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     return (hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (np.generic, Tensor))
             and hasattr(a, "ndim"))
 
@@ -179,7 +179,7 @@ def pack_outputs(out):
 
 
 def pack_node(node, outs):
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     pack, unpack = state.stack[-1]
     d = node.__dict__
     known = {}                      # id(array) -> the Tensor whose memory it is

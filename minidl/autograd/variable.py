@@ -7,12 +7,12 @@ checks Variables keeps running.
 """
 import warnings
 
-from . import function
+from . import op_function
 
 
 class VariableMeta(type):
     def __instancecheck__(cls, other):
-        return isinstance(other, function.Tensor)
+        return isinstance(other, op_function.Tensor)
 
 
 class Variable(metaclass=VariableMeta):
@@ -21,7 +21,7 @@ class Variable(metaclass=VariableMeta):
     ``volatile`` is accepted and ignored with PyTorch's warning (no_grad replaced it)."""
 
     def __new__(cls, data=None, requires_grad=False, volatile=False):
-        Tensor = function.Tensor
+        Tensor = op_function.Tensor
         if volatile:
             warnings.warn("volatile was removed and now has no effect. Use `with minidl.no_grad():` instead.",
                           stacklevel=2)

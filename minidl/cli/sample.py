@@ -75,7 +75,7 @@ def run(args):
     for i in range(args.num_samples):
         random.manual_seed(args.seed + i)
         out = model.generate(prompt[None], args.length, temperature=args.temperature, top_k=args.top_k)
-        texts.append(tok.decode(out.numpy()[0]))
+        texts.append(tok.decode(out.numpy(force=True)[0]))
         if i:
             print("-" * 40)
         print(texts[-1])

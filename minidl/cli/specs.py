@@ -39,7 +39,7 @@ def module_spec(name, make_module, x_shape, call=None, x_kind="float", group="la
         from ..random import manual_seed
         manual_seed(0)
         mod = make_module().double()
-        params = [p.numpy().astype(np.float64) for _, p in mod.named_parameters()]
+        params = [p.numpy(force=True).astype(np.float64) for _, p in mod.named_parameters()]
         x = rng.standard_normal(x_shape) if x_kind == "float" else rng.integers(0, x_kind, x_shape)
         return (x, *params)
 

@@ -72,7 +72,7 @@ class ImageTask:
         with grad_mode.no_grad():
             logits = model(_to(tensor(self.xte), self.device))
             loss = float(F.cross_entropy(logits, _to(tensor(self.yte), self.device)).item())
-            acc = float((logits.numpy().argmax(1) == self.yte).mean())
+            acc = float((logits.numpy(force=True).argmax(1) == self.yte).mean())
         model.train()
         return {"test_loss": loss, "test_acc": acc}
 
@@ -196,6 +196,6 @@ class SeqTask:
                 logits = model(_to(tensor(ids), self.device), kpm)
                 losses.append(float(F.cross_entropy(logits, _to(tensor(y[i:i + 64]), self.device),
                                                     reduction="sum").item()))
-                correct += int((logits.numpy().argmax(1) == y[i:i + 64]).sum())
+                correct += int((logits.numpy(force=True).argmax(1) == y[i:i + 64]).sum())
         model.train()
         return {"test_loss": sum(losses) / len(seqs), "test_acc": correct / len(seqs)}

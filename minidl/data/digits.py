@@ -78,7 +78,7 @@ def load_digits(split="train", normalize="unit"):
 def pad_to(images, size):
     """Zero-pad (N, C, H, W) images symmetrically to ``size`` x ``size`` (for models that
     need larger inputs); works on arrays and tensors (the result is the same kind)."""
-    a = images.numpy() if isinstance(images, Tensor) else np.asarray(images)
+    a = images.numpy(force=True) if isinstance(images, Tensor) else np.asarray(images)
     h, w = a.shape[-2:]
     if size < h or size < w:
         raise ValueError(f"pad_to: size {size} is smaller than the images ({h}x{w})")

@@ -52,7 +52,7 @@ class CharTokenizer:
     def decode(self, ids):
         """The text of a sequence of ids (a list, an int array or an int Tensor)."""
         if isinstance(ids, Tensor):
-            ids = ids.numpy()
+            ids = ids.numpy(force=True)
         ids = np.asarray(ids).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f"CharTokenizer.decode: ids must be in [0, {self.vocab_size}), "

@@ -43,11 +43,11 @@ def all_gather_object(object_list, obj, group=None):
     data = _pickle(obj)
     lengths = _tensor(np.zeros(size, np.int64))
     all_gather_into_tensor(lengths, _tensor(np.array([data.size], np.int64)), group=group)
-    lengths = lengths.numpy()
+    lengths = lengths.numpy(force=True)
     longest = int(lengths.max())
     gathered = _tensor(np.zeros(size * longest, np.uint8))
     all_gather_into_tensor(gathered, _tensor(_padded(data, longest)), group=group)
-    gathered = gathered.numpy().reshape(size, longest)
+    gathered = gathered.numpy(force=True).reshape(size, longest)
     for r in range(size):
         object_list[r] = _unpickle(gathered[r, :lengths[r]])
 
@@ -65,13 +65,13 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     data = _pickle(obj)
     lengths = _tensor(np.zeros(g.size(), np.int64))
     all_gather_into_tensor(lengths, _tensor(np.array([data.size], np.int64)), group=group)
-    lengths = lengths.numpy()
+    lengths = lengths.numpy(force=True)
     longest = int(lengths.max())
     pieces = [_tensor(np.zeros(longest, np.uint8)) for _ in range(g.size())] if am_root else None
     gather(_tensor(_padded(data, longest)), pieces, group=group, group_dst=root)
     if am_root:
         for r, piece in enumerate(pieces):
-            object_gather_list[r] = _unpickle(piece.numpy()[:lengths[r]])
+            object_gather_list[r] = _unpickle(piece.numpy(force=True)[:lengths[r]])
 
 
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
@@ -84,11 +84,11 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     lengths = np.array([p.size for p in pickles], np.int64) if am_root else np.zeros(len(object_list), np.int64)
     lengths_t = _tensor(lengths)
     broadcast(lengths_t, group=group, group_src=root)
-    lengths = lengths_t.numpy()
+    lengths = lengths_t.numpy(force=True)
     data = _tensor(np.concatenate(pickles) if am_root and pickles else np.zeros(int(lengths.sum()), np.uint8))
     broadcast(data, group=group, group_src=root)
     if not am_root:
-        _unpack_into(object_list, data.numpy(), lengths)
+        _unpack_into(object_list, data.numpy(force=True), lengths)
 
 
 def _unpack_into(object_list, data, lengths):
@@ -118,7 +118,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
             group_src=root)
     scatter(length, [_tensor(np.array([p.size], np.int64)) for p in pickles] if am_root else None, group=group,
             group_src=root)
-    scatter_object_output_list[0] = _unpickle(piece.numpy()[:int(length.item())])
+    scatter_object_output_list[0] = _unpickle(piece.numpy(force=True)[:int(length.item())])
 
 
 def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None, use_batch=False):
@@ -142,8 +142,8 @@ def recv_object_list(object_list, src=None, group=None, device=None, group_src=N
                                                                      "recv_object_list", "source")
     lengths = _tensor(np.zeros(len(object_list), np.int64))
     sender = recv(lengths, group=group, group_src=peer)
-    lengths = lengths.numpy()
+    lengths = lengths.numpy(force=True)
     data = _tensor(np.zeros(int(lengths.sum()), np.uint8))
     recv(data, group=group, group_src=sender)      # from the rank that sent the lengths, whoever it was
-    _unpack_into(object_list, data.numpy(), lengths)
+    _unpack_into(object_list, data.numpy(force=True), lengths)
     return sender

@@ -13,7 +13,7 @@ sampler works: the gradient depends only on a and x); dP/da is a central differe
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..ops import _special_math as sm
 from ..ops.special_functions_math import gammainc

@@ -5,8 +5,12 @@ torch.distributions.transforms (the ones TransformedDistribution most often uses
 
 Each transform names its ``domain`` and ``codomain`` (constraints), whether it is ``bijective``,
 the ``sign`` of its derivative (for monotone maps) and how many rightmost dims form one event.
-``t.inv`` is the inverse transform. Unlike PyTorch, results are never cached (PyTorch's default,
-cache_size=0, does not cache either).
+``t.inv`` is the inverse transform.
+
+With ``cache_size=1`` a transform remembers its latest pair (x, y): called again on that very x
+it returns y, and its inverse called on that very y returns x without inverting. A
+TransformedDistribution's ``log_prob`` of its own ``rsample`` then reads the pre-image exactly:
+tanh(x) rounds to +-1 for |x| > 9 in float32, where atanh would give inf.
 """
 import math
 import numbers
@@ -30,6 +34,8 @@ class Transform:
             raise ValueError("cache_size must be 0 or 1")
         self._cache_size = cache_size
         self._inv = None
+        if cache_size:
+            self._cached_x_y = None, None
 
     @property
     def event_dim(self):
@@ -50,7 +56,13 @@ class Transform:
         raise NotImplementedError
 
     def with_cache(self, cache_size=1):
-        return self
+        """This transform with ``cache_size`` (itself when it already has it). A subclass whose
+        constructor takes more than cache_size overrides this to pass its own arguments on."""
+        if self._cache_size == cache_size:
+            return self
+        if type(self).__init__ is Transform.__init__:
+            return type(self)(cache_size=cache_size)
+        raise NotImplementedError(f"{type(self)}.with_cache is not implemented")
 
     def __eq__(self, other):
         return self is other
@@ -61,10 +73,24 @@ class Transform:
     __hash__ = object.__hash__
 
     def __call__(self, x):
-        return self._call(x)
+        if not self._cache_size:
+            return self._call(x)
+        x_old, y_old = self._cached_x_y
+        if x is x_old:
+            return y_old
+        y = self._call(x)
+        self._cached_x_y = x, y
+        return y
 
     def _inv_call(self, y):
-        return self._inverse(y)
+        if not self._cache_size:
+            return self._inverse(y)
+        x_old, y_old = self._cached_x_y
+        if y is y_old:
+            return x_old
+        x = self._inverse(y)
+        self._cached_x_y = x, y
+        return x
 
     def _call(self, x):
         raise NotImplementedError
@@ -111,8 +137,11 @@ class _InverseTransform(Transform):
     """The inverse of a transform: domain and codomain swapped, log |det J| negated."""
 
     def __init__(self, transform):
-        super().__init__()
+        super().__init__(cache_size=transform._cache_size)
         self._inv = transform
+
+    def with_cache(self, cache_size=1):
+        return self.inv.with_cache(cache_size).inv
 
     @constraints.dependent_property(is_discrete=False)
     def domain(self):
@@ -160,8 +189,15 @@ class ComposeTransform(Transform):
     over the dims that are event dims of the composition but batch dims of the part)."""
 
     def __init__(self, parts, cache_size=0):
+        if cache_size:   # the parts cache; the composition itself loops over them
+            parts = [part.with_cache(cache_size) for part in parts]
         super().__init__(cache_size)
         self.parts = list(parts)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return ComposeTransform(self.parts, cache_size=cache_size)
 
     def __eq__(self, other):
         return isinstance(other, ComposeTransform) and self.parts == other.parts
@@ -318,6 +354,11 @@ class AffineTransform(Transform):
         super().__init__(cache_size)
         self.loc, self.scale = loc, scale
         self._event_dim = event_dim
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return AffineTransform(self.loc, self.scale, self.event_dim, cache_size=cache_size)
 
     @property
     def event_dim(self):

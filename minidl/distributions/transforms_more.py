@@ -42,6 +42,11 @@ class IndependentTransform(Transform):
         self.base_transform = base_transform.with_cache(cache_size)
         self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
 
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims, cache_size=cache_size)
+
     @constraints.dependent_property(is_discrete=False)
     def domain(self):
         return constraints.independent(self.base_transform.domain, self.reinterpreted_batch_ndims)
@@ -92,6 +97,11 @@ class ReshapeTransform(Transform):
             raise ValueError("in_shape, out_shape have different numbers of elements")
         super().__init__(cache_size)
 
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
+
     @constraints.dependent_property
     def domain(self):
         return constraints.independent(constraints.real, len(self.in_shape))
@@ -133,6 +143,8 @@ class _JoinTransform(Transform):
     def __init__(self, tseq, dim, cache_size):
         if not all(isinstance(t, Transform) for t in tseq):
             raise AssertionError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
         super().__init__(cache_size)
         self.transforms = list(tseq)
         self.dim = dim
@@ -169,6 +181,11 @@ class CatTransform(_JoinTransform):
         self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
         if len(self.lengths) != len(self.transforms):
             raise AssertionError(f"lengths ({len(self.lengths)}) must match transforms ({len(self.transforms)})")
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
 
     @property
     def event_dim(self):
@@ -214,6 +231,11 @@ class StackTransform(_JoinTransform):
     def __init__(self, tseq, dim=0, cache_size=0):
         super().__init__(tseq, dim, cache_size)
 
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
     def _pieces(self, name, z):
         _check_dim(name, self.dim, z, "len(transforms)", len(self.transforms))
         return [z.select(self.dim, i) for i in range(z.size(self.dim))]
@@ -241,6 +263,11 @@ class CumulativeDistributionTransform(Transform):
     def __init__(self, distribution, cache_size=0):
         super().__init__(cache_size)
         self.distribution = distribution
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
 
     @property
     def domain(self):
@@ -270,6 +297,11 @@ class PowerTransform(Transform):
         from .utils import broadcast_all
         super().__init__(cache_size)
         (self.exponent,) = broadcast_all(exponent)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return PowerTransform(self.exponent, cache_size=cache_size)
 
     @property
     def sign(self):

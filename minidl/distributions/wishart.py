@@ -172,7 +172,7 @@ class Wishart(ExponentialFamily):
     def _singular(self, sample):
         """Per draw of ``sample_shape`` (a bool array): whether any matrix of its batch fails the
         positive-definite check."""
-        bad = np.logical_not(np.asarray(self.support.check(sample).numpy(), dtype=bool))
+        bad = np.logical_not(np.asarray(self.support.check(sample).numpy(force=True), dtype=bool))
         n_batch = len(self._batch_shape)
         return bad.reshape(bad.shape[:bad.ndim - n_batch] + (-1,)).any(-1) if n_batch else bad
 

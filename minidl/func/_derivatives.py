@@ -38,7 +38,7 @@ import numpy as np
 from .. import backends
 from .. import random as _random
 from ..autograd import api as _api
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..autograd import functional as _functional
 from ..autograd import grad_mode as _grad_mode
 from ..autograd.graph import leaves_reached
@@ -83,7 +83,7 @@ def differentiated_through(tensors):
     frames = getattr(_stack, "frames", None)
     if not frames:
         return False
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     tensors = [t for t in tensors if isinstance(t, Tensor) and t.requires_grad]
     if not tensors:
         return False
@@ -134,7 +134,7 @@ class _Primals:
             where = _check_argnums(argnums, len(args))
             chosen = args[where] if isinstance(where, int) else tuple(args[i] for i in where)
         self.originals, self.spec = _pytree.flatten(chosen)
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
         for x in self.originals:
             if not isinstance(x, Tensor):
                 raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
@@ -164,7 +164,7 @@ def _split_aux(output, has_aux, prefix):
 def _aux_leaves(aux):
     leaves, _ = _pytree.flatten(aux)
     for a in leaves:
-        if not isinstance(a, _function.Tensor):
+        if not isinstance(a, _op_function.Tensor):
             raise RuntimeError(f"Expected tensors, got unsupported type {type(a)}")
     return leaves
 
@@ -173,7 +173,7 @@ def _detached(tree, keep_graph=False):
     """The tensors of ``tree`` detached (kept as they are for an enclosing transform)."""
     if keep_graph:
         return tree
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     return _pytree.tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
 
 
@@ -201,7 +201,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             with _Differentiating("grad", primals.leaves):
                 output = func(*primals.args, **kwargs)
             output, aux = _split_aux(output, has_aux, "grad_and_value(f)(*args)")
-            if not isinstance(output, _function.Tensor):
+            if not isinstance(output, _op_function.Tensor):
                 raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got "
                                    f"{type(output)}")
             if output.ndim != 0:
@@ -242,7 +242,7 @@ def vjp(func, *primals, has_aux=False):
         output, aux = _split_aux(output, has_aux, "vjp(f, *primals)")
         out_leaves, out_spec = _pytree.flatten(output)
         for o in out_leaves:
-            if not isinstance(o, _function.Tensor):
+            if not isinstance(o, _op_function.Tensor):
                 raise RuntimeError(f"vjp(f, *primals): expected f(*primals) to return only tensors, got unsupported "
                                    f"type {type(o)}")
             if not o.is_floating_point():
@@ -259,7 +259,7 @@ def vjp(func, *primals, has_aux=False):
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
                                f"to the function. cotangents: {cot_spec!r}, primal output: {out_spec!r}")
         for i, (c, o) in enumerate(zip(cot_leaves, out_leaves)):
-            if c is not None and not isinstance(c, _function.Tensor):
+            if c is not None and not isinstance(c, _op_function.Tensor):
                 raise TypeError(f"gradients can be either Tensors or None, but got {type(c).__name__}")
             if c is not None and tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {c.shape} and output[{i}] has "
@@ -294,7 +294,7 @@ def _jacobian(name, func, argnums, has_aux, args, kwargs, forward, randomness="d
         output, aux = _split_aux(output, has_aux, prefix)
         out_leaves, out_spec = _pytree.flatten(output)
         for o in out_leaves:
-            if not isinstance(o, _function.Tensor):
+            if not isinstance(o, _op_function.Tensor):
                 raise RuntimeError(f"{prefix}: expected f(*primals) to return only tensors, got unsupported type "
                                    f"{type(o)}")
             if not forward and not o.is_floating_point():

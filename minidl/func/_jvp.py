@@ -24,7 +24,7 @@ The values are PyTorch's; so are the checks and error messages. A tangent of ano
 dtype than its primal is accepted (as by PyTorch) and the product comes out in the output's
 dtype (PyTorch's depends on how each op promotes the tangent).
 """
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..autograd import functional as _functional
 from ..autograd import grad_mode as _grad_mode
 from . import _pytree
@@ -39,7 +39,7 @@ def _tensors_only(items, argname):
     if len(items) == 0:
         raise RuntimeError(f"{_JVP}: Expected {argname} to contain at least one Tensor.")
     for x in items:
-        if not isinstance(x, _function.Tensor):
+        if not isinstance(x, _op_function.Tensor):
             raise RuntimeError(f"{_JVP}: Expected {argname} to only contain Tensors, got {type(x)}")
 
 
@@ -79,7 +79,7 @@ def _record(name, func, flat_primals, spec, has_aux, prefix):
         raise RuntimeError(f"{prefix}: Expected f to be a function that has non-empty output (got output = "
                            f"{out_leaves})")
     for o in out_leaves:
-        if not isinstance(o, _function.Tensor):
+        if not isinstance(o, _op_function.Tensor):
             raise RuntimeError(f"{prefix}: expected f(*primals) to return only tensors, got unsupported type "
                                f"{type(o)}")
     return leaves, out_leaves, out_spec, aux
@@ -152,7 +152,7 @@ def linearize(func, *primals):
             raise RuntimeError(f"Expected the tangents {tangents_spec!r} to have the same argspec as the primals "
                                f"{primals_spec!r}")
         for idx, (t, (shape, device, dtype)) in enumerate(zip(flat_tangents, metas)):
-            if not isinstance(t, _function.Tensor):
+            if not isinstance(t, _op_function.Tensor):
                 raise RuntimeError(f"linearize: Expected tangents to only contain Tensors, got {type(t)}")
             for what, got, want in (("shape", t.shape, shape), ("device", t.device, device),
                                     ("dtype", t.dtype, dtype)):

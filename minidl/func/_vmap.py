@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import backends
 from .. import random as _random
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from . import _pytree
 from ._derivatives import RANDOM_IN_VMAP, check_randomness
 
@@ -78,7 +78,7 @@ def _batched_inputs(func, in_dims, args):
     except _pytree.StructureMismatch:
         raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
                          f"{_pytree.structure(in_dims)!r} but inputs has structure {spec!r}.") from None
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     sizes, batched = [], []
     for x, d in zip(leaves, dims):
         if not _is_dim(d):
@@ -130,7 +130,7 @@ def _host(t):
 def _same(values):
     """Whether every per-element value of an output is the same (an unbatched output)."""
     first = values[0]
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     for v in values[1:]:
         if isinstance(first, Tensor) != isinstance(v, Tensor):
             return False
@@ -162,7 +162,7 @@ def _stack_outputs(func, out_dims, per_element, empty):
         if s[1] != spec:
             raise ValueError(f"vmap({name}, ...): `{name}` returned outputs of different structures for different "
                              f"batch elements: {spec!r} and {s[1]!r}")
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     out = []
     for j, (first, d) in enumerate(zip(leaves0, dims)):
         values = [leaves[j] for leaves, _ in flat]

@@ -3,7 +3,7 @@
 ``f`` is a path (str or os.PathLike) or a binary file object (see ``files``); ``md.load``'s
 ``map_location`` is torch.load's (see ``locations``).
 
-Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
+Format: an ordinary .npz (a zip of .npy files).
 - every stored array is a member ``a0``, ``a1``, ...;
 - the structure around them (dicts, lists, tuples, ints of any size, floats, bools,
   strings, None) is a JSON *manifest*, stored as a uint8 array under ``__minidl__``:
@@ -16,8 +16,12 @@ Format: an ordinary .npz (a zip of .npy files) that holds no pickle.
 - a Tensor is ``["tensor", "a0", {"id": 0, "requires_grad": false, "parameter": false, ...}]``
   and comes back as a Tensor, an nn.Parameter as a Parameter, one object saved twice as one
   object, and tensors that shared memory as views of one stored buffer (see ``tensors``).
-Objects may nest at most ``MAX_DEPTH`` levels deep. Version 1 (before tensor nodes) stored a
-Tensor as an ``array`` node; such files still load, and their arrays come back as arrays.
+Objects may nest at most ``MAX_DEPTH`` levels deep. Such a checkpoint holds no pickle and is
+written as version 2. An object the manifest cannot describe (a whole model, an optimizer, a
+set, an argparse.Namespace, a namedtuple, nesting deeper, a cycle) is pickled instead, its
+tensors and arrays stored as above, and written as version 3 (see ``pickled``). Version 1
+(before tensor nodes) stored a Tensor as an ``array`` node; such files still load, and their
+arrays come back as arrays.
 
 Saving to a path writes a temporary file in the target's directory, flushes and fsyncs it, then
 ``os.replace``s it over ``path`` (atomic on POSIX and Windows) and fsyncs the directory:
@@ -28,8 +32,10 @@ next save to the same path (see ``temporaries``: only those no live writer holds
 file object writes the archive straight into it (from its current position) and flushes it;
 the caller owns it and closes it.
 
-Loading never unpickles (whatever ``weights_only`` says) and never trusts the file (see ``archive``: sizes, compression
-ratio and .npy headers are checked before any data is read, and reads are bounded). The
+Loading never trusts the file (see ``archive``: sizes, compression ratio and .npy headers are
+checked before any data is read, and reads are bounded), and unpickles only a version-3
+checkpoint's pickle, by default only with the globals ``pickled`` allows (torch.load's
+``weights_only=True``). The
 manifest is checked node by node (tags, value types, nesting depth, at most
 ``MAX_MANIFEST_BYTES``, every array it names present and named once, save the buffer that
 tensors sharing memory view; each tensor's description and view bounds: see ``tensors``)
@@ -38,29 +44,38 @@ before any array is read. Anything wrong raises ``CheckpointError`` naming the f
 import io
 import json
 import os
+import pickle
 import reprlib
+from collections import OrderedDict
 
 import numpy as np
 
 from .. import backends
 from ..tensor import dtype as _dtypes
 from ..tensor.tensor import Tensor
-from . import files, locations, temporaries, tensors
+from . import files, locations, pickled, temporaries, tensors
 from .archive import ARRAY_KINDS, Archive
 from .errors import CheckpointError
 
 MANIFEST_KEY = "__minidl__"
 FORMAT = "minidl-checkpoint"
-VERSION = 2
+VERSION = 3                     # the newest this reads; a save writes the oldest that holds its object
+DATA_VERSION = 2                # no pickle
+PICKLE_TAG = "pickle"
 MAX_DEPTH = 100                 # nesting of dicts/lists/tuples, far beyond any real state
 MAX_MANIFEST_BYTES = 32 << 20   # a model with 100k tensors needs about 5 MB
 _BFLOAT16 = _dtypes.bfloat16.dtype if _dtypes.bfloat16 is not None else None
 _ARRAY_TAGS = ("array", "scalar", "bfloat16")
 
-__all__ = ["CheckpointError", "MANIFEST_KEY", "MAX_DEPTH", "MAX_MANIFEST_BYTES", "load", "save"]
+__all__ = ["CheckpointError", "MANIFEST_KEY", "MAX_DEPTH", "MAX_MANIFEST_BYTES", "get_unsafe_globals_in_checkpoint",
+           "load", "save"]
 
 
 # encoding ----------------------------------------------------------------------------------
+class _NeedsPickle(Exception):
+    """``obj`` holds something the manifest cannot describe: the checkpoint pickles it."""
+
+
 def _encode(obj, arrays, saver, where, depth=0):
     if obj is None:
         return ["none"]
@@ -74,54 +89,85 @@ def _encode(obj, arrays, saver, where, depth=0):
         return ["str", obj]
     if isinstance(obj, Tensor):
         return saver.node(obj)
-    if isinstance(obj, np.ndarray):
-        return _encode_array(obj, arrays, where, "array")
-    if isinstance(obj, np.generic):
-        return _encode_array(np.asarray(obj), arrays, where, "scalar")
-    device = backends.device_of(obj)
-    if device != "cpu":   # a device array held directly (an optimizer's state on cuda): its values
-        return _encode_array(backends.get(device).to_host(obj), arrays, where, "array")
-    if isinstance(obj, (dict, list, tuple)) and depth >= MAX_DEPTH:
-        raise ValueError(f"md.save: {where[:200]}... is nested more than {MAX_DEPTH} levels deep (does the "
-                         "object contain itself?)")
+    node = _leaf_node(obj, arrays, saver)
+    if node is not None:
+        return node
+    if type(obj) not in _DESCRIBED or depth >= MAX_DEPTH:   # a subclass (namedtuple, defaultdict) keeps its type
+        raise _NeedsPickle
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
             if isinstance(k, (np.integer, np.floating, np.bool_)):
                 k = k.item()
             if not isinstance(k, (str, int, float, bool)) and k is not None:
-                raise TypeError(f"md.save: {where} has a key {k!r} of type {type(k).__name__}; "
-                                "keys must be str, int, float, bool or None")
+                raise _NeedsPickle
             items.append([_encode(k, arrays, saver, where), _encode(v, arrays, saver, f"{where}[{k!r}]", depth + 1)])
         return ["dict", items]
-    if isinstance(obj, (list, tuple)):
-        tag = "list" if isinstance(obj, list) else "tuple"
-        return [tag, [_encode(v, arrays, saver, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]]
-    raise TypeError(f"md.save: cannot save {where} of type {type(obj).__name__}; a checkpoint holds dicts, "
-                    "lists, tuples, Tensors, arrays, numbers, strings and None")
+    tag = "list" if isinstance(obj, list) else "tuple"
+    return [tag, [_encode(v, arrays, saver, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]]
 
 
-def _encode_array(a, arrays, where, tag):
+_DESCRIBED = (dict, OrderedDict, list, tuple)   # what the manifest describes (an OrderedDict as a dict)
+_PLAIN = (type(None), bool, int, float, str, dict, OrderedDict, list, tuple)
+
+
+def _leaf_node(obj, arrays, saver):
+    """The manifest node of a Tensor (or Parameter), a numeric array or scalar, or a device
+    array (an optimizer's state on cuda, stored as its values); None for anything else, or an
+    array that needs pickle (dtype object). Tensor subclasses other than Parameter are left to
+    pickle, which keeps what they add."""
+    if type(obj) in _PLAIN:
+        return None
+    if isinstance(obj, Tensor):
+        return saver.node(obj) if type(obj) in (Tensor, _parameter_class()) else None
+    if type(obj) is np.ndarray:
+        return _encode_array(obj, arrays, "array")
+    if isinstance(obj, np.generic):
+        return _encode_array(np.asarray(obj), arrays, "scalar")
+    device = backends.device_of(obj)
+    if device != "cpu":
+        return _encode_array(backends.get(device).to_host(obj), arrays, "array")
+    return None
+
+
+def _parameter_class():
+    from ..nn.parameter import Parameter
+    return Parameter
+
+
+def _encode_array(a, arrays, tag):
     if a.dtype == _BFLOAT16:
         a, tag = a.view(np.uint16), "bfloat16"
     if a.dtype.hasobject or a.dtype.kind not in ARRAY_KINDS:
-        raise TypeError(f"md.save: {where} is an array of dtype {a.dtype}, which cannot be stored without "
-                        "pickle; use a numeric, bool or string dtype")
+        return None
     name = f"a{len(arrays)}"
     arrays[name] = a
     return [tag, name]
 
 
-def save(obj, f):
-    """Write ``obj`` (nested dicts/lists/tuples of Tensors, arrays, numbers, strings, None)
-    to exactly the path ``f`` (no extension is added), atomically, or into the binary file
-    object ``f``."""
+def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """Write ``obj`` to exactly the path ``f`` (no extension is added), atomically, or into the
+    binary file object ``f``. Nested dicts/lists/tuples of Tensors, arrays, numbers, strings and
+    None are stored without pickle; anything else (a whole model, an optimizer, a set) is
+    pickled with ``pickle_module`` and ``pickle_protocol``, its tensors and arrays stored beside
+    the pickle (see ``pickled``). pickle's own errors (a lambda cannot be pickled) pass through,
+    before any file is touched. The last two arguments are torch.save's and change nothing."""
     if not files.is_path(f):
         files.check_writable(f)
     arrays, saver = {}, tensors.Saver()
-    root = _encode(obj, arrays, saver, "obj")
+    try:
+        root, version = _encode(obj, arrays, saver, "obj"), DATA_VERSION
+    except _NeedsPickle:
+        root = None
+    if root is None:     # (outside the except: pickle's own errors are not shown as raised while handling it)
+        arrays, saver = {}, tensors.Saver()
+        data, refs = pickled.dump(obj, lambda o: _leaf_node(o, arrays, saver), pickle_module, pickle_protocol)
+        name = f"a{len(arrays)}"
+        arrays[name] = np.frombuffer(data, dtype=np.uint8)
+        root, version = [PICKLE_TAG, name, refs], VERSION
     saver.store(arrays)
-    manifest = json.dumps({"format": FORMAT, "version": VERSION, "root": root}, allow_nan=True)
+    manifest = json.dumps({"format": FORMAT, "version": version, "root": root}, allow_nan=True)
     arrays[MANIFEST_KEY] = np.frombuffer(manifest.encode("utf-8"), dtype=np.uint8)
     if not files.is_path(f):
         _write_npz(f, arrays)
@@ -197,45 +243,108 @@ def _fsync_directory(directory):
 
 
 # decoding ----------------------------------------------------------------------------------
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Read a checkpoint written by ``save`` from the path or binary file object ``f``.
     Tensors come back as Tensors (on the CPU, or where ``map_location`` says: see
     ``locations``), Parameters as Parameters, sharing memory as they did when saved; NumPy
     arrays as arrays (as Tensors where a ``map_location`` is given); everything else as it was
-    saved. Raises CheckpointError for anything else, without unpickling.
+    saved. A file that is not a minidl checkpoint (a torch.save file, a bare pickle) or is
+    damaged raises CheckpointError, without unpickling.
 
-    ``weights_only`` is accepted for torch.load's signature and changes nothing: a minidl
-    checkpoint holds no pickle, so what loads is always what torch.load's safe default
-    (weights_only=True) allows. ``pickle_module`` and ``mmap`` would need pickle or a mapped
-    file and are refused with a ValueError."""
-    if pickle_module is not None:
-        raise ValueError(f"md.load: pickle_module must be None (got {pickle_module!r}); minidl checkpoints hold "
-                         "no pickle and md.load never unpickles")
-    if mmap:
-        raise ValueError("md.load: mmap=True is not supported; arrays are read into memory after checking")
+    ``weights_only`` is torch.load's: None means True, unless a ``pickle_module`` is given. A
+    checkpoint without pickle loads either way. One holding a pickled object (see ``pickled``)
+    loads with weights_only=True only if every global its pickle names is allowed (else
+    ``pickled.WeightsOnlyError``, a pickle.UnpicklingError naming the global and the way to
+    allow it); with weights_only=False it is unpickled with ``pickle_module``'s Unpickler
+    (pickle's by default), given ``pickle_load_args``: only for files from a trusted source.
+    ``mmap`` would need a mapped file and is refused with a ValueError."""
     if weights_only not in (True, False, None):
         raise TypeError(f"md.load: weights_only must be a bool or None, got {type(weights_only).__name__}")
+    if pickle_module is not None:
+        if weights_only:
+            raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+        if not hasattr(pickle_module, "Unpickler"):
+            raise ValueError(f"md.load: pickle_module must be None or a module with an Unpickler (as pickle), got "
+                             f"{pickle_module!r}")
+    if weights_only is None:
+        weights_only = pickle_module is None
+    if mmap:
+        raise ValueError("md.load: mmap=True is not supported; arrays are read into memory after checking")
     place = locations.resolve(map_location)
-    if files.is_path(f):
-        path, source = os.fspath(f), None
-    else:
-        path, source = files.describe(f), files.readable(f)
-    with Archive(path, source) as archive:
-        if MANIFEST_KEY + ".npy" not in archive.members:
-            names = list(archive.members)
-            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-            archive.fail(f"not a minidl checkpoint (a zip/.npz without the {MANIFEST_KEY!r} manifest; it holds: "
-                         f"{shown or 'nothing'})")
+    with _open(f) as archive:
         manifest = _read_manifest(archive)
         names, checker = {}, tensors.Checker(archive)
-        _check(manifest["root"], archive, names, 0, checker if manifest["version"] >= 2 else None)
+        refs = _check_root(manifest, archive, names, checker)
         arrays = {name: archive.read(name + ".npy") for name in names}
     for name, tag in names.items():
         if tag == "bfloat16" or name in checker.bfloat16:
             arrays[name] = arrays[name].view(_BFLOAT16)
         if tag in ("array", "bfloat16"):
             arrays[name] = place.array(arrays[name])
-    return _build(manifest["root"], arrays, tensors.Builder(arrays, place))
+    builder = tensors.Builder(arrays, place)
+    if refs is None:
+        return _build(manifest["root"], arrays, builder)
+    data = arrays[manifest["root"][1]].tobytes()
+    return pickled.load(data, [_build(r, arrays, builder) for r in refs], archive.path, weights_only,
+                        pickle_module, pickle_load_args)
+
+
+def get_unsafe_globals_in_checkpoint(f):
+    """The globals (``"module.name"``) the pickle in checkpoint ``f`` names that
+    ``md.load(f, weights_only=True)`` would refuse, found without unpickling; [] for a
+    checkpoint without pickle."""
+    with _open(f) as archive:
+        manifest = _read_manifest(archive)
+        names = {}
+        if _check_root(manifest, archive, names, tensors.Checker(archive)) is None:
+            return []
+        data = archive.read(manifest["root"][1] + ".npy").tobytes()
+    try:
+        return pickled.unsafe_globals(data)
+    except CheckpointError as exc:
+        archive.fail(str(exc))
+
+
+def _open(f):
+    """The checked Archive of the checkpoint ``f`` (a path or a binary file object)."""
+    if files.is_path(f):
+        path, source = os.fspath(f), None
+    else:
+        path, source = files.describe(f), files.readable(f)
+    archive = Archive(path, source)
+    try:
+        if MANIFEST_KEY + ".npy" not in archive.members:
+            names = list(archive.members)
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            archive.fail(f"not a minidl checkpoint (a zip/.npz without the {MANIFEST_KEY!r} manifest; it holds: "
+                         f"{shown or 'nothing'})")
+    except BaseException:
+        archive.__exit__(None, None, None)
+        raise
+    return archive
+
+
+def _check_root(manifest, archive, names, checker):
+    """Check the manifest's root (see ``_check``); for a pickled object's root
+    ``["pickle", name, refs]`` (version 3), return ``refs``, its tensor and array nodes, after
+    checking them and that ``name`` is a 1-d uint8 member (its tag in ``names`` is "pickle");
+    None for any other root."""
+    root, version = manifest["root"], manifest["version"]
+    if version < 3 or not (isinstance(root, list) and root[:1] == [PICKLE_TAG]):
+        _check(root, archive, names, 0, checker if version >= 2 else None)
+        return None
+    if len(root) != 3 or not isinstance(root[1], str) or not isinstance(root[2], list):
+        archive.fail(f"its manifest has a malformed pickle entry (expected [\"pickle\", member, refs]): {_show(root)}")
+    name, refs = root[1], root[2]
+    member = archive.members.get(name + ".npy")
+    if name == MANIFEST_KEY or member is None or member.dtype != np.uint8 or len(member.shape) != 1:
+        archive.fail(f"its manifest's pickle entry does not name a byte string member: {_show(name)}")
+    names[name] = PICKLE_TAG
+    for ref in refs:
+        if not (isinstance(ref, list) and ref and ref[0] in (tensors.TAG, *_ARRAY_TAGS)):
+            archive.fail(f"its manifest's pickle entry refers to something other than a tensor or array: {_show(ref)}")
+        _check(ref, archive, names, 1, checker)
+    return refs
 
 
 def _read_manifest(archive):

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from .. import backends
-from ..ops.as_strided import flat_storage, storage_root, strided_view
+from ..ops.as_strided import shared_place, strided_view
 from ..tensor import dtype as _dtypes
 from ..tensor.factories import from_numpy
 from ..tensor.tensor import Tensor
@@ -111,24 +111,11 @@ def _place(a):
     """Where a CPU array sits in its storage: (key, flat, offset, stride) with ``flat`` the
     storage as a 1-d array of a's dtype and offset and stride in its elements; None for an
     array to store compactly (empty, on a device, negative strides, memory not in one run)."""
-    if type(a) is not np.ndarray or a.size == 0:
+    place = shared_place(a)
+    if place is None:
         return None
-    root = storage_root(a)
-    if root.ndim and not (root.flags.c_contiguous or root.flags.f_contiguous):
-        return None
-    item = a.dtype.itemsize
-    start = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    if start < 0 or start % item:
-        return None
-    stride = []
-    for n, s in zip(a.shape, a.strides):
-        if n == 1:
-            s = s if s >= 0 and s % item == 0 else 0     # a length-1 dim's stride is never used
-        elif s < 0 or s % item:
-            return None
-        stride.append(s // item)
-    flat, offset = flat_storage(a)
-    return (flat.__array_interface__["data"][0], flat.size, a.dtype), flat, offset, tuple(stride)
+    _, flat, offset, stride = place
+    return (flat.__array_interface__["data"][0], flat.size, a.dtype), flat, offset, stride
 
 
 def _end(shape, stride, offset):

@@ -67,8 +67,8 @@ def first_norm_input(model, ids, kpm):
     caught by a forward pre-hook during one eval-mode forward."""
     norm = model.blocks[0].norm1
     seen = []
-    handle = norm.register_forward_pre_hook(lambda module, args: seen.append(args[0].numpy().copy()) if not seen
-                                            else None)
+    handle = norm.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().numpy().copy())
+                                            if not seen else None)
     was_training = model.training
     try:
         with grad_mode.no_grad():

@@ -40,7 +40,7 @@ def max_attention_logit(model, x):
             q, k = attn.q_norm(q), attn.k_norm(k)
         if attn.rotary is not None:
             q, k = attn.rotary(q), attn.rotary(k)
-        s = np.abs(q.numpy().astype(np.float64) @ k.numpy().astype(np.float64).swapaxes(-1, -2))
+        s = np.abs(q.detach().numpy().astype(np.float64) @ k.detach().numpy().astype(np.float64).swapaxes(-1, -2))
         T = s.shape[-1]
         found.append(float(s[..., np.tril(np.ones((T, T), bool))].max() / math.sqrt(attn.head_dim)))
 

@@ -61,7 +61,7 @@ def stream_statistics(model, x):
     stats = []
 
     def hook(module, inputs, output):
-        a = output.numpy().astype(np.float64)
+        a = output.detach().numpy().astype(np.float64)
         stats.append((float(a.var(axis=(0, 2, 3)).mean()), float((a.mean(axis=(0, 2, 3)) ** 2).mean())))
     handles = [block.register_forward_hook(hook) for block in model.layers]
     with grad_mode.no_grad():

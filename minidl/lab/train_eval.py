@@ -58,7 +58,7 @@ def run(quick=True, out=None, seed=0):
             opt.zero_grad()
             loss.backward()
             if t % every == 0 or t == 1:  # before the update, so both modes see the same weights
-                y_train = logits.numpy()
+                y_train = logits.detach().numpy()
                 model.eval()
                 with grad_mode.no_grad():
                     y_eval = model(xb).numpy()

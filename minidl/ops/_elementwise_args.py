@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from .. import backends
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..tensor import dtype as _dtypes
 from .shape_error import broadcast_shape
 
@@ -67,7 +67,7 @@ def _number_dtype(v):
 
 def result_dtype(*operands):
     """PyTorch's result dtype (a NumPy dtype) for Tensors and Python numbers."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     dims = zero = wrapped = None
     for v in operands:
         if isinstance(v, Tensor):
@@ -81,7 +81,7 @@ def result_dtype(*operands):
 
 
 def check_operand(op, name, v):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if isinstance(v, np.generic):
         v = v.item()
     if not isinstance(v, (Tensor, numbers.Number)) or isinstance(v, complex):
@@ -95,7 +95,7 @@ def operands(op, a, b, floating=True, integers=True, names=("input", "other")):
     ``floating`` an integer or bool result dtype becomes the default float dtype (as PyTorch's float
     functions); without ``integers`` an integer result is refused, as PyTorch's kernels that have no
     integer version."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     a, b = check_operand(op, names[0], a), check_operand(op, names[1], b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}(): expected at least one of {names[0]} and {names[1]} to be a Tensor, got two numbers")
@@ -113,7 +113,7 @@ def operands(op, a, b, floating=True, integers=True, names=("input", "other")):
 
 
 def _as(v, dt, device):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if isinstance(v, Tensor):
         return v if v._data.dtype == dt else v.to(_dtypes.wrap(dt))
     from ..tensor.factories import tensor

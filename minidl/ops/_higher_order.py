@@ -7,12 +7,12 @@ and on the output gradients is computed with differentiable ops.
 """
 import math
 
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 
 
 def constant(array):
     """An array as a Tensor outside the graph."""
-    return _function.Tensor._wrap(array, None, 0)
+    return _op_function.Tensor._wrap(array, None, 0)
 
 
 def sum_to(g, shape):

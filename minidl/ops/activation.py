@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_floating, is_floating
 from ..tensor.inplace import maybe_inplace

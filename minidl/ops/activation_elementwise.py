@@ -10,7 +10,7 @@ a leaf that requires grad, and not on a tensor whose values a recorded op still 
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_floating
 from ..tensor.inplace import maybe_inplace

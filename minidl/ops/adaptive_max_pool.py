@@ -5,7 +5,7 @@
     y[n, c, i, j] = x[n, c, a_ij],  a_ij the argmax in the window (the first, on ties);
     dL/dx[n, c, p] = sum over the cells (i, j) whose argmax is p of g[n, c, i, j].
 """
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from ._higher_order import scatter_to_indices

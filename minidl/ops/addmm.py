@@ -16,7 +16,7 @@ ops of their own, not compositions, so that autocast gives them the rule PyTorch
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import unbroadcast

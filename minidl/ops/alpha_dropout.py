@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.inplace import maybe_inplace
 from ._higher_order import constant

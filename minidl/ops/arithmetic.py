@@ -6,10 +6,11 @@ Either operand may be a Python number, which gets no gradient.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
 from ._higher_order import keep_where, needed, sum_to
+from ._quiet import quiet
 from .shape_error import ShapeError
 
 
@@ -91,22 +92,27 @@ class Div(Function):
     """out = a / b;  dL/da = g / b,  dL/db = -g * a / b**2, computed as -g * ((a / b) / b).
 
     Saved: b for either gradient, a only for dL/db; not the output (as PyTorch), so the
-    result may be modified in place."""
+    result may be modified in place. x / 0 = inf and 0 / 0 = nan (an IoU over empty masks) come
+    without NumPy's warning, as PyTorch's; dividing by a nonzero number skips that guard's cost."""
 
     @staticmethod
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
         ctx.shapes = shape_of(a), shape_of(b)
         ctx.save_for_backward(a if nb else None, b if na or nb else None)
-        return a / b
+        if (type(b) is float or type(b) is int) and b:
+            return a / b
+        with quiet():
+            return a / b
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
-        ga = unbroadcast(g / b, sa) if na else None
-        gb = unbroadcast(-g * ((a / b) / b), sb) if nb else None
+        with quiet():
+            ga = unbroadcast(g / b, sa) if na else None
+            gb = unbroadcast(-g * ((a / b) / b), sb) if nb else None
         return ga, gb
 
     @staticmethod
@@ -127,7 +133,13 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         xp = namespace_of(a if hasattr(a, "shape") else b)
-        out = _integer_power(xp, a, b) if _kind(a) in "iub" and _kind(b) in "iub" else xp.power(a, b)
+        if _kind(a) in "iub" and _kind(b) in "iub":
+            out = _integer_power(xp, a, b)
+        elif isinstance(b, (int, float)) and b >= 0 and b % 1 == 0:   # x**2: no pole, no NaN, no errstate cost
+            out = xp.power(a, b)
+        else:   # 0**-0.5 = inf (a GCN's isolated node), (-1)**0.5 = NaN: silently, as PyTorch
+            with quiet():
+                out = xp.power(a, b)
         ctx.shapes = shape_of(a), shape_of(b)
         ctx.save_for_backward(a, b, out if hasattr(b, "shape") else None)
         return out

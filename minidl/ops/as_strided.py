@@ -29,7 +29,7 @@ import operator
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 
 
@@ -51,11 +51,41 @@ def flat_storage(a):
     root = storage_root(a)
     if root.ndim and not (root.flags.c_contiguous or root.flags.f_contiguous):
         root = a        # memory owned by an array NumPy did not allocate in one run: the tensor's own
-    raw = root.reshape(-1, order="A").view(np.uint8)
-    item = a.dtype.itemsize
-    flat = raw[:raw.size - raw.size % item].view(a.dtype)
     start = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    return flat, start // item
+    return flat_of(root, a.dtype), start // a.dtype.itemsize
+
+
+def flat_of(root, dtype):
+    """The memory of the array ``root`` (one contiguous run) as a 1-d array of ``dtype`` over
+    it (the bytes past the last whole element left out)."""
+    raw = root.reshape(-1, order="A").view(np.uint8)
+    item = np.dtype(dtype).itemsize
+    return raw[:raw.size - raw.size % item].view(dtype)
+
+
+def shared_place(a):
+    """Where the CPU array ``a`` sits in the memory it may share with other arrays:
+    ``(root, flat, offset, stride)``, ``root`` the array owning that memory, ``flat`` its memory
+    as ``flat_of(root, a.dtype)``, and a's offset and strides in elements of ``flat``; None for
+    an array that can only be copied by itself (empty, negative or misaligned strides, memory
+    not in one contiguous run)."""
+    if type(a) is not np.ndarray or a.size == 0:
+        return None
+    root = storage_root(a)
+    if root.ndim and not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return None
+    item = a.dtype.itemsize
+    start = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if start < 0 or start % item:
+        return None
+    stride = []
+    for n, s in zip(a.shape, a.strides):
+        if n == 1:
+            s = s if s >= 0 and s % item == 0 else 0     # a length-1 dim's stride is never used
+        elif s < 0 or s % item:
+            return None
+        stride.append(s // item)
+    return root, flat_of(root, a.dtype), start // item, tuple(stride)
 
 
 def strides_of(a):

@@ -46,8 +46,8 @@ minidl.random's generator before the choice, so both give the same numbers for t
 import numpy as np
 
 from .. import random
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import device_of, namespace_of
 from ..kernels.switch import ATTENTION
 from ..tensor.dtype import check_same_dtype
@@ -449,7 +449,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``enable_gqa`` (grouped-query attention): key and value may have fewer heads (dim -3) than
     query, Hq = g * Hkv; each key/value head then serves g consecutive query heads, as
     ``key.repeat_interleave(Hq // Hkv, -3)`` (so its gradient sums over those g heads)."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor, got {type(t).__name__}")

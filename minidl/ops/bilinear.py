@@ -7,7 +7,7 @@ With A (out, in1, in2) and inputs x1 (*, in1), x2 (*, in2):
     dL/dx2[..., j] = sum_ki g[..., k] A[k, i, j] x1[..., i]
     dL/dA[k, i, j] = sum over the batch of g[..., k] x1[..., i] x2[..., j],   dL/db = sum of g
 """
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor

@@ -7,7 +7,7 @@ and so does minidl. A number on either side takes the tensor's dtype.
 """
 import numpy as np
 
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..backends import namespace_of
 from ..tensor.dtype import DtypeNotImplementedError
 
@@ -16,7 +16,7 @@ _LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_x
 
 
 def _check(name, *values):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     for v in values:
         kind = v.dtype.kind if isinstance(v, Tensor) else ("b" if isinstance(v, bool) else
                                                            "i" if isinstance(v, int) else "f")
@@ -31,7 +31,7 @@ def _binary(name, a, b):
     an int8 tensor with a 0-d int64 tensor or a number stays int8, a bool tensor with an integer becomes
     int64); a number that dtype cannot hold wraps around into it, as PyTorch casts it."""
     from ._elementwise_args import result_dtype
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     _check(name, a, b)
     dtype = result_dtype(a, b)
     tensor = (a if isinstance(a, Tensor) else b)._data
@@ -42,7 +42,7 @@ def _binary(name, a, b):
 
 
 def _as(xp, v, dtype):
-    if isinstance(v, _function.Tensor):
+    if isinstance(v, _op_function.Tensor):
         return v._data if v._data.dtype == dtype else v._data.astype(dtype)
     return xp.asarray(np.asarray(v).astype(dtype))
 
@@ -73,7 +73,7 @@ def bitwise_not(input):
     _check("bitwise_not", input)
     xp = namespace_of(input._data)
     fn = xp.logical_not if input.dtype.kind == "b" else xp.invert
-    return _function.Tensor._wrap(fn(input._data), None, 0)
+    return _op_function.Tensor._wrap(fn(input._data), None, 0)
 
 
 TABLE = {"bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor,

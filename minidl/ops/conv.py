@@ -61,7 +61,7 @@ the GPU keep the loop on the calling thread (``conv_blocks.worker_count``).
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..kernels.switch import into
 from ..tensor.dtype import check_same_dtype

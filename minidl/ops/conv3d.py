@@ -42,7 +42,7 @@ import numbers
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
 from ..tensor.dtype import check_same_dtype

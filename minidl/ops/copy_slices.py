@@ -24,7 +24,7 @@ described here by ``pos``: for each element of v, its flat (C-order) position in
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 
 _OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "

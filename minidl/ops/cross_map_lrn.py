@@ -20,7 +20,7 @@ its adjoint is itself) and, for j = 0 only, also every c >= P. (PyTorch's own ba
 of the plain symmetric window, so its gradients differ from the derivative of its forward
 wherever channel 0 enters late; gradcheck rejects them. The gradients here are exact.)
 """
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from .local_response_norm import window_sum
 

@@ -48,7 +48,7 @@ its loss is inf and its gradient nan, as PyTorch's; ``zero_infinity`` makes both
 import numpy as np
 
 from ..autograd import autocast_state
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..tensor.tensor import Tensor
 
 _NEG_INF = -np.inf

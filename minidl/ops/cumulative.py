@@ -1,10 +1,11 @@
 """Products and running reductions along a dim: prod, cumsum, cumprod, logsumexp, logcumsumexp."""
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ._broadcast import normalize_dim, normalize_dims
 from ..tensor.dtype import DtypeNotImplementedError, int64
 from ._higher_order import constant
+from ._quiet import quiet
 from .indexing import Where
 from .unary import _floating
 
@@ -145,13 +146,15 @@ class Cumprod(Function):
 
 class LogSumExp(Function):
     """y = ln sum_i e**x_i along ``axes`` (shifted by the max, so nothing overflows);
-    dy/dx_i = e**(x_i - y), the softmax."""
+    dy/dx_i = e**(x_i - y), the softmax. A row of -inf (a fully masked one) gives -inf and NaN
+    gradients, without NumPy's warnings, as PyTorch."""
 
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         m = np.max(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
         m = np.where(np.isfinite(m), m, 0)
-        y = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+        with quiet():   # ln 0 = -inf
+            y = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
         ctx.save_for_backward(x, y)
         ctx.axes = axes
         return y if keepdim else np.squeeze(y, axis=axes)
@@ -160,7 +163,8 @@ class LogSumExp(Function):
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         gk = g.reshape(y.shape)
-        return gk * np.exp(x - y), None, None
+        with quiet():   # -inf - (-inf) = NaN
+            return gk * np.exp(x - y), None, None
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ..tensor.tensor import Tensor
@@ -193,3 +193,63 @@ def pdist(input, p=2):
     if not p >= 0:
         raise RuntimeError("pdist only supports non-negative p values")
     return Pdist.apply(input, float(p))
+
+
+_COMPUTE_MODES = {"use_mm_for_euclid_dist_if_necessary": None, "use_mm_for_euclid_dist": True,
+                  "donot_use_mm_for_euclid_dist": False}
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """As ``torch.cdist``: the p-norm distances between the rows of x1 (B..., P, M) and x2
+    (B..., R, M), the batch dims broadcast, in float32 under autocast (PyTorch's rule).
+
+    For p = 2 with ``use_mm_for_euclid_dist`` (or ``..._if_necessary`` when P or R exceeds 25,
+    PyTorch's threshold) the distances come from one matrix product, as PyTorch's:
+
+        D_ij**2 = |a_i|**2 + |b_j|**2 - 2 a_i . b_j,   D_ij = sqrt(max(D_ij**2, 1e-30))
+
+    which needs P*R memory instead of the P*R*M of the differences (a VQ codebook against every
+    pixel of a batch) but loses precision to cancellation where points are far from the origin
+    and close to each other; ``donot_use_mm_for_euclid_dist`` takes the differences. Both are
+    compositions of recorded ops, so their gradients are those ops' (0 at a zero distance)."""
+    if compute_mode not in _COMPUTE_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    for name, t in (("x1", x1), ("x2", x2)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"cdist(): argument {name!r} must be Tensor, not {type(t).__name__}")
+    for name, t in (("X1", x1), ("X2", x2)):
+        if t.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {t.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    for name, t in (("X1", x1), ("X2", x2)):
+        if t.dtype.kind != "f":
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {t.dtype}")
+    if not p >= 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    try:
+        np.broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
+    except ValueError:
+        raise RuntimeError(f"cdist: the batch dims of X1 {list(x1.shape[:-2])} and X2 {list(x2.shape[:-2])} "
+                           f"do not broadcast") from None
+    use_mm = _COMPUTE_MODES[compute_mode]
+    if use_mm is None:
+        use_mm = x1.shape[-2] > 25 or x2.shape[-2] > 25
+    from ..amp.policy import run_composite
+    return run_composite("cdist", lambda a, b: _cdist(a, b, float(p), use_mm), x1, x2)
+
+
+def _cdist(x1, x2, p, use_mm):
+    check_same_dtype("cdist", [("x1", x1), ("x2", x2)])
+    if p == 2 and use_mm:
+        sq = ((x1 * x1).sum(-1, keepdim=True) + (x2 * x2).sum(-1).unsqueeze(-2)
+              - 2 * x1.matmul(x2.transpose(-1, -2)))
+        return sq.clamp_min(1e-30).sqrt()
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 2:   # the gradient of a zero distance is 0, as PyTorch's
+        from .indexing import where
+        sq = (diff * diff).sum(-1)
+        safe = where(sq > 0, sq, sq + 1.0)
+        return where(sq > 0, safe.sqrt(), sq * 0)
+    from .._namespace import norm
+    return norm(diff, p, dim=-1)

@@ -15,7 +15,7 @@ diagonal, "ii->i") is refused for gradients.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from .low_precision import float32_compute
 

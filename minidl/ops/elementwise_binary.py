@@ -11,16 +11,12 @@ a Python number may stand for either), and each gradient is summed back to its o
 """
 import math
 
-import numpy as np
-
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ._broadcast import unbroadcast
 from ._elementwise_args import operands, ufunc
 from ._higher_order import constant, keep_where, needed, sum_to
+from ._quiet import quiet as _quiet
 
-
-def _quiet():
-    return np.errstate(all="ignore")
 
 
 def _shapes(ctx, a, b):
@@ -251,11 +247,11 @@ def ldexp(input, other):
 def float_power(input, exponent):
     """input ** exponent computed in float64 whatever the operands' dtypes (PyTorch's float_power);
     the gradients are pow's, flowing back through the casts."""
-    from ..autograd import function as _function
+    from ..autograd import op_function as _op_function
     from ..tensor import dtype as dtypes
     from . import arithmetic
     from ._elementwise_args import check_operand
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     a, b = check_operand("float_power", "input", input), check_operand("float_power", "exponent", exponent)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError("float_power(): expected at least one of input and exponent to be a Tensor, got two numbers")
@@ -265,8 +261,8 @@ def float_power(input, exponent):
 
 def heaviside(input, values):
     """0 where input < 0, ``values`` where input == 0, 1 where input > 0, in input's dtype."""
-    from ..autograd import function as _function
-    Tensor = _function.Tensor
+    from ..autograd import op_function as _op_function
+    Tensor = _op_function.Tensor
     if isinstance(values, Tensor) and isinstance(input, Tensor) and values.dtype != input.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     a, b = operands("heaviside", input, values, floating=False, names=("input", "values"))

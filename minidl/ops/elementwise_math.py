@@ -4,28 +4,32 @@ import math
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import DtypeNotImplementedError
 from . import _special_math
 from ._broadcast import unbroadcast
+from ._quiet import quiet
 from ._higher_order import constant, sum_to
 from .unary import _floating, _sign
 
 
 class Log1p(Function):
-    """y = ln(1 + x), accurate for small x;  dy/dx = 1 / (1 + x)."""
+    """y = ln(1 + x), accurate for small x;  dy/dx = 1 / (1 + x). (-inf at x = -1, nan below,
+    without NumPy's warning, as PyTorch.)"""
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return namespace_of(x).log1p(x)
+        with quiet():
+            return namespace_of(x).log1p(x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / (1 + x)
+        with quiet():
+            return g / (1 + x)
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -38,12 +42,14 @@ class Log2(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return namespace_of(x).log2(x)
+        with quiet():
+            return namespace_of(x).log2(x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / (x * math.log(2.0))
+        with quiet():
+            return g / (x * math.log(2.0))
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -73,11 +79,13 @@ class NanToNum(Function):
 
 
 class Expm1(Function):
-    """y = e**x - 1, accurate for small x;  dy/dx = e**x = y + 1."""
+    """y = e**x - 1, accurate for small x;  dy/dx = e**x = y + 1. (Overflow gives inf without
+    NumPy's warning, as PyTorch.)"""
 
     @staticmethod
     def forward(ctx, x):
-        y = namespace_of(x).expm1(x)
+        with quiet():
+            y = namespace_of(x).expm1(x)
         ctx.save_for_backward(y)
         return y
 
@@ -222,7 +230,7 @@ def round(x, decimals=0):   # noqa: A001  (PyTorch's name)
 def _pair(a, b, op):
     """Both Tensors (PyTorch's maximum/minimum take no numbers), in PyTorch's result dtype."""
     from ._elementwise_args import operands
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"{op}(): expected two Tensors, got {type(a).__name__} and {type(b).__name__}")
     return operands(op, a, b, floating=False)

@@ -11,8 +11,8 @@ from collections import namedtuple
 import numpy as np
 
 from .. import backends
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from . import elementwise_math as _em
 from ._elementwise_args import ufunc
 
@@ -96,7 +96,7 @@ def absolute(input):
 def _bool_tensor(array):
     if isinstance(array, np.generic):   # NumPy answers a 0-d array with a scalar
         array = np.asarray(array)
-    return _function.Tensor._wrap(array, None, 0)
+    return _op_function.Tensor._wrap(array, None, 0)
 
 
 def signbit(input):

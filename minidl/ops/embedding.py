@@ -7,8 +7,8 @@ idx == v: a scatter-add of the gradient rows (``xp.add.at``, the reference; a Nu
 """
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._higher_order import constant, keep_where
 from ._kernel_switch import LAYER
@@ -62,7 +62,7 @@ class Embedding(Function):
 def embedding(input, weight, padding_idx=None):
     """As ``torch.nn.functional.embedding(input, weight, padding_idx=None)``: ``input`` holds
     integer indices (a Tensor, an ndarray or a list), ``weight`` is (num_embeddings, dim)."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     idx = input._data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: expected integer indices, got dtype {idx.dtype}")

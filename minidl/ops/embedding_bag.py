@@ -20,11 +20,24 @@ the slots is the first maximal element, as a loop over the bags would find it.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 
 MODES = ("sum", "mean", "max")
+
+
+class OffsetsError(RuntimeError, ValueError):
+    """Offsets that do not describe bags of the input: PyTorch's RuntimeError, and a ValueError
+    (a bad argument value)."""
+
+
+class BagIndexError(RuntimeError, IndexError):
+    """An index outside the embedding table: PyTorch's RuntimeError, and an IndexError."""
+
+
+class BagDtypeError(RuntimeError, TypeError):
+    """Indices or offsets that are not integers: PyTorch's RuntimeError, and a TypeError."""
 
 
 class EmbeddingBag(Function):
@@ -99,9 +112,9 @@ def _bag_max(xp, dev, weight, rows, idx, counts, n_bags):
 
 def _flat_bags(input, offsets, include_last_offset):
     """(indices, bag of each index, number of bags, input shape) from either input form."""
-    idx = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    idx = input.numpy(force=True) if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
-        raise TypeError(f"embedding_bag: expected integer indices (int64 or int32), got dtype {idx.dtype}")
+        raise BagDtypeError(f"embedding_bag: expected integer indices (int64 or int32), got dtype {idx.dtype}")
     if idx.ndim == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
@@ -112,19 +125,23 @@ def _flat_bags(input, offsets, include_last_offset):
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {idx.ndim}")
     if offsets is None:
         raise ValueError("offsets has to be a 1D Tensor but got None")
-    off = offsets.numpy() if isinstance(offsets, Tensor) else np.asarray(offsets)
-    if off.ndim != 1 or off.dtype.kind not in "iu":
-        raise ValueError(f"offsets has to be a 1D integer Tensor, got shape {list(off.shape)} and dtype {off.dtype}")
+    off = offsets.numpy(force=True) if isinstance(offsets, Tensor) else np.asarray(offsets)
+    if off.ndim != 1:
+        raise ValueError(f"offsets has to be a 1D Tensor, got shape {list(off.shape)}")
+    if off.dtype.kind not in "iu":
+        raise BagDtypeError(f"embedding_bag: expected integer offsets (int64 or int32), got dtype {off.dtype}")
     if off.size == 0:
-        raise ValueError("embedding_bag: expected at least one offset, got an empty offsets tensor")
+        if include_last_offset:
+            raise OffsetsError("include_last_offset: number of offset should be at least 1, got 0")
+        return idx[:0], np.zeros(0, np.int64), 0
     if off[0] != 0:
-        raise ValueError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
-                         f"position 0. However, got {int(off[0])}")
+        raise OffsetsError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                           f"position 0. However, got {int(off[0])}")
     if off[-1] > idx.size:
-        raise ValueError(f"offsets[-1] can not be greater than input's length ({idx.size}), but got offsets[-1] of "
-                         f"{int(off[-1])}")
+        raise OffsetsError(f"offsets[-1] can not be greater than input's length ({idx.size}), but got offsets[-1] "
+                           f"of {int(off[-1])}")
     if (np.diff(off) < 0).any():
-        raise ValueError(f"embedding_bag: expected non-decreasing offsets, got {off.tolist()}")
+        raise OffsetsError(f"embedding_bag: expected non-decreasing offsets, got {off.tolist()}")
     bounds = off if include_last_offset else np.concatenate([off, [idx.size]])
     B = len(bounds) - 1
     bag = np.repeat(np.arange(B), np.diff(bounds))
@@ -133,9 +150,15 @@ def _flat_bags(input, offsets, include_last_offset):
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
-    """As ``torch.nn.functional.embedding_bag``; see the module docstring. Returns (B, dim)."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    """As ``torch.nn.functional.embedding_bag``; see the module docstring. Returns (B, dim).
+    ``max_norm`` is F.embedding_bag's (minidl/nn/functional/sparse.py), which renormalises the
+    rows and then calls this."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding_bag: max_norm is applied by minidl.nn.functional.embedding_bag, which "
+                                  "renormalises the rows first; this lookup takes max_norm=None")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError(f"embedding_bag: scale_grad_by_freq and sparse gradients are not supported, got "
+                                  f"scale_grad_by_freq={scale_grad_by_freq}, sparse={sparse}")
     if mode not in MODES:
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
     if not isinstance(weight, Tensor) or weight.ndim != 2:
@@ -145,12 +168,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if isinstance(t, Tensor) and t.device != weight.device:
             raise RuntimeError(f"embedding_bag: expected all tensors on the same device, but found weight on "
                                f"{weight.device} and {name} on {t.device}")
-    in_shape = tuple(np.shape(input.numpy() if isinstance(input, Tensor) else input))
+    in_shape = tuple(np.shape(input.numpy(force=True) if isinstance(input, Tensor) else input))
     idx, bag, B = _flat_bags(input, offsets, include_last_offset)
     V = weight.shape[0]
     if idx.size and (idx.min() < 0 or idx.max() >= V):
-        raise IndexError(f"embedding_bag: index out of range in self: indices span [{int(idx.min())}, "
-                         f"{int(idx.max())}] but num_embeddings is {V}")
+        raise BagIndexError(f"embedding_bag: index out of range in self: indices span [{int(idx.min())}, "
+                            f"{int(idx.max())}] but num_embeddings is {V}")
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "

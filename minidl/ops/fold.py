@@ -13,7 +13,7 @@ runs Numba kernels with the same signature (``minidl.kernels.cpu.unfold``), othe
 references on their own arrays.
 """
 from ..backends import namespace_of
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..kernels.switch import into
 from ..tensor.tensor import Tensor
 from ._broadcast import int_pair

@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 
 from .. import backends
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from ._broadcast import int_pair

@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from .. import backends
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from .conv3d import int_triple

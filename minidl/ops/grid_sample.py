@@ -49,7 +49,7 @@ import warnings
 import numpy as np
 
 from ..autograd import autocast_state
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 

@@ -25,7 +25,7 @@ import itertools
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from .grid_sample import _floor, _rint, source_index
 

@@ -16,7 +16,7 @@ array on without copying.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 
 

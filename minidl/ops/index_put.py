@@ -13,8 +13,8 @@ has); the dims after them are taken whole. With I the indexed positions and g = 
 """
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import legacy_type_name
 from ._broadcast import shape_of, unbroadcast
@@ -53,14 +53,14 @@ def _type_name(dtype):
 def index_arrays(op, input, indices):
     """The index tensors as a tuple of int64 position arrays (masks turned into the positions
     of their true elements), each checked against its dim."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not isinstance(indices, (tuple, list)):
         raise TypeError(f"{op}(): argument 'indices' must be tuple of Tensors, not {type(indices).__name__}")
     out, dim = [], 0
     for k, t in enumerate(indices):
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {k} in argument 1, but got {type(t).__name__}")
-        a = np.asarray(t.numpy())     # positions live on the host; a device's indexing takes them there
+        a = np.asarray(t.numpy(force=True))     # positions live on the host; a device's indexing takes them there
         if a.dtype not in (np.int64, np.int32, np.uint8, np.bool_):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if a.dtype in (np.uint8, np.bool_):
@@ -90,7 +90,7 @@ def index_arrays(op, input, indices):
 def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` written (added, with ``accumulate``) at ``indices`` (a tuple of
     index tensors, see the module docstring); differentiable in input and values."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "index_put"
     if not isinstance(values, Tensor):
         raise TypeError(f"{op}(): argument 'values' must be Tensor, not {type(values).__name__}")

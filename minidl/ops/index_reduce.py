@@ -11,7 +11,7 @@ factors equal to the result.
 """
 import numpy as np
 
-from ..autograd import function as _function
+from ..autograd import op_function as _op_function
 from ..tensor.dtype import legacy_type_name
 from ._broadcast import normalize_dim
 from .scatter import _as_1d, _like_input, _same_device
@@ -23,7 +23,7 @@ REDUCTIONS = ("prod", "mean", "amax", "amin")
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     """As ``torch.index_reduce``: ``input`` with the slices of ``source`` combined by ``reduce``
     into the slices ``index`` names along ``dim``."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "index_reduce_()"
     if reduce not in REDUCTIONS:
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import wrap as wrap_dtype
 from ._broadcast import shape_of, unbroadcast
@@ -31,7 +31,7 @@ def _as_items(index):
     """The index as a tuple of its parts. A list that holds a tensor, a sequence, a slice, None or
     Ellipsis counts as a tuple (PyTorch's, and old NumPy's, reading of ``x[[0, slice(None)]]``),
     with PyTorch's deprecation warning; any other list is one integer or bool index."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if isinstance(index, tuple):
         return index
     if isinstance(index, list) and len(index) < 32:
@@ -45,7 +45,7 @@ def _as_items(index):
 def _index_item(i):
     """One part of an index as PyTorch reads it: an int, a slice, None, Ellipsis, a
     Python bool, or an integer/bool array (a byte array is a mask, with PyTorch's warning)."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if i is None or i is Ellipsis:
         return i
     if isinstance(i, slice):   # a negative step reverses, as NumPy's (PyTorch refuses one; use flip())
@@ -247,7 +247,7 @@ class MaskDtypeError(RuntimeError, TypeError):
 
 
 def _as_bool(cond, op):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     c = cond._data if isinstance(cond, Tensor) else np.asarray(cond)
     if c.dtype == np.uint8 and op == "where":
         warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed in "
@@ -263,7 +263,7 @@ def where(cond, a, b):
     counts only where its category is higher: where(c, int8 tensor, 300) is int8, where(c, 1., 0.)
     the default float dtype)."""
     from ._elementwise_args import result_dtype   # (it imports this module's package)
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     cond = _as_bool(cond, "where")
     dt = result_dtype(a, b)
     a, b = (_as_dtype(v, dt, Tensor) for v in (a, b))
@@ -294,7 +294,7 @@ def _raw(x):
 def masked_fill(x, mask, value):
     """x with value where mask (broadcast with x) holds. A Tensor value must be 0-d; it is cast to x's
     dtype and, when it requires grad, receives the sum of the gradient at the filled positions."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     mask = _as_bool(mask, "masked_fill")
     try:
         np.broadcast_shapes(mask.shape, x.shape)
@@ -321,7 +321,7 @@ def _scalar_as(value, other):
     """A Python int (or a 0-d integer tensor) compared with an integer tensor, cast to that tensor's
     dtype as PyTorch does: the scalar does not promote the comparison, so an out-of-range value wraps
     (``uint8 < -1`` compares with 255). Anything else comes back unchanged."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not (isinstance(other, Tensor) and other.ndim and other.dtype.kind in "iu"):
         return value
     if isinstance(value, Tensor):
@@ -338,7 +338,7 @@ def _scalar_as(value, other):
 def compare(name, a, b):
     """Elementwise comparison or logic (``name`` is a NumPy ufunc name); returns a bool
     Tensor outside the graph."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     for o in (a, b):
         if not comparable(o):
             raise TypeError(f"{name}(): expected a Tensor or a number to compare with, got {type(o).__name__}")
@@ -349,5 +349,5 @@ def compare(name, a, b):
 
 
 def logical_not(a):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     return Tensor._wrap(namespace_of(a._data).logical_not(a._data), None, 0)

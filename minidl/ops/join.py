@@ -6,8 +6,8 @@ where NumPy's concatenate would give float64); each input is cast to it first, s
 comes back in its own dtype."""
 import functools
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim
 from ._elementwise_args import _promote
@@ -63,7 +63,7 @@ class Stack(Function):
 
 
 def _check(ts, op, same_shape, legacy_empty=False):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not ts:
         raise ValueError(f"{op}: expected a non-empty sequence of tensors")
     ts = [t if isinstance(t, Tensor) else _as_tensor(t) for t in ts]

@@ -1,7 +1,8 @@
 """Matrix product with NumPy's (and PyTorch's) matmul semantics."""
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
+from ..tensor.dtype import check_same_dtype
 from ._higher_order import sum_to
 from .low_precision import float32_compute
 from .shape_error import ShapeError
@@ -72,6 +73,9 @@ def matmul(a, b):
     k_b = sb[0] if len(sb) == 1 else sb[-2]
     if k_a != k_b:
         raise ShapeError(f"matmul: shapes {list(sa)} and {list(sb)} cannot be multiplied ({k_a} != {k_b})")
+    da, db = getattr(a, "_data", None), getattr(b, "_data", None)   # Tensors' arrays (a dtype read costs less)
+    if da is not None and db is not None and da.dtype is not db.dtype and da.dtype != db.dtype:
+        check_same_dtype("matmul", [("input", a), ("other", b)])   # PyTorch promotes neither operand
     try:
         return MatMul.apply(a, b)
     except ValueError:

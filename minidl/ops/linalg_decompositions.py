@@ -20,8 +20,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..tensor.dtype import LEGACY_TYPE_NAMES
 from .linalg_solve import autocast_casts
 
@@ -46,7 +46,7 @@ def check_input(op, A, kernel, name="A", square=False):
     forward is NumPy's LAPACK), at least 2 dims, a float32 or float64 dtype (float16 and
     bfloat16 have no LAPACK routines: NotImplementedError naming ``kernel``, as PyTorch's, unless
     autocast casts them to float32 for ``op``)."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not isinstance(A, Tensor):
         raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(A).__name__}")
     check_cpu(op, A)
@@ -64,7 +64,7 @@ def check_input(op, A, kernel, name="A", square=False):
 
 def check_cpu(op, *tensors):
     for t in tensors:
-        if isinstance(t, _function.Tensor) and t.device.type != "cpu":
+        if isinstance(t, _op_function.Tensor) and t.device.type != "cpu":
             raise NotImplementedError(f"{op} is not implemented for device '{t.device}': minidl's decompositions "
                                       f"run NumPy's LAPACK on the CPU; move the input with .cpu() first")
 

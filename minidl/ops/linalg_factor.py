@@ -22,7 +22,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..tensor.tensor import Tensor
 from ._broadcast import unbroadcast
 from .linalg_solve import (LinAlgError, broadcast_batch, check_cpu, check_float, check_rhs, check_same_dtype,
@@ -102,7 +102,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     check_square("linalg.cholesky_ex", A)
     factor, info = CholeskyEx.apply(A, bool(upper))
     if check_errors:
-        raise_for_info("linalg.cholesky_ex", info.numpy(), _cholesky_message)
+        raise_for_info("linalg.cholesky_ex", info.numpy(force=True), _cholesky_message)
     return linalg_cholesky_ex(factor, info)
 
 
@@ -112,7 +112,7 @@ def cholesky(A, *, upper=False):
     LinAlgError where A is not positive-definite."""
     check_square("linalg.cholesky", A)
     factor, info = CholeskyEx.apply(A, bool(upper))
-    raise_for_info("linalg.cholesky", info.numpy(), _cholesky_message)
+    raise_for_info("linalg.cholesky", info.numpy(force=True), _cholesky_message)
     return factor
 
 
@@ -246,7 +246,7 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     _check_pivot("linalg.lu_factor_ex", pivot)
     lu, piv, info = LUFactorEx.apply(A)
     if check_errors:
-        raise_for_info("linalg.lu_factor_ex", info.numpy(), _lu_message)
+        raise_for_info("linalg.lu_factor_ex", info.numpy(force=True), _lu_message)
     return linalg_lu_factor_ex(lu, piv, info)
 
 
@@ -255,7 +255,7 @@ def lu_factor(A, *, pivot=True):
     _check_lu_input("linalg.lu_factor", A)
     _check_pivot("linalg.lu_factor", pivot)
     lu, piv, info = LUFactorEx.apply(A)
-    raise_for_info("linalg.lu_factor", info.numpy(), _lu_message)
+    raise_for_info("linalg.lu_factor", info.numpy(force=True), _lu_message)
     return linalg_lu_factor(lu, piv)
 
 

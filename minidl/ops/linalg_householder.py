@@ -14,8 +14,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from .linalg_decompositions import check_cpu, check_input, type_name
 
 geqrf_result = namedtuple("geqrf", ("a", "tau"))
@@ -54,7 +54,7 @@ def _householder_product(A, tau):
     import minidl as md
     op = "torch.linalg.householder_product"
     check_cpu("linalg.householder_product", A, tau)
-    if not isinstance(A, _function.Tensor) or not isinstance(tau, _function.Tensor):
+    if not isinstance(A, _op_function.Tensor) or not isinstance(tau, _op_function.Tensor):
         raise TypeError(f"{op}(): arguments 'A' and 'tau' must be Tensors, got {type(A).__name__} and "
                         f"{type(tau).__name__}")
     if A.ndim < 2:

@@ -15,8 +15,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ._broadcast import unbroadcast
 from .linalg_decompositions import _T, check_cpu, check_input, svdvals, type_name
 from .linalg_solve import autocast_casts
@@ -32,12 +32,12 @@ def _md():
 
 
 def _wrap(array):
-    return _function.Tensor._wrap(np.asarray(array), None, 0)
+    return _op_function.Tensor._wrap(np.asarray(array), None, 0)
 
 
 def _as_float64(tol):
-    if isinstance(tol, _function.Tensor):
-        return tol.detach().numpy().astype(np.float64)
+    if isinstance(tol, _op_function.Tensor):
+        return tol.numpy(force=True).astype(np.float64)
     return np.float64(tol)
 
 
@@ -122,18 +122,18 @@ def _pinv_composed(A, atol, rtol, hermitian):
     if hermitian:
         S, U = md.linalg.eigh(A)
         V, magnitude = U, S.abs()
-        s_max = magnitude.detach().numpy().max(axis=-1, keepdims=True)
+        s_max = magnitude.numpy(force=True).max(axis=-1, keepdims=True)
     else:
         U, S, Vh = md.linalg.svd(A, full_matrices=False)
         V, magnitude = Vh.mT, S
-        s_max = S.detach().numpy()[..., :1]
-    keep = _wrap(magnitude.detach().numpy() > _cutoff(s_max, atol, rtol))
+        s_max = S.numpy(force=True)[..., :1]
+    keep = _wrap(magnitude.numpy(force=True) > _cutoff(s_max, atol, rtol))
     inverse = md.where(keep, S.reciprocal(), md.zeros((), dtype=S.dtype)).to(A.dtype)
     return md.matmul(V * inverse.unsqueeze(-2), U.mT)
 
 
 def _check_pinv_input(op, A):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not isinstance(A, Tensor):
         raise TypeError(f"{op}(): argument 'A' must be Tensor, not {type(A).__name__}")
     check_cpu(op, A)
@@ -254,7 +254,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     least-squares problems min ||A X - B||, batched (batch dims broadcast); B of one dim fewer
     than A, with B.shape == A.shape[:-1] (or 1-D), is a batch of vectors. ``driver`` defaults
     to "gelsy", as PyTorch's on the CPU; ``rcond`` (default eps * max(m, n)) sets the rank."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     check_cpu("linalg.lstsq", A, B)
     if not isinstance(A, Tensor) or not isinstance(B, Tensor):
         raise TypeError("linalg.lstsq(): arguments 'A' and 'B' must be Tensors, got "
@@ -308,7 +308,7 @@ def _matrix_rank(A, tol, hermitian, atol, rtol):
             raise TypeError("linalg.matrix_rank(): tol is the older spelling of atol; give tol or atol/rtol")
         atol, rtol = tol, 0.0
     atol, rtol = tolerances(A, atol, rtol)
-    a = A.detach().numpy()
+    a = A.numpy(force=True)
     if A.numel() == 0:
         return _wrap(np.zeros(A.shape[:-2], dtype=np.int64))
     if hermitian:

@@ -26,7 +26,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..autograd import autocast_state
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..tensor.dtype import LEGACY_TYPE_NAMES
 from ._broadcast import unbroadcast
 from .shape_error import broadcast_shape
@@ -389,7 +389,7 @@ def inv_ex(A, *, check_errors=False):
     check_square("linalg.inv_ex", A)
     y, info = InvEx.apply(A)
     if check_errors:
-        raise_for_info("linalg.inv_ex", info.numpy(), _inv_message)
+        raise_for_info("linalg.inv_ex", info.numpy(force=True), _inv_message)
     return linalg_inv_ex(y, info)
 
 
@@ -397,7 +397,7 @@ def inv(A):
     """A^-1 of a (*, n, n) tensor, as torch.linalg.inv; LinAlgError for a singular matrix."""
     check_square("linalg.inv", A)
     y, info = InvEx.apply(A)
-    raise_for_info("linalg.inv", info.numpy(), _inv_message)
+    raise_for_info("linalg.inv", info.numpy(force=True), _inv_message)
     return y
 
 
@@ -415,8 +415,8 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     """(result, info) as torch.linalg.solve_ex: info > 0 marks a singular A (its result inf/NaN)."""
     x, info = _solve("linalg.solve_ex", A, B, left)
     if check_errors:
-        raise_for_info("linalg.solve_ex", info.numpy(), lambda i: "The solver failed because the input matrix "
-                       "is singular.")
+        raise_for_info("linalg.solve_ex", info.numpy(force=True),
+                       lambda i: "The solver failed because the input matrix is singular.")
     return linalg_solve_ex(x, info)
 
 
@@ -425,7 +425,8 @@ def solve(A, B, *, left=True):
     a batch of vectors (*, n) (1-D, or A's shape without its last dim); batch dims broadcast.
     LinAlgError for a singular A."""
     x, info = _solve("linalg.solve", A, B, left)
-    raise_for_info("linalg.solve", info.numpy(), lambda i: "The solver failed because the input matrix is singular.")
+    raise_for_info("linalg.solve", info.numpy(force=True),
+                   lambda i: "The solver failed because the input matrix is singular.")
     return x
 
 

@@ -16,7 +16,7 @@ modified in place after the forward.
 """
 import math
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._higher_order import rows

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
 from .linear import check_linear_arguments

@@ -19,7 +19,7 @@ no rule, and stays in its dtype. Here the whole op then runs on the input cast t
 import numpy as np
 
 from ..autograd import autocast_state
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 

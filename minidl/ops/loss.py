@@ -20,12 +20,13 @@ dl_k/dx_kj = p_kj sum_c w[c] t[k, c] - w[j] t[k, j],  dl_k/dt[k, c] = -(1 - e) w
 """
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import unbroadcast
 from ._higher_order import constant, keep_where, sum_to
 from ._kernel_switch import LAYER
+from ._quiet import quiet
 from .loss_pointwise import _legacy, elementwise_weight, warn_if_broadcast, weighted_reduction
 from .low_precision import float32_compute
 from .shape_error import ShapeError
@@ -287,14 +288,14 @@ class MSELoss(Function):
     @staticmethod
     def forward(ctx, a, b, reduction):
         xp = namespace_of(a if hasattr(a, "shape") else b)
-        d = a - b
-        ctx.save_for_backward(d)
         ctx.shapes = (np.shape(a), np.shape(b))
         ctx.reduction = reduction
-        sq = d * d
-        if reduction == "none":
-            return sq
-        with np.errstate(invalid="ignore", divide="ignore"):   # an empty mean is nan, as PyTorch's, unwarned
+        with quiet():   # inf - inf, an overflowing square, an empty mean's 0 / 0: NaN or inf, unwarned as PyTorch's
+            d = a - b
+            sq = d * d
+            ctx.save_for_backward(d)
+            if reduction == "none":
+                return sq
             return xp.asarray(sq.sum() / sq.size if reduction == "mean" else sq.sum(), dtype=sq.dtype)
 
     @staticmethod
@@ -452,7 +453,7 @@ def _mse_dtypes(input, target):
     """PyTorch's dtypes for mse_loss: an integer (or bool) operand with a floating one takes
     the floating one's dtype (an int64 target with float32 input is a float32 loss, where
     NumPy would promote to float64); two integer operands are its NotImplementedError."""
-    kinds = [np.dtype(a.dtype).kind if isinstance(a, _function.Tensor) else None for a in (input, target)]
+    kinds = [np.dtype(a.dtype).kind if isinstance(a, _op_function.Tensor) else None for a in (input, target)]
     if all(k is not None and k not in "fVc" for k in kinds):
         raise NotImplementedError(f"\"mse_loss\" not implemented for '{input.dtype}': expected a floating point input "
                                   f"or target")

@@ -16,7 +16,7 @@ on its device, the target's class picked out by comparison with the class number
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor.dtype import check_same_dtype

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..autograd.grad_mode import is_grad_enabled
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype

@@ -19,7 +19,7 @@ their own backwards. p = +inf is max_pool(|x|) and p = -inf is -max_pool(-|x|), 
 import math
 import numbers
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from ._broadcast import int_pair

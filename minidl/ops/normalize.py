@@ -1,7 +1,7 @@
 """F.normalize: x / max(||x||_p, eps) along a dim, as ``torch.nn.functional.normalize``."""
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.tensor import Tensor
 from .distance import check_dim

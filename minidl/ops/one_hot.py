@@ -14,7 +14,7 @@ def one_hot(tensor, num_classes=-1):
     if tensor.dtype != np.int64:
         raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor (int64), got dtype "
                            f"{tensor.dtype}")
-    idx = tensor.numpy()
+    idx = tensor.numpy(force=True)
     if idx.size == 0 and num_classes == -1:
         raise RuntimeError("Can not infer total number of classes from empty tensor; expected num_classes >= 0")
     if idx.size and idx.min() < 0:

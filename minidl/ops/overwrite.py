@@ -6,7 +6,7 @@ graph is recorded like any other op.
     dL/dx = 0                                   (the old values are gone)
     dL/dvalues = g summed over the broadcast axes (when values is a tensor)
 """
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
 

@@ -29,7 +29,7 @@ every other device.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
 from ._broadcast import int_pair

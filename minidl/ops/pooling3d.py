@@ -31,7 +31,7 @@ the 3-D pools); CUDA tensors raise NotImplementedError.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.allocation import check_allocation
 from ..tensor.dtype import is_floating

@@ -5,14 +5,14 @@ part and its own conjugate, has no imaginary part to view, and its angle (argume
 """
 import math
 
-from ..autograd import function
-from ..autograd.function import Function
+from ..autograd import op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from .unary import _floating
 
 
 def _tensor(op, x):
-    if not isinstance(x, function.Tensor):
+    if not isinstance(x, op_function.Tensor):
         raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}")
     return x
 

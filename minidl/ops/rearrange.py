@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 from .. import backends
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.size import as_ints
 from ._broadcast import normalize_dim, normalize_dims
@@ -231,7 +231,7 @@ def _ints(values, op, name="dims"):
 
 
 def _index_array(index, op, ndim=None):
-    data = np.asarray(index.numpy() if hasattr(index, "numpy") else index)
+    data = np.asarray(index.numpy(force=True) if hasattr(index, "numpy") else index)
     if data.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {data.dtype}")
     if ndim is not None and data.ndim != ndim:
@@ -332,7 +332,7 @@ def index_select(x, dim, index):
 
 
 def masked_select(x, mask):
-    m = np.asarray(mask.numpy() if hasattr(mask, "numpy") else mask)
+    m = np.asarray(mask.numpy(force=True) if hasattr(mask, "numpy") else mask)
     if m.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {m.dtype}")
     broadcast_shape("masked_select", m.shape, x.shape, "mask", "input")

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, normalize_dims
 from ._higher_order import constant, keep_where
@@ -336,7 +336,7 @@ def min(x, dim=None, keepdim=False):
 def argmax(x, dim=None, keepdim=False, _op="argmax"):
     """The index of the (first) largest element, over all elements (dim None) or along ``dim``.
     Bool tensors have none, as in PyTorch."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     data = x._data
     if data.dtype.kind == "b":
         raise RuntimeError(f"{_op}(): does not support bool input")

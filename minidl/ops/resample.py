@@ -22,7 +22,7 @@ interpolation can then be differentiated again (``backward(create_graph=True)``)
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 
 

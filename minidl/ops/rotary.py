@@ -10,7 +10,7 @@ rot is linear with adjoint rot^T([u1, u2]) = [u2, -u1] (since <u, rot(x)> = -u1.
 so   dL/dx = g * cos + rot^T(g * sin).   cos and sin are constants (no gradient).
 Rotations preserve norms, and q_t . k_s after rotation depends on t - s only.
 """
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 
 

@@ -15,7 +15,7 @@ value (inf or NaN), not a warning, as in PyTorch.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
 from .arithmetic import _binary, _kind, div as true_div

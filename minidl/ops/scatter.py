@@ -35,8 +35,8 @@ must live on the input's device, as in PyTorch.
 """
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._broadcast import normalize_dim
@@ -193,7 +193,7 @@ def _same_device(op, input, *tensors):
 
 def _index_array(op, index, allowed="int32/int64", input=None):
     """The index's array, on input's device (a list or ndarray index is put there)."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if isinstance(index, Tensor):
         if input is not None:
             _same_device(op, input, index)
@@ -238,7 +238,7 @@ def _vector_index(op, idx, message):
 
 def index_add(input, dim, index, source, *, alpha=1):
     """As ``torch.index_add``: ``input`` with ``alpha * source`` added at ``index`` along dim."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "index_add"
     _same_device(op, input, source)
     if not isinstance(source, Tensor):
@@ -262,7 +262,7 @@ def index_add(input, dim, index, source, *, alpha=1):
 def index_fill(input, dim, index, value):
     """As ``torch.index_fill``: ``input`` with ``value`` (a number or a 0-d tensor) at
     ``index`` along dim; negative indices count from the end."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "index_fill"
     if isinstance(value, Tensor) and value.device != input.device and value.ndim == 0:
         value = value.to(input.device)   # a 0-d value moves to the input's device, as PyTorch's scalars
@@ -313,7 +313,7 @@ def _scatter_index(op, input, x, dim, index, src_shape):
 def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """As ``torch.scatter``: ``input`` with ``src`` (a tensor, or a number) written at
     ``index`` along dim; ``value=`` names a number; ``reduce`` is None, "add" or "multiply"."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "scatter"
     if (src is None) == (value is None):
         raise TypeError(f"{op}: give exactly one of src (a Tensor or a number) and value (a number)")
@@ -334,7 +334,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
 
 def scatter_add(input, dim, index, src):
     """As ``torch.scatter_add``: ``input`` with ``src`` added at ``index`` along dim."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "scatter_add"
     if not isinstance(src, Tensor):
         raise TypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")

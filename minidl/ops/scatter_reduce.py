@@ -23,8 +23,8 @@ every device (cuda: atomics for sum, amax and amin, one thread per line along di
 """
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_same_dtype
 from ._saved import keep_for_backward
@@ -138,7 +138,7 @@ def _prod_src_grad(g, x, values, out, dim, idx, include_self):
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """As ``torch.scatter_reduce``: ``input`` with ``src`` combined at ``index`` along dim."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     op = "scatter_reduce"
     if reduce not in REDUCTIONS:
         raise RuntimeError(f"{op}(): reduce argument must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")

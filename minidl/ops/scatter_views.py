@@ -13,8 +13,8 @@ arrays take one; the diagonal is NumPy's, so diagonal_scatter runs on the CPU.
 """
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ._broadcast import normalize_dim
 from .strided import _int, diagonal_view, narrow
 from ._higher_order import view_scatter_grads
@@ -68,7 +68,7 @@ def _basic(index):
 
 
 def _scatter_into(cls, op, input, src, where, view_shape):
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not isinstance(src, Tensor):
         raise TypeError(f"{op}(): argument 'src' must be Tensor, not {type(src).__name__}")
     if tuple(src.shape) != tuple(view_shape):

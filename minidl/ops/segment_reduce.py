@@ -17,7 +17,7 @@ gives c, or for mean without ``initial`` NaN, and passes no gradient.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import device_of
 from ..tensor.tensor import Tensor
 
@@ -94,7 +94,7 @@ class SegmentReduce(Function):
 
 
 def _int_array(name, t):
-    a = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
+    a = t.numpy(force=True) if isinstance(t, Tensor) else np.asarray(t)
     if a.dtype.kind not in "iu":
         raise RuntimeError(f"segment_reduce(): expected {name} to be an integer tensor, got dtype {a.dtype}")
     return a.astype(np.int64)

@@ -15,8 +15,8 @@ from collections import namedtuple
 import numpy as np
 
 from .. import backends
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ._broadcast import normalize_dim
 from ._saved import keep_for_backward
 from ._higher_order import add_at, along_axis_index
@@ -63,7 +63,7 @@ def _to_device(array, like):
 
 def _select(name, x, idx, axis, keepdim, squeeze_scalar):
     """The named (values, indices) of x at host indices ``idx`` (keepdim shape) along axis."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     source = x.reshape(1) if squeeze_scalar else x
     dev_idx = _to_device(idx, x)
     values = TakeAlong.apply(source, dev_idx, axis, keepdim or squeeze_scalar)

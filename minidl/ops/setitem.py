@@ -13,8 +13,8 @@ import numbers
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ._broadcast import shape_of, unbroadcast
 from .indexing import _own_index, assign, split_index, take
 
@@ -58,7 +58,7 @@ def setitem_overlap(x, first, second, value):
     from ..tensor.inplace_overlap import index_put_overlap
     view = take(x._data, first, None)
     if second is None:
-        if not isinstance(value, _function.Tensor):
+        if not isinstance(value, _op_function.Tensor):
             return "partial"
         shape = tuple(value.shape)
         while len(shape) > view.ndim and shape[0] == 1:
@@ -74,7 +74,7 @@ def write_indexed(memory, result, first, second):
 
 def setitem_split(x, first, second, value):
     """setitem with the index already split by ops/indexing.py's split_index."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if not isinstance(value, Tensor):
         value = _scalar_value(value, x)
     if second is None:

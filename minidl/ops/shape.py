@@ -4,7 +4,7 @@ import operator
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import normalize_dim, unbroadcast
 from ._higher_order import sum_to

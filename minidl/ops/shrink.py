@@ -15,7 +15,7 @@ values (same seed, same slopes), and the slopes of x > 0 are never used.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import holds_numbers
 from ..tensor.inplace import maybe_inplace

@@ -3,7 +3,7 @@
 comes out NaN, as in PyTorch, and silently (NumPy would warn of inf - inf)."""
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import check_floating
 from .low_precision import float32_compute

@@ -48,7 +48,7 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y_soft
-    soft = y_soft.detach().numpy()
+    soft = y_soft.numpy(force=True)
     axis = dim % max(soft.ndim, 1)
     one_hot = np.zeros_like(soft) if soft.ndim else np.ones_like(soft)   # a 0-d softmax is 1
     if soft.size and soft.ndim:

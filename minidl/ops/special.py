@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from . import _special_math as sm
 from ._elementwise_args import floating, host_only, ufunc

@@ -26,8 +26,8 @@ import numbers
 
 import numpy as np
 
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from . import _special_math as sm
 from . import special_functions_math as sfm
@@ -314,7 +314,7 @@ igamma, igammac = _incomplete_gamma("igamma", False), _incomplete_gamma("igammac
 def _tensor_pair(name, input, other):
     """gcd, lcm and nextafter take two tensors, no numbers (as PyTorch)."""
     for arg, v in (("input", input), ("other", other)):
-        if not isinstance(v, _function.Tensor):
+        if not isinstance(v, _op_function.Tensor):
             raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(v).__name__}")
 
 
@@ -335,7 +335,7 @@ def _integer_binary(name, xp_name):
                                       "tensors only (as PyTorch)")
         a, b = operands(name, input, other, floating=False)
         out = ufunc(name, xp_name, a._data, b._data)
-        return _function.Tensor._wrap(out.astype(dt, copy=False), None, 0)
+        return _op_function.Tensor._wrap(out.astype(dt, copy=False), None, 0)
     fn.__name__ = fn.__qualname__ = name
     return fn
 

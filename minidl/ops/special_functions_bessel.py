@@ -17,7 +17,7 @@ here likewise.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from . import special_functions_bessel_math as bm
 from .special import _host, _host_unary, _special_unary, special

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ._quiet import quiet as _quiet
 from .special_functions_math import _polevl
 
 
@@ -103,9 +104,6 @@ _K1_B = (-5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844
          1.95215518471351631108e-4, -2.85781685962277938680e-3, 1.03923736576817238437e-1,
          2.72062619048444266945e0)
 
-
-def _quiet():
-    return np.errstate(all="ignore")
 
 
 def _f64(x):

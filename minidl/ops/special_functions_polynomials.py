@@ -18,7 +18,7 @@ float dtype. Computed on the host: CPU tensors only.
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ._elementwise_args import host_only, operands
 
 

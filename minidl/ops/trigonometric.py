@@ -9,14 +9,10 @@ which are PyTorch's; no warning is printed for them (PyTorch prints none).
 """
 import math
 
-import numpy as np
-
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ._elementwise_args import floating, ufunc
+from ._quiet import quiet as _quiet
 
-
-def _quiet():
-    return np.errstate(all="ignore")
 
 
 class Sin(Function):

@@ -3,21 +3,23 @@ whatever the forward already computed (often the output itself)."""
 import numbers
 
 import numpy as np
-from ..autograd import function as _function
-from ..autograd.function import Function
+from ..autograd import op_function as _op_function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.dtype import DtypeNotImplementedError
 from ._broadcast import shape_of, unbroadcast
 from ._higher_order import constant, keep_where, sum_to
 from ._kernel_switch import LAYER
+from ._quiet import quiet
 
 
 class Exp(Function):
-    """y = e**x;  dy/dx = y."""
+    """y = e**x;  dy/dx = y. (Overflow gives inf without NumPy's warning, as PyTorch.)"""
 
     @staticmethod
     def forward(ctx, x):
-        y = namespace_of(x).exp(x)
+        with quiet():
+            y = namespace_of(x).exp(x)
         ctx.save_for_backward(y)
         return y
 
@@ -32,17 +34,19 @@ class Exp(Function):
 
 
 class Log(Function):
-    """y = ln x;  dy/dx = 1/x."""
+    """y = ln x;  dy/dx = 1/x. (ln 0 = -inf and ln(-1) = nan without NumPy's warning, as PyTorch.)"""
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return namespace_of(x).log(x)
+        with quiet():
+            return namespace_of(x).log(x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / x
+        with quiet():
+            return g / x
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -50,18 +54,21 @@ class Log(Function):
 
 
 class Sqrt(Function):
-    """y = sqrt(x);  dy/dx = 1 / (2 y)."""
+    """y = sqrt(x);  dy/dx = 1 / (2 y). (sqrt(-1) = nan and the gradient at 0 = inf without
+    NumPy's warning, as PyTorch.)"""
 
     @staticmethod
     def forward(ctx, x):
-        y = namespace_of(x).sqrt(x)
+        with quiet():
+            y = namespace_of(x).sqrt(x)
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return g / (2 * y)
+        with quiet():
+            return g / (2 * y)
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):
@@ -338,7 +345,7 @@ def add_relu(input, other):
     """``relu(input + other)`` as one op (not in PyTorch; see ``AddRelu``) where both are tensors
     of one shape and dtype on one device; anything else (broadcasting, a number, mixed dtypes)
     runs as the two ops, with their rules and errors."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if (isinstance(input, Tensor) and isinstance(other, Tensor) and input.shape == other.shape
             and input.dtype == other.dtype and type(input._data) is type(other._data)):
         return AddRelu.apply(input, other)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ..tensor.size import as_ints
 from ..tensor.tensor import Tensor

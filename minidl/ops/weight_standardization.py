@@ -31,7 +31,7 @@ step, so this is not a hot path: the readable array-namespace code below runs on
 """
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.op_function import Function
 from ..backends import namespace_of
 
 

@@ -16,7 +16,7 @@ import math
 
 from . import state_checks
 from .plateau import ReduceLROnPlateau
-from .scheduler_base import LRScheduler
+from .scheduler_base import LRScheduler, warn_get_lr_outside_step
 from .scheduler_compose import ChainedScheduler, SequentialLR
 from .scheduler_cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
 from .scheduler_decay import ConstantLR, ExponentialLR, LinearLR, MultiStepLR, PolynomialLR
@@ -45,6 +45,7 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
 
 
@@ -58,6 +59,7 @@ class MultiplicativeLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         groups = self.optimizer.param_groups
         if self._is_initial:
             return [group["lr"] for group in groups]
@@ -78,6 +80,7 @@ class StepLR(LRScheduler):
         _check_step_size(state["step_size"])
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         # multiplicative, as PyTorch's chainable form (so manual lr changes are respected)
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return [group["lr"] for group in self.optimizer.param_groups]
@@ -101,10 +104,12 @@ class CosineAnnealingLR(LRScheduler):
         _check_T_max(state["T_max"])
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
+        return self._get_closed_form_lr()
+
+    def _get_closed_form_lr(self):
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
-
-    _get_closed_form_lr = get_lr
 
 
 def _check_step_size(step_size):

@@ -85,6 +85,11 @@ class _ParamState(dict):
     def __repr__(self):
         return "{" + ", ".join(f"<parameter of shape {tuple(p.shape)}>: {v!r}" for p, v in self.items()) + "}"
 
+    def __reduce__(self):
+        """Pickled and deep-copied as its (parameter, state) pairs, keyed anew by the identity of
+        the parameters they are rebuilt with (an id means nothing in another process or copy)."""
+        return type(self), (), None, None, iter(self.items())
+
 
 _in_region = threading.local()    # .open: (id(optimizer), "step" / "zero_grad") regions open on this thread
 
@@ -363,7 +368,7 @@ class Optimizer:
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
         for i, g in enumerate(self.param_groups):
-            lines.append(f"Parameter Group {i}")
+            lines += [""] * (i > 0) + [f"Parameter Group {i}"]   # a blank line between groups, as PyTorch
             lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
         return "\n".join(lines) + "\n)"
 

@@ -201,6 +201,15 @@ class LRScheduler:
             state_checks.count("loaded scheduler state '_step_count'", state["_step_count"])
 
 
+def warn_get_lr_outside_step(scheduler):
+    """PyTorch's warning when a built-in schedule's ``get_lr()`` is called by hand: outside
+    ``step()`` it computes the next epoch's (chainable) lrs from the current ones, which is not
+    the lr in use; ``get_last_lr()`` is."""
+    if not scheduler._get_lr_called_within_step:
+        warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                      UserWarning, stacklevel=3)
+
+
 def set_group_value(group, key, value):
     """``group[key] = value``, but a Tensor there (a Tensor lr) is filled in place, as PyTorch does,
     so that whoever holds it sees the schedule."""

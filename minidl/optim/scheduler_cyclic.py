@@ -15,7 +15,8 @@ the lr, between base_momentum and max_momentum, when ``cycle_momentum`` is true.
 import math
 
 from . import state_checks
-from .scheduler_base import LRScheduler, check_count, format_param, group_values, set_group_value
+from .scheduler_base import (LRScheduler, check_count, format_param, group_values, set_group_value,
+                             warn_get_lr_outside_step)
 
 
 def _momentum_setup(scheduler, optimizer, base_momentum, max_momentum, last_epoch):
@@ -81,6 +82,7 @@ class CyclicLR(LRScheduler):
         return self.gamma ** x
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         cycle = math.floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle          # position in the cycle, 0..1
         height = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
@@ -155,6 +157,7 @@ class OneCycleLR(LRScheduler):
         return (end - start) * pct + start
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         step = self.last_epoch
         if step > self.total_steps:
             raise ValueError(f"Tried to step {step} times. The specified number of total steps is {self.total_steps}")
@@ -190,6 +193,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
 
@@ -217,6 +221,11 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        self._get_lr_called_within_step = True
+        try:
+            lrs = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, lrs):
             set_group_value(group, "lr", lr)
         self._last_lr = group_values(self.optimizer, "lr")

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from . import state_checks
-from .scheduler_base import LRScheduler, check_count
+from .scheduler_base import LRScheduler, check_count, warn_get_lr_outside_step
 
 
 def _current(scheduler, factor=1.0):
@@ -25,6 +25,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         return _current(self) if self._is_initial else _current(self, self.gamma)
 
     def _get_closed_form_lr(self):
@@ -54,6 +55,7 @@ class MultiStepLR(LRScheduler):
         super()._apply_state(new)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         if self.last_epoch not in self.milestones:
             return _current(self)
         return _current(self, self.gamma ** self.milestones[self.last_epoch])
@@ -73,6 +75,7 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         if self.last_epoch == 0:
             return _current(self, self.factor)
         if self.last_epoch != self.total_iters:
@@ -100,6 +103,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         if self.last_epoch == 0:
             return _current(self, self.start_factor)
         if self._is_initial or self.last_epoch > self.total_iters:
@@ -121,6 +125,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         if self._is_initial or self.last_epoch > self.total_iters:
             return _current(self)
         t, n = self.last_epoch, self.total_iters

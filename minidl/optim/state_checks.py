@@ -90,7 +90,7 @@ def param_shaped(where, value, param):
 def host(value):
     """A Tensor's or device array's values as a NumPy array; anything else as it is."""
     if isinstance(value, Tensor):
-        return value.numpy()
+        return value.numpy(force=True)
     device = backends.device_of(value)
     return value if device == "cpu" else backends.get(device).to_host(value)
 

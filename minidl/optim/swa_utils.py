@@ -18,7 +18,7 @@ from ..tensor import dtype as dtypes
 from ..tensor import factories
 from . import state_checks
 from .optimizer import Optimizer
-from .scheduler_base import LRScheduler, format_param
+from .scheduler_base import LRScheduler, format_param, warn_get_lr_outside_step
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn",
            "get_ema_avg_fn", "get_swa_avg_fn"]
@@ -237,6 +237,7 @@ class SWALR(LRScheduler):
         self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" else self._linear_anneal
 
     def get_lr(self):
+        warn_get_lr_outside_step(self)
         step = self._step_count - 1
         if self.anneal_epochs == 0:
             step = max(1, step)

@@ -6,7 +6,7 @@ read as the current signature, with PyTorch's deprecation warning.
 import numbers
 import warnings
 
-from ..autograd import function
+from ..autograd import op_function
 
 
 def alpha_first(name, other, rest, alpha):
@@ -15,7 +15,7 @@ def alpha_first(name, other, rest, alpha):
     with PyTorch's warning; a TypeError for any other extra positional argument."""
     if not rest:
         return other, alpha
-    if len(rest) == 1 and alpha == 1 and isinstance(other, numbers.Number) and isinstance(rest[0], function.Tensor):
+    if len(rest) == 1 and alpha == 1 and isinstance(other, numbers.Number) and isinstance(rest[0], op_function.Tensor):
         warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
                       f"Consider using one of the following signatures instead:\n"
                       f"\t{name}(Tensor other, *, Number alpha = 1)", UserWarning, stacklevel=3)
@@ -32,7 +32,7 @@ def value_first(name, signature, tensor1, tensor2, rest, value):
     if not rest:
         return tensor1, tensor2, value
     if len(rest) == 1 and value == 1 and isinstance(tensor1, numbers.Number) and \
-            isinstance(tensor2, function.Tensor) and isinstance(rest[0], function.Tensor):
+            isinstance(tensor2, op_function.Tensor) and isinstance(rest[0], op_function.Tensor):
         warnings.warn(f"This overload of {name} is deprecated:\n\t{name}({signature}Number value, Tensor tensor1, "
                       f"Tensor tensor2)\nConsider using one of the following signatures instead:\n\t{name}("
                       f"{signature}Tensor tensor1, Tensor tensor2, *, Number value = 1)", UserWarning, stacklevel=3)

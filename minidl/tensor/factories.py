@@ -28,7 +28,7 @@ def tensor(data, dtype=None, requires_grad=False, device="cpu"):
     Tensor). Float data becomes float32 unless it is an ndarray (or NumPy scalar) of another
     float dtype, as torch.tensor does."""
     if isinstance(data, Tensor):
-        data = data.numpy()
+        data = data.numpy(force=True)
     from_ndarray = isinstance(data, (np.ndarray, np.generic))
     try:
         array = np.array(data)

@@ -54,10 +54,14 @@ class Generator:
 
     def set_state(self, new_state):
         """Restore a state from ``get_state`` (a uint8 tensor of 37 bytes); returns self."""
-        data = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state)
-        if data.dtype != np.uint8 or data.shape != (_STATE_BYTES,):
+        from .tensor import Tensor
+        if not isinstance(new_state, Tensor) or new_state.dtype.kind != "u":
+            what = new_state.dtype if isinstance(new_state, Tensor) else type(new_state).__name__
+            raise TypeError(f"RNG state must be a uint8 tensor (PyTorch's ByteTensor) from get_state(), got {what}")
+        data = new_state.numpy(force=True)
+        if data.shape != (_STATE_BYTES,):
             raise RuntimeError(f"Generator.set_state: expected a uint8 tensor of {_STATE_BYTES} bytes from "
-                               f"get_state(), got dtype {data.dtype} and shape {list(data.shape)}")
+                               f"get_state(), got shape {list(data.shape)}")
         raw = data.tobytes()
         if raw[32] not in (0, 1):
             raise RuntimeError("Generator.set_state: the state is corrupted (its has_uint32 byte is not 0 or 1)")

@@ -24,14 +24,14 @@ import warnings
 
 import numpy as np
 
-from ..autograd import function, grad_mode, versions, views
+from ..autograd import op_function, grad_mode, versions, views
 from .deprecated_overloads import value_first
 from .dtype import check_floating
 from .inplace_overlap import check_no_overlap, element_addresses, masked_scatter_order
 
 
 def _tensor_args(args):
-    return [a for a in args if isinstance(a, function.Tensor)]
+    return [a for a in args if isinstance(a, op_function.Tensor)]
 
 
 def apply_inplace(t, name, compute, *args, write=None, overlap="partial"):
@@ -41,7 +41,7 @@ def apply_inplace(t, name, compute, *args, write=None, overlap="partial"):
     old value of one alias over the new value of another). ``overlap`` judges the operands over t's
     memory: "partial" is copy_'s rule (``check_no_partial_overlap``); an indexed write passes a
     stricter ``overlap(memory, operand, name)`` (inplace_overlap.py), or None to judge nothing."""
-    Tensor = function.Tensor
+    Tensor = op_function.Tensor
     others = _tensor_args(args)
     views.current(t)              # a view whose base was written since: its history first
     record = grad_mode._state.enabled and (t._requires_grad or any(o._requires_grad for o in others))
@@ -172,7 +172,7 @@ def _alpha_first(name, other, alpha):
     """(other, alpha) of PyTorch's deprecated overload ``add_(Number alpha, Tensor other)``
     (older training scripts step with ``p.data.add_(-lr, p.grad)``), which PyTorch still runs
     with a warning; any other call passes through unchanged."""
-    if isinstance(other, numbers.Number) and isinstance(alpha, function.Tensor):
+    if isinstance(other, numbers.Number) and isinstance(alpha, op_function.Tensor):
         warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
                       f"Consider using one of the following signatures instead:\n"
                       f"\t{name}(Tensor other, *, Number alpha = 1)", UserWarning, stacklevel=3)
@@ -325,9 +325,12 @@ class InplaceMethods:
     def zero_(self):
         return self.fill_(0)
 
-    def copy_(self, src):
+    def copy_(self, src, non_blocking=False):
+        """Write ``src`` (broadcast, cast to this dtype) into this tensor. ``non_blocking`` is
+        PyTorch's overlap of a host-device copy with compute; every copy here completes before
+        the call returns, so it changes nothing."""
         from ..ops.overwrite import overwrite
-        Tensor = function.Tensor
+        Tensor = op_function.Tensor
         src_shape = src.shape if isinstance(src, Tensor) else np.shape(src)
         try:
             ok = np.broadcast_shapes(src_shape, self.shape) == self.shape
@@ -435,7 +438,7 @@ class InplaceMethods:
     def bernoulli_(self, p=0.5):
         from .. import random
         check_leaf(self, "bernoulli_")
-        p = p.numpy() if hasattr(p, "numpy") else p
+        p = p.numpy(force=True) if hasattr(p, "numpy") else p
         return self._overwrite_host("bernoulli_", random.generator().random(self.shape) < p)
 
 

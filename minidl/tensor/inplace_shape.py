@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 
 from .. import ops as _ops
-from ..autograd import function, grad_mode, versions, views
+from ..autograd import op_function, grad_mode, versions, views
 from ..ops.as_strided import flat_storage
 from .inplace import _check_recordable
 
@@ -38,7 +38,7 @@ def _restride(t, name, make):
         _check_recordable(t, name)
     # the op reads a stand-in for t as it is (same memory, counter and history): the node keeps
     # its input, whose shape its gradient must have, while t itself changes shape
-    old = function.Tensor._wrap(t._data, t._node, t._out_index)
+    old = op_function.Tensor._wrap(t._data, t._node, t._out_index)
     old._requires_grad, old._version_counter, old._base = t._requires_grad, t._version_counter, t._base
     if t._base is not None:
         old._view_version = t._view_version
@@ -124,7 +124,7 @@ def resize_(self, *sizes, memory_format=None):
 
 def resize_as_(self, the_template, memory_format=None):
     """``resize_`` to the template tensor's shape."""
-    if not isinstance(the_template, function.Tensor):
+    if not isinstance(the_template, op_function.Tensor):
         raise TypeError(f"resize_as_(): argument 'the_template' (position 1) must be Tensor, not "
                         f"{type(the_template).__name__}")
     return resize_(self, tuple(the_template.shape), memory_format=memory_format)
@@ -150,7 +150,7 @@ def _others(name, self, others):
     from .dtype import legacy_type_name
     out = []
     for arg, o in others:
-        if not isinstance(o, function.Tensor):
+        if not isinstance(o, op_function.Tensor):
             raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(o).__name__}")
         if o.dtype != self.dtype:
             raise TypeError(f"{name}: expected minidl.{legacy_type_name(self.dtype)} for '{arg}' (got "
@@ -187,13 +187,13 @@ def apply_(self, callable):   # noqa: A002  (PyTorch's argument name)
 
 def map_(self, tensor, callable):   # noqa: A002
     """self[i] = callable(self[i], tensor[i]), tensor broadcast to self's shape; CPU only."""
-    _check_callable_target("map_", [self, tensor] if isinstance(tensor, function.Tensor) else [self])
+    _check_callable_target("map_", [self, tensor] if isinstance(tensor, op_function.Tensor) else [self])
     (other,) = _others("map_", self, [("tensor", tensor)])
     return _write_elementwise("map_", self, callable, [self._data, other])
 
 
 def map2_(self, x, y, callable):   # noqa: A002
     """self[i] = callable(self[i], x[i], y[i]), x and y broadcast to self's shape; CPU only."""
-    _check_callable_target("map2_", [t for t in (self, x, y) if isinstance(t, function.Tensor)])
+    _check_callable_target("map2_", [t for t in (self, x, y) if isinstance(t, op_function.Tensor)])
     a, b = _others("map2_", self, [("x", x), ("y", y)])
     return _write_elementwise("map2_", self, callable, [self._data, a, b])

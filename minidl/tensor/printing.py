@@ -157,7 +157,7 @@ def format_body(t, indent=len(_PREFIX)):
     """The values' part of the text: ``[...]`` brackets, or one element for a 0-d tensor."""
     opts = PRINT_OPTIONS
     precision, edgeitems = int(opts["precision"]), int(opts["edgeitems"])
-    values = np.asarray(t.numpy())           # a host copy off the CPU
+    values = np.asarray(t.numpy(force=True))           # a host copy off the CPU
     if values.size == 0:
         return "[]"
     summarize = values.size > opts["threshold"]

@@ -15,7 +15,7 @@ from .tensor import Tensor
 
 
 def _values(x):
-    return x.numpy() if isinstance(x, Tensor) else x
+    return x.numpy(force=True) if isinstance(x, Tensor) else x
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="cpu", requires_grad=False):
@@ -56,7 +56,7 @@ def bernoulli(input, p=None, *, generator=None):   # noqa: A002  (PyTorch's para
     from .factories import _leaf
     if not isinstance(input, Tensor):
         raise TypeError(f"bernoulli: expected a Tensor of probabilities, got {type(input).__name__}")
-    prob = np.asarray(input.numpy(), dtype=np.float64) if p is None else np.full(input.shape, float(p))
+    prob = np.asarray(input.numpy(force=True), dtype=np.float64) if p is None else np.full(input.shape, float(p))
     if prob.size and not ((prob >= 0) & (prob <= 1)).all():
         raise RuntimeError("bernoulli: expected all probabilities in [0, 1]")
     draws = numpy_generator(generator).random(prob.shape) < prob
@@ -76,7 +76,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):   # n
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {input.dtype}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples <= 0:
         raise RuntimeError(f"cannot sample n_sample <= 0 samples, got num_samples={num_samples!r}")
-    w = np.asarray(input.numpy(), dtype=np.float64).reshape(-1, input.shape[-1])
+    w = np.asarray(input.numpy(force=True), dtype=np.float64).reshape(-1, input.shape[-1])
     n_cat = w.shape[1]
     if n_cat == 0:
         raise RuntimeError("multinomial: the distribution has no categories (last dim is 0)")
@@ -112,7 +112,7 @@ def binomial(count, prob, generator=None):
         raise ValueError(f"binomial only supports floating-point dtypes for count, got: {count.dtype}")
     if prob.dtype != count.dtype:
         raise RuntimeError(f"binomial: found dtype {prob.dtype} for prob but expected {count.dtype} (count's)")
-    n, p = np.asarray(count.numpy(), np.float64), np.asarray(prob.numpy(), np.float64)
+    n, p = np.asarray(count.numpy(force=True), np.float64), np.asarray(prob.numpy(force=True), np.float64)
     try:
         shape = np.broadcast_shapes(n.shape, p.shape)
     except ValueError:

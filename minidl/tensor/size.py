@@ -37,12 +37,26 @@ class Size(tuple):
     __slots__ = ()
 
     def __new__(cls, sizes=()):
-        return super().__new__(cls, (int(n) for n in sizes))
+        if not isinstance(sizes, (tuple, list)):
+            sizes = tuple(sizes)    # a generator is read once; a non-iterable raises TypeError here
+        try:
+            return tuple.__new__(cls, map(operator.index, sizes))
+        except TypeError:
+            pass
+        for i, n in enumerate(sizes):   # only on failure: name the element, as PyTorch; int() would truncate 2.5
+            try:
+                operator.index(n)
+            except TypeError:
+                module = type(n).__module__
+                kind = type(n).__name__ if module == "builtins" or module.startswith("minidl") else \
+                    f"{module}.{type(n).__name__}"
+                raise TypeError(f"minidl.Size() takes an iterable of 'int' (item {i} is '{kind}')") from None
+        return tuple.__new__(cls, map(operator.index, sizes))
 
     @classmethod
     def of_shape(cls, shape):
         """The Size of a NumPy (or device) array's shape, a tuple of Python ints already: no
-        conversion (``tensor.shape`` is read on every op, and the generator above costs ~1 us)."""
+        conversion (``tensor.shape`` is read on every op, and the conversion above costs ~1 us)."""
         return tuple.__new__(cls, shape)
 
     def __repr__(self):

@@ -1,8 +1,9 @@
 """Tensor: an array (NumPy on the CPU) plus what autograd needs to know about it.
 
 A Tensor holds
-- ``_data``: the array itself (``.numpy()`` gives it on the host; ``.data`` is a Tensor
-  over the same memory, cut from the graph, as in PyTorch);
+- ``_data``: the array itself (``.numpy()`` gives it for a CPU tensor outside the graph, by
+  PyTorch's rule: conversion.py; ``.data`` is a Tensor over the same memory, cut from the
+  graph, as in PyTorch);
 - ``requires_grad`` and ``grad``: whether to compute d(loss)/d(this), and where it lands;
 - ``_node`` / ``_out_index``: the Function node that produced it (None for leaves), used by
   the engine to walk the graph backwards;
@@ -26,13 +27,14 @@ import numpy as np
 from .. import backends
 from .. import ops as _ops
 from ..autograd import api, backward_callbacks, hooks, views
-from ..autograd.function import register_tensor_type
+from ..autograd.op_function import register_tensor_type
 from ..autograd.versions import VersionCounter
 from ..ops import bitwise as _bitwise
 from ..ops import rounding_division as _rdiv
 from ..ops import scatter as _scatter
 from ..ops import scatter_reduce as _scatter_reduce
 from ..ops import selection as _selection
+from . import conversion as _conversion
 from . import dtype as dtypes
 from . import memory_format as _formats
 from . import printing as _printing
@@ -68,12 +70,21 @@ class Tensor(InplaceMethods):
 
     def __new__(cls, *args, **kwargs):
         """``md.Tensor(data)`` or ``md.Tensor(*sizes)``, PyTorch's legacy constructor (tensor/legacy.py).
-        minidl's own tensors are built by ``_wrap``, which does not come here; copy and pickle call
-        ``Tensor.__new__(Tensor)`` and then set the slots of what it returns."""
+        minidl's own tensors, and those pickle and copy rebuild (pickling.py), are built by ``_wrap``,
+        which does not come here."""
         if cls is not Tensor and not args and not kwargs:
             return object.__new__(cls)
         from .legacy import construct
         return construct(None, args, kwargs)
+
+    def __reduce_ex__(self, protocol):
+        """Pickled as its storage and place in it, class and requires_grad (see pickling.py)."""
+        from .pickling import reduce
+        return reduce(self)
+
+    def __deepcopy__(self, memo):
+        from .pickling import deepcopy
+        return deepcopy(self, memo)
 
     # attributes ------------------------------------------------------------------
     @property
@@ -199,21 +210,21 @@ class Tensor(InplaceMethods):
         return (self[i] for i in range(self.shape[0]))
 
     # conversion ------------------------------------------------------------------
-    def numpy(self):
-        """A host (NumPy) array of the values; on the CPU it shares memory, as in PyTorch."""
-        return backends.get(self.device).to_host(self._data)
+    def numpy(self, *, force=False):
+        """The CPU tensor's memory as an ndarray; refused when it requires grad or is off the
+        CPU unless ``force`` (then ``detach().cpu().numpy()``), as in PyTorch (conversion.py)."""
+        return _conversion.numpy(self, force)
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        return _conversion.array(self, dtype, copy)
 
     def tolist(self):
-        return self.numpy().tolist()
+        return _conversion.host_values(self).tolist()
 
     def item(self):
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to a scalar")
-        return self.numpy().reshape(()).item()
+        return _conversion.host_values(self).reshape(()).item()
 
     def __float__(self):
         return float(self.item())

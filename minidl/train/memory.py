@@ -50,8 +50,8 @@ def _saved_by(node, Tensor):
 
 def graph_bytes(output):
     """The activation bytes the graph behind ``output`` (a Tensor, before its backward) holds."""
-    from ..autograd import function
-    Tensor = function.Tensor
+    from ..autograd import op_function
+    Tensor = op_function.Tensor
     start = output._node
     if start is None:
         return GraphBytes(0, 0, 0, {})

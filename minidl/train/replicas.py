@@ -57,5 +57,5 @@ class Replicas:
         from ..tensor.tensor import Tensor
         t = Tensor._wrap(np.array([loss, items, 0.0 if signum is None else 1.0, signum or 0.0]), None, 0)
         dist.all_reduce(t)
-        total_loss, total_items, stopped, signals = t.numpy().tolist()
+        total_loss, total_items, stopped, signals = t.numpy(force=True).tolist()
         return total_loss / self.world_size, total_items, int(round(signals / stopped)) if stopped else None

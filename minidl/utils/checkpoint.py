@@ -42,8 +42,8 @@ import contextlib
 import warnings
 
 from .. import random as _random
-from ..autograd import engine, function as _function, grad_mode
-from ..autograd.function import Function
+from ..autograd import engine, op_function as _op_function, grad_mode
+from ..autograd.op_function import Function
 from ..autograd.graph import leaves_reached
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
@@ -76,7 +76,7 @@ def _autocast_contexts(saved):
 
 def _tensors_of(out):
     """The Tensors of a function's result: itself, or the Tensor elements of a tuple or list."""
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     if isinstance(out, Tensor):
         return [out]
     if isinstance(out, (tuple, list)):
@@ -105,7 +105,7 @@ class _Checkpoint(Function):
         args = list(run.args)
         it = iter(inputs)
         for i, a in enumerate(args):
-            if isinstance(a, _function.Tensor):
+            if isinstance(a, _op_function.Tensor):
                 args[i] = next(it)
         with grad_mode.enable_grad(), _rng_forked(run.rng_state), _autocast_contexts(run.autocast), \
                 run.recompute_context:
@@ -173,7 +173,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
     if not grad_mode.is_grad_enabled():
         return function(*args, **kwargs)      # nothing will be differentiated: nothing to save
 
-    Tensor = _function.Tensor
+    Tensor = _op_function.Tensor
     tensor_args = [a for a in args if isinstance(a, Tensor)]
     run = _Run()
     run.function, run.kwargs, run.n_inputs = function, kwargs, len(tensor_args)

@@ -45,7 +45,7 @@ class TransformerEncoderClassifier(nn.Module):
     def encode(self, idx, key_padding_mask=None):
         """(per-token features (B, T, d), padding mask (B, T) as a bool array on idx's device)."""
         on_device = isinstance(idx, Tensor) and idx.device != "cpu"
-        ids = idx._data if on_device else (idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx))
+        ids = idx._data if on_device else (idx.numpy(force=True) if isinstance(idx, Tensor) else np.asarray(idx))
         xp = namespace_of(ids)   # a device's ids stay there: the mask is computed beside them
         if key_padding_mask is None:
             kpm = ids == self.pad_idx if self.pad_idx is not None else xp.zeros(ids.shape, bool)
@@ -53,7 +53,7 @@ class TransformerEncoderClassifier(nn.Module):
             if on_device and isinstance(key_padding_mask, Tensor) and key_padding_mask.device == idx.device:
                 kpm = key_padding_mask._data
             else:
-                kpm = (key_padding_mask.numpy() if isinstance(key_padding_mask, Tensor)
+                kpm = (key_padding_mask.numpy(force=True) if isinstance(key_padding_mask, Tensor)
                        else np.asarray(key_padding_mask))
                 if on_device:   # a host mask is copied up, like the batch itself
                     kpm = get_backend(idx.device).from_host(kpm)

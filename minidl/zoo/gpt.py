@@ -106,7 +106,7 @@ def sample_tokens(model, idx, max_new_tokens, temperature, top_k, next_logits):
     ``max_new_tokens`` tokens, each drawn by ``_sample`` from the last position of
     ``next_logits(ids)`` (logits (B, T', vocab) for the int64 ids (B, T) so far), in eval mode
     without gradients; the model's training mode is restored afterwards."""
-    ids = _ids(idx).numpy().astype(np.int64)
+    ids = _ids(idx).numpy(force=True).astype(np.int64)
     if ids.ndim == 1:
         ids = ids[None]
     if ids.ndim != 2 or ids.shape[1] == 0:
@@ -118,7 +118,7 @@ def sample_tokens(model, idx, max_new_tokens, temperature, top_k, next_logits):
     try:
         with grad_mode.no_grad():
             for _ in range(int(max_new_tokens)):
-                last = next_logits(ids).numpy()[:, -1, :].astype(np.float64)
+                last = next_logits(ids).numpy(force=True)[:, -1, :].astype(np.float64)
                 ids = np.concatenate([ids, _sample(last, temperature, top_k, rng)[:, None]], axis=1)
     finally:
         model.train(was_training)

@@ -245,7 +245,7 @@ def _xavier_normal(shape, gain, dtype):
     from ..tensor.factories import zeros
     t = zeros(*shape, dtype=dtype)
     nn.init.xavier_normal_(t, gain=gain)
-    return t.numpy()
+    return t.numpy(force=True)
 
 
 def run_blocks(blocks, x, key_padding_mask=None, final_norm=None):

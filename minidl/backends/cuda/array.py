@@ -161,7 +161,7 @@ class CudaArray:
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError("cuda: a device array cannot be used as a NumPy array implicitly; "
-                        "copy it to the host with .copy_to_host() (Tensor.numpy() / .cpu())")
+                        "copy it to the host with .copy_to_host() (Tensor.cpu() / .numpy(force=True))")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """np.<ufunc>(x) runs on the device (numpy_protocol.py); ndarray <op> CudaArray lands here too."""

@@ -9,6 +9,7 @@ import numpy as np
 from ...ops.normalization.batch_norm import BatchNormFunction, BatchNormReLUFunction
 from ...ops.normalization.group_norm import GroupNormFunction, GroupNormReLUFunction
 from ...ops.normalization.instance_norm import InstanceNormFunction
+from ...ops.shape_error import ShapeError
 from ...tensor.dtype import check_same_dtype
 from ...tensor.tensor import Tensor
 
@@ -19,7 +20,7 @@ def _check_input(op, x, min_dim=2):
     if x.dtype.kind != "f":
         raise TypeError(f"{op}: expected a floating point input, got dtype {x.dtype}")
     if x.ndim < min_dim:
-        raise ValueError(f"{op}: expected an input of shape (N, C, *) with at least {min_dim} dims, "
+        raise ShapeError(f"{op}: expected an input of shape (N, C, *) with at least {min_dim} dims, "
                          f"got shape {tuple(x.shape)}")
 
 
@@ -29,7 +30,7 @@ def _check_channel_tensor(op, name, t, c, x):
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected {name} to be a Tensor or None, got {type(t).__name__}")
     if tuple(t.shape) != (c,):
-        raise ValueError(f"{op}: expected {name} of shape ({c},) for an input with {c} channels "
+        raise ShapeError(f"{op}: expected {name} of shape ({c},) for an input with {c} channels "
                          f"(input shape {tuple(x.shape)}), got {name} of shape {tuple(t.shape)}")
 
 
@@ -56,7 +57,7 @@ def _as_mask(op, mask, x):
     m = mask._data if isinstance(mask, Tensor) else mask
     if type(m) is not np.ndarray and x.device != "cpu" and hasattr(m, "dtype"):
         return _device_mask(op, m, x)
-    m = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
+    m = mask.numpy(force=True) if isinstance(mask, Tensor) else np.asarray(mask)
     if x.ndim != 3:
         raise ValueError(f"{op}: a mask needs an input of shape (N, C, L), got shape {tuple(x.shape)}")
     expected = (x.shape[0], x.shape[2])
@@ -241,7 +242,7 @@ def _check_group_norm_arguments(op, x, num_groups, weight, bias):
     _check_input(op, x)
     c = x.shape[1]
     if not isinstance(num_groups, numbers.Integral) or num_groups <= 0 or c % num_groups:
-        raise ValueError(f"{op}: expected num_channels ({c}, dim 1 of input shape {tuple(x.shape)}) "
+        raise ShapeError(f"{op}: expected num_channels ({c}, dim 1 of input shape {tuple(x.shape)}) "
                          f"to be divisible by num_groups, got num_groups={num_groups!r}")
     _check_channel_tensor(op, "weight", weight, c, x)
     _check_channel_tensor(op, "bias", bias, c, x)

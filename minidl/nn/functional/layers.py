@@ -8,7 +8,7 @@ from ...ops.one_hot import one_hot  # noqa: F401
 from ...ops.pad import pad  # noqa: F401
 from ...ops.pixel_shuffle import pixel_shuffle, pixel_unshuffle  # noqa: F401
 from ...ops.bilinear import bilinear  # noqa: F401
-from ...ops.embedding_bag import embedding_bag  # noqa: F401
+from .sparse import embedding_bag  # noqa: F401
 from ...ops.local_response_norm import local_response_norm  # noqa: F401
 from ...ops.channel_shuffle import channel_shuffle  # noqa: F401
 from ...ops.distance import pdist  # noqa: F401

@@ -37,6 +37,7 @@ PyTorch, a fully masked row gives NaN. Malformed arguments raise PyTorch's Asser
 RuntimeError with its messages. Every step is a differentiable op; autograd composes the backward.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -58,6 +59,42 @@ def _pad_keys(mask, extra):
         return cat([mask, zeros(*mask.shape[:-1], extra, dtype=mask.dtype, device=mask.device)], -1)
     mask = np.asarray(mask)
     return np.concatenate([mask, np.zeros(mask.shape[:-1] + (extra,), mask.dtype)], -1)
+
+
+def check_mask_pair(mask, name, other, other_name):
+    """PyTorch's mask-type rules for a padding mask and the attention mask beside it: each must be
+    bool or floating (else AssertionError naming it); masks of two different dtypes still work
+    (each is applied in its own convention) but PyTorch deprecates mixing them and warns. Returns
+    whether the two differ."""
+    for m, n in ((mask, name), (other, other_name)):
+        if m is not None and _data(m).dtype != np.bool_ and _data(m).dtype.kind != "f":
+            raise AssertionError(f"only bool and floating types of {n} are supported, got {_data(m).dtype}")
+    if mask is None or other is None or _data(mask).dtype == _data(other).dtype:
+        return False
+    warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both instead.",
+                  stacklevel=3)
+    return True
+
+
+def float_mask(mask, dtype):
+    """A bool mask (True = masked out) as the additive float mask of ``dtype`` (-inf / 0); float
+    masks as they are."""
+    if mask is None or _data(mask).dtype != np.bool_:
+        return mask
+    if isinstance(mask, Tensor):
+        from ...tensor.factories import zeros_like
+        return zeros_like(mask, dtype=dtype).masked_fill(mask, -math.inf)
+    return np.where(np.asarray(mask), -np.inf, 0.0).astype(dtype)
+
+
+def same_kind_masks(padding, padding_name, mask, mask_name, dtype):
+    """A key padding mask and an attention mask of different types made both float (bool ones as
+    -inf / 0 of ``dtype``), after PyTorch's deprecation warning, as PyTorch's modules do on entry
+    before passing the masks on (where a float mask of another dtype than ``dtype`` then warns
+    once more, as in PyTorch)."""
+    if check_mask_pair(padding, padding_name, mask, mask_name):
+        return float_mask(padding, dtype), float_mask(mask, dtype)
+    return padding, mask
 
 
 def _merge_masks(attn_mask, key_padding_mask, B, H, L, S, dtype):
@@ -82,9 +119,6 @@ def _merge_masks(attn_mask, key_padding_mask, B, H, L, S, dtype):
         if tuple(m.shape) != (B, S):
             raise AssertionError(f"expecting key_padding_mask shape of {(B, S)}, but got {list(m.shape)}")
         parts.append(m.reshape(B, 1, 1, S))
-    for p in parts:
-        if _data(p).dtype != np.bool_ and _data(p).dtype.kind != "f":
-            raise AssertionError(f"only bool and floating types of masks are supported, got {_data(p).dtype}")
     if not parts:
         return None
     if all(_data(p).dtype == np.bool_ for p in parts):
@@ -169,6 +203,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                  is_causal=False):
     """As ``torch.nn.functional.multi_head_attention_forward``; see the module docstring."""
     batched = _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    check_mask_pair(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask")
     if not batched:   # (L, E) -> (L, 1, E), the mask (S,) -> (1, S)
         query, key, value = _views(lambda t: t.unsqueeze(1), (query, key, value))
         if key_padding_mask is not None:

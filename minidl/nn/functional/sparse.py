@@ -1,4 +1,5 @@
-"""F.embedding: the lookup (``minidl.ops.embedding``) with PyTorch's ``max_norm`` renormalisation.
+"""F.embedding and F.embedding_bag: the lookups (``minidl.ops.embedding``, ``minidl.ops.embedding_bag``)
+with PyTorch's ``max_norm`` renormalisation.
 
 With ``max_norm``, every row of ``weight`` that ``input`` selects is first rescaled in place,
 outside the graph, as ``torch.embedding_renorm_`` does:
@@ -9,9 +10,10 @@ so the lookup (and the gradient) then see the renormalised rows. Rows not select
 the padding row unless it is selected, are left as they are.
 """
 from ...autograd import grad_mode, versions
-from ...autograd import function as _function
+from ...autograd import op_function as _op_function
 from ...backends import namespace_of
 from ...ops.embedding import embedding as _lookup
+from ...ops.embedding_bag import embedding_bag as _bags
 
 
 def _embedding_renorm_(weight, idx, max_norm, norm_type):
@@ -50,8 +52,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if scale_grad_by_freq or sparse:
         raise NotImplementedError(f"embedding: scale_grad_by_freq and sparse gradients are not supported, got "
                                   f"scale_grad_by_freq={scale_grad_by_freq}, sparse={sparse}")
+    _renorm_selected(input, weight, max_norm, norm_type)
+    return _lookup(input, weight, padding_idx)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """As ``torch.nn.functional.embedding_bag`` (the bags: ``minidl.ops.embedding_bag``); ``max_norm``
+    renormalises every row ``input`` names in place first, as for ``embedding``."""
+    _renorm_selected(input, weight, max_norm, norm_type)
+    return _bags(input, weight, offsets, None, norm_type, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                 include_last_offset, padding_idx)
+
+
+def _renorm_selected(input, weight, max_norm, norm_type):
     if max_norm is not None:
-        Tensor = _function.Tensor
+        Tensor = _op_function.Tensor
+        if not isinstance(weight, Tensor):
+            return   # the lookup reports the bad weight
         idx = input._data if isinstance(input, Tensor) else namespace_of(weight._data).asarray(input)
         _embedding_renorm_(weight, idx, float(max_norm), norm_type)
-    return _lookup(input, weight, padding_idx)

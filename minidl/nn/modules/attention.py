@@ -5,12 +5,13 @@
     out, w = mha(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                  average_attn_weights=True, is_causal=False)
 
-``batch_first`` defaults to True here (PyTorch: False); every other argument is PyTorch's, in
-PyTorch's order. Parameters (so a PyTorch state_dict loads as is): ``in_proj_weight`` (3E, E) =
-[W_q; W_k; W_v] when key and value have E features, else ``q_proj_weight`` (E, E),
-``k_proj_weight`` (E, kdim), ``v_proj_weight`` (E, vdim) (and ``in_proj_weight`` None);
-``in_proj_bias`` (3E,); ``out_proj`` (NonDynamicallyQuantizableLinear(E, E), a Linear); with
-``add_bias_kv``, ``bias_k`` and ``bias_v`` (1, 1, E). Init as PyTorch: xavier_uniform_ on the
+``batch_first`` defaults to True here (PyTorch: False; minidl's API contract, for the zoo's
+batch-first Transformers): inputs are (B, L, E), or (L, B, E) with ``batch_first=False``. Every
+other argument is PyTorch's, with its default and in its order. Parameters (so a PyTorch state_dict loads as
+is): ``in_proj_weight`` (3E, E) = [W_q; W_k; W_v] when key and value have E features, else
+``q_proj_weight`` (E, E), ``k_proj_weight`` (E, kdim), ``v_proj_weight`` (E, vdim) (and
+``in_proj_weight`` None); ``in_proj_bias`` (3E,); ``out_proj`` (NonDynamicallyQuantizableLinear(E,
+E), a Linear); with ``add_bias_kv``, ``bias_k`` and ``bias_v`` (1, 1, E). Init as PyTorch: xavier_uniform_ on the
 projection weights, zero biases, out_proj.weight with Linear's default, xavier_normal_ on bias_k /
 bias_v.
 
@@ -30,7 +31,7 @@ function's docstring describes the masks, ``is_causal`` and the two computation 
 import numpy as np
 
 from ...tensor import dtype as dtypes
-from ..functional.multi_head_attention import _views, multi_head_attention_forward
+from ..functional.multi_head_attention import _views, multi_head_attention_forward, same_kind_masks
 from ..parameter import Parameter
 from .module import Module
 
@@ -95,6 +96,8 @@ class MultiheadAttention(Module):
     # -----------------------------------------------------------------------------------
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
+        key_padding_mask, attn_mask = same_kind_masks(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask",
+                                                      query.dtype)
         swap = self.batch_first and query.ndim == 3
         if swap:   # (B, L, E) -> the function's (L, B, E), as views; a shared argument stays shared
             query, key, value = _views(lambda t: t.transpose(0, 1), (query, key, value))

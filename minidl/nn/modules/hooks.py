@@ -39,7 +39,7 @@ import weakref
 
 from ...autograd import grad_mode
 from ...autograd import hooks as _autograd_hooks
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...tensor.tensor import Tensor
 
 # The hooks registered for every module (torch.nn.modules.module.register_module_*_hook):

@@ -88,6 +88,16 @@ class Module(StateDictMethods):
         for name in _HOOK_REGISTRIES:
             setattr_(self, name, _autograd_hooks.HookDict())
 
+    def __getstate__(self):
+        """What pickle and deepcopy keep: the attributes, less the hook registries that are
+        empty (``__setstate__`` makes them anew), so that a pickled model names only its own
+        classes (what ``md.load(..., weights_only=True)`` must be allowed)."""
+        state = dict(self.__dict__)
+        for name in _HOOK_REGISTRIES:
+            if name in state and not state[name]:
+                del state[name]
+        return state
+
     def __setstate__(self, state):
         """Restore a pickled module; one pickled when registered names were also kept as plain
         attributes loses those copies, which would hide later changes to the registries."""
@@ -489,8 +499,8 @@ class Module(StateDictMethods):
         return _module_hooks.register(self._hooks("_backward_hooks"), hook)
 
     def compile(self, *args, **kwargs):
-        """As PyTorch's (which compiles this module's calls in place): ``minidl.compile`` is the
-        identity, so there is nothing to do."""
+        """As PyTorch's (which compiles this module's calls in place): minidl has no graph
+        compiler, so there is nothing to do."""
 
     # printing ----------------------------------------------------------------------
     def _get_name(self):

@@ -43,7 +43,7 @@ def _loadable(key, value, target, assign=False):
     received = type(value).__name__
     original = value
     if isinstance(value, Tensor):
-        value = value.numpy()
+        value = value.numpy(force=True)
     try:
         src = np.asarray(value)
     except (TypeError, ValueError) as exc:     # e.g. a ragged list

@@ -42,12 +42,20 @@ def _param(shape, dtype):
     return Parameter(np.empty(shape, dtype=dtypes.to_dtype(dtype) if dtype is not None else dtypes.DEFAULT_FLOAT))
 
 
-def _check_dtypes(name, x, params, states):
+class RNNInputDtypeError(dtypes.DtypeMismatchError, ValueError):
+    """An input to an RNN/LSTM/GRU stack in another dtype than its weights: PyTorch's ValueError,
+    and minidl's DtypeMismatchError (a RuntimeError and a TypeError) as for any other layer."""
+
+
+def _check_dtypes(name, x, params, states, stack=False):
     if autocast_state.state.on and autocast_state.casts(name, "cpu" if type(x._data) is np.ndarray else "cuda"):
         return   # autocast casts the input, weights and states to one dtype (minidl/amp/policy.py)
     for pname, t in list(params) + list(states):
         if isinstance(t, Tensor) and t.dtype != x.dtype:
-            raise RuntimeError(f"{name}: input must have the type {t.dtype} of {pname}, got {x.dtype}")
+            if stack and pname == "weight_ih_l0":
+                raise RNNInputDtypeError(f"RNN input dtype ({x.dtype}) does not match weight dtype ({t.dtype}). "
+                                         f"Convert input: input.to({t.dtype}), or convert model: model.to({x.dtype})")
+            raise dtypes.DtypeMismatchError(f"{name}: input must have the type {t.dtype} of {pname}, got {x.dtype}")
 
 
 def same_device(name, x, params, states):
@@ -170,7 +178,7 @@ class RNNBase(Module):
         packed = isinstance(input, PackedSequence)
         if packed:
             data, bs_t, sorted_indices, unsorted_indices = input
-            batch_sizes = bs_t.numpy().astype(np.int64)
+            batch_sizes = bs_t.numpy(force=True).astype(np.int64)
             B, batched = (int(batch_sizes[0]) if batch_sizes.size else 0), True
             if data.ndim != 2:
                 raise ValueError(f"{name}: Expected the packed data to be 2D (N, input_size), got {data.ndim}D")
@@ -195,7 +203,7 @@ class RNNBase(Module):
         given = list(hx) if isinstance(hx, (tuple, list)) else [hx]
         same_device(name, x, self.named_parameters(), [(f"hx[{i}]", s) for i, s in enumerate(given)])
         h0, c0 = self._initial_states(hx, x, B, batched, sorted_indices)
-        _check_dtypes(name, x, self.named_parameters(), [("hx", h0), ("cx", c0)])
+        _check_dtypes(name, x, self.named_parameters(), [("hx", h0), ("cx", c0)], stack=True)
 
         D = 2 if self.bidirectional else 1
         h_n, c_n = [], []
@@ -217,7 +225,7 @@ class RNNBase(Module):
         if packed:
             output = PackedSequence(layer_in, bs_t, sorted_indices, unsorted_indices)
             if unsorted_indices is not None:
-                idx = unsorted_indices.numpy()
+                idx = unsorted_indices.numpy(force=True)
                 h_n = h_n[:, idx]
                 c_n = None if c_n is None else c_n[:, idx]
         else:
@@ -257,7 +265,7 @@ class RNNBase(Module):
         if not batched:
             states = [s.unsqueeze(1) for s in states]
         if sorted_indices is not None:
-            idx = sorted_indices.numpy()
+            idx = sorted_indices.numpy(force=True)
             states = [s[:, idx] for s in states]
         for i, (s, shape) in enumerate(zip(states, (h_shape, c_shape))):
             if tuple(s.shape) != shape:

@@ -47,7 +47,7 @@ class Embedding(Module):
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
                         scale_grad_by_freq=False, sparse=False):
         import numpy as np
-        data = embeddings.numpy().copy() if hasattr(embeddings, "numpy") else np.array(embeddings)
+        data = embeddings.numpy(force=True).copy() if hasattr(embeddings, "numpy") else np.array(embeddings)
         rows, dim = data.shape
         return cls(rows, dim, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
                    scale_grad_by_freq=scale_grad_by_freq, sparse=sparse, _weight=data, _freeze=freeze)

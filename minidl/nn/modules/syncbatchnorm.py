@@ -60,13 +60,13 @@ class GroupExchange:
         k = dist.get_world_size(self.group)
         out = Tensor._wrap(np.zeros(k * vector.size), None, 0)
         dist.all_gather_into_tensor(out, Tensor._wrap(vector, None, 0), group=self.group)
-        return out.numpy().reshape(k, vector.size)
+        return out.numpy(force=True).reshape(k, vector.size)
 
     def sum(self, vector):
         from ... import distributed as dist
         t = Tensor._wrap(np.ascontiguousarray(vector, np.float64).copy(), None, 0)
         dist.all_reduce(t, group=self.group)
-        return t.numpy()
+        return t.numpy(force=True)
 
 
 def _world(group):

@@ -39,10 +39,10 @@ import numpy as np
 
 from ...autograd import autocast_state
 from ...autograd.grad_mode import is_grad_enabled
-from ...tensor import dtype as dtypes
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from .. import init
+from ..functional.multi_head_attention import same_kind_masks
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
@@ -142,6 +142,8 @@ class TransformerEncoderLayer(_Layer):
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         _check_input("query", src, self.d_model)
+        src_key_padding_mask, src_mask = same_kind_masks(src_key_padding_mask, "src_key_padding_mask", src_mask,
+                                                          "src_mask", src.dtype)
         x = self._residual(src, self.norm1, lambda h: self._attend(self.self_attn, self.dropout1, h, h, src_mask,
                                                                     src_key_padding_mask, is_causal))
         return self._residual(x, self.norm2, lambda h: self._ff_block(h, self.dropout2))
@@ -241,6 +243,8 @@ class TransformerEncoder(Module):
             self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        src_key_padding_mask, mask = same_kind_masks(src_key_padding_mask, "src_key_padding_mask", mask, "mask",
+                                                      src.dtype)
         if is_causal is None:
             is_causal = _is_causal_mask(mask, _seq_len(self.layers, src))
         padding = self._nested_padding(src, mask, src_key_padding_mask)
@@ -335,8 +339,8 @@ class Transformer(Module):
 
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
-        """The (sz, sz) float mask with -inf above the diagonal (position i sees j <= i), 0 elsewhere."""
-        from ...tensor.factories import tensor
-        m = np.triu(np.full((sz, sz), -math.inf, np.float32), k=1)
-        out = tensor(m if dtype is None else m.astype(dtypes.to_dtype(dtype)))
+        """The (sz, sz) float mask (of ``dtype``, else the default dtype) with -inf above the
+        diagonal (position i sees j <= i), 0 elsewhere."""
+        from ...tensor.factories import full
+        out = full((sz, sz), -math.inf, dtype=dtype).triu(1)
         return out if device is None or str(device) == "cpu" else out.to(device)

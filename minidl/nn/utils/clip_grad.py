@@ -44,7 +44,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if not tensors:
         return Tensor._wrap(np.zeros((), np.float32), None, 0)
-    arrays = [t.numpy() for t in tensors]
+    arrays = [t.numpy(force=True) for t in tensors]
     dtype = np.result_type(*[a.dtype for a in arrays])
     total = dtype.type(_total_norm(arrays, norm_type))
     if error_if_nonfinite and not math.isfinite(float(total)):
@@ -68,7 +68,7 @@ def _scale_by_norm(grads, max_norm, total_norm):
         max_norm = max_norm.item()
     if not grads:
         return
-    total = np.asarray(total_norm.numpy() if isinstance(total_norm, Tensor) else total_norm)
+    total = np.asarray(total_norm.numpy(force=True) if isinstance(total_norm, Tensor) else total_norm)
     dtype = total.dtype if total.dtype.kind == "f" else np.dtype(np.float64)
     total = dtype.type(total)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):

@@ -23,7 +23,7 @@ __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 def _is_orthogonal(Q):
     """Whether the tall Q (..., n, k) has orthonormal columns: Q^T Q = I within 10 n eps."""
     n, k = Q.shape[-2], Q.shape[-1]
-    q = Q.numpy()
+    q = Q.numpy(force=True)
     eps = 10.0 * n * np.finfo(q.dtype).eps
     return np.allclose(np.swapaxes(q, -1, -2) @ q, np.eye(k, dtype=q.dtype), atol=eps)
 
@@ -32,7 +32,7 @@ def _make_orthogonal(A):
     """The Q of A = QR (A tall, (..., n, k)) with R's diagonal made non-negative: Q's columns
     times the signs of R's diagonal (a column whose R entry is 0 becomes zero, as PyTorch's
     ``sgn``). NumPy's QR is LAPACK's geqrf + orgqr, as PyTorch's."""
-    a = A.numpy()
+    a = A.numpy(force=True)
     q, r = np.linalg.qr(a, mode="reduced")
     q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
     return Tensor._wrap(q.astype(a.dtype, copy=False), None, 0)
@@ -129,7 +129,7 @@ class _Orthogonal(Module):
                 # LAPACK's geqrf (np.linalg.qr's "raw" mode, transposed): the reflectors below the
                 # diagonal, R above; the diagonal becomes R's signs (-1 flipped to +1 where tau == 0:
                 # that reflector is the identity), which forward multiplies back in
-                q = Q.numpy()
+                q = Q.numpy(force=True)
                 h, tau = np.linalg.qr(q, mode="raw")
                 a = np.array(np.swapaxes(h, -1, -2), dtype=q.dtype)
                 diag = np.sign(np.diagonal(a, axis1=-2, axis2=-1))
@@ -144,7 +144,8 @@ class _Orthogonal(Module):
                 Q = _make_orthogonal(Q) if not _is_orthogonal(Q) else Q.clone()
             else:
                 N = randn(*(tuple(Q.shape[:-2]) + (n, n - k)), dtype=Q.dtype)
-                Q = _make_orthogonal(Tensor._wrap(np.concatenate([Q.numpy(), N.numpy()], axis=-1), None, 0))
+                QN = np.concatenate([Q.numpy(force=True), N.numpy(force=True)], axis=-1)
+                Q = _make_orthogonal(Tensor._wrap(QN, None, 0))
             if Q.device != Q_init.device:
                 Q = Q.to(Q_init.device)
             self.base = Q

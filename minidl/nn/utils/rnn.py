@@ -27,7 +27,7 @@ def _int64(a):
 
 def _array(x):
     if isinstance(x, Tensor):
-        return x.numpy()
+        return x.numpy(force=True)
     return np.asarray(x)
 
 
@@ -42,7 +42,7 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         if sorted_indices is not None and not isinstance(sorted_indices, Tensor):
             sorted_indices = _int64(sorted_indices)
         if unsorted_indices is None and sorted_indices is not None:
-            unsorted_indices = _int64(_invert(sorted_indices.numpy()))
+            unsorted_indices = _int64(_invert(sorted_indices.numpy(force=True)))
         elif unsorted_indices is not None and not isinstance(unsorted_indices, Tensor):
             unsorted_indices = _int64(unsorted_indices)
         _check_layout(data, batch_sizes, sorted_indices)
@@ -99,7 +99,7 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
 def _check_layout(data, batch_sizes, sorted_indices):
     """The layout the RNN loops index by: each step runs the first batch_sizes[t] sequences, so the
     sizes are positive and non-increasing, and they add up to data's rows."""
-    bs = batch_sizes.numpy()
+    bs = batch_sizes.numpy(force=True)
     if bs.ndim != 1 or bs.dtype.kind not in "iu":
         raise ValueError(f"PackedSequence: batch_sizes must be a 1-D integer sequence, got shape {bs.shape} "
                          f"and dtype {bs.dtype}")
@@ -110,7 +110,7 @@ def _check_layout(data, batch_sizes, sorted_indices):
     if rows and rows[0] is not None and int(bs.sum()) != rows[0]:
         raise ValueError(f"PackedSequence: batch_sizes add up to {int(bs.sum())} rows, but data has {rows[0]}")
     if sorted_indices is not None:
-        perm = sorted_indices.numpy()
+        perm = sorted_indices.numpy(force=True)
         if perm.ndim != 1 or perm.size != (bs[0] if bs.size else 0) or not np.array_equal(np.sort(perm),
                                                                                       np.arange(perm.size)):
             last = int(bs[0]) - 1 if bs.size else -1
@@ -124,7 +124,7 @@ def invert_permutation(permutation):
     if permutation is None:
         return None
     from ...tensor.factories import tensor
-    out = tensor(_invert(permutation.cpu().numpy()))
+    out = tensor(_invert(permutation.cpu().numpy(force=True)))
     return out.to(permutation.device) if permutation.device.type != "cpu" else out
 
 
@@ -156,9 +156,9 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     lengths = _array(lengths)
     if lengths.size == 0:   # before the dtype: np.asarray([]) is float64
         raise RuntimeError("Cannot pack empty tensors.")
-    if lengths.dtype.kind not in "iu":
-        raise TypeError(f"pack_padded_sequence: lengths must be integers, got dtype {lengths.dtype}")
-    lengths = lengths.astype(np.int64)
+    if lengths.dtype.kind not in "iufb":
+        raise TypeError(f"pack_padded_sequence: lengths must be numbers, got dtype {lengths.dtype}")
+    lengths = lengths.astype(np.int64)   # as PyTorch's as_tensor(lengths, dtype=int64): floats truncate
     T, B = (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
     _check_lengths(lengths, B, T)
     sorted_indices = None
@@ -183,7 +183,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     caller's batch order; T = the longest length, or ``total_length``."""
     if not isinstance(sequence, PackedSequence):
         raise TypeError(f"pad_packed_sequence: expected a PackedSequence, got {type(sequence).__name__}")
-    bs = sequence.batch_sizes.numpy().astype(np.int64)
+    bs = sequence.batch_sizes.numpy(force=True).astype(np.int64)
     T = bs.size
     if total_length is not None:
         if total_length < T:
@@ -194,7 +194,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     B = int(bs[0]) if bs.size else 0
     lengths = (bs[None, :] > np.arange(B)[:, None]).sum(axis=1).astype(np.int64)
     if sequence.unsorted_indices is not None:
-        idx = sequence.unsorted_indices.numpy()
+        idx = sequence.unsorted_indices.numpy(force=True)
         out = out[:, idx]
         lengths = lengths[idx]
     if batch_first:

@@ -85,10 +85,10 @@ class SpectralNorm:
 
     def _solve_v_and_rescale(self, weight_mat, u, target_sigma):
         """A v with u = normalize(W v) and u^T W v = sigma: v = (W^T W)^+ W^T u, rescaled."""
-        w = weight_mat.numpy().astype(np.float64)
-        v = np.linalg.pinv(w.T @ w) @ w.T @ u.numpy().astype(np.float64)
-        v *= float(target_sigma) / float(u.numpy() @ (w @ v))
-        return Tensor._wrap(v.astype(weight_mat.numpy().dtype), None, 0)
+        w = weight_mat.numpy(force=True).astype(np.float64)
+        v = np.linalg.pinv(w.T @ w) @ w.T @ u.numpy(force=True).astype(np.float64)
+        v *= float(target_sigma) / float(u.numpy(force=True) @ (w @ v))
+        return Tensor._wrap(v.astype(weight_mat.numpy(force=True).dtype), None, 0)
 
     @staticmethod
     def apply(module, name, n_power_iterations, dim, eps):

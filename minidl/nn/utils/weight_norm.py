@@ -17,11 +17,14 @@ from ordinary differentiable ops, so the gradients flow to ``g`` and ``v``:
     dL/dg = <dL/dw, v> / ||v||            (summed within each slice)
     dL/dv = (g / ||v||) (dL/dw - (<dL/dw, v> / ||v||^2) v)
 
-``remove_weight_norm`` folds ``w`` back into one Parameter.
+``remove_weight_norm`` folds ``w`` back into one Parameter. PyTorch deprecates this API in favour
+of ``nn.utils.parametrizations.weight_norm`` and says so with a FutureWarning; so does this one.
 
 As in PyTorch, dim=-1 also means the whole tensor (the legacy convention of this API); other
 negative dims count from the end.
 """
+import warnings
+
 from ... import linalg
 from ..parameter import Parameter
 
@@ -50,6 +53,8 @@ class WeightNorm:
 
     @staticmethod
     def apply(module, name, dim):
+        warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
+                      "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=3)
         for hook in getattr(module, "_forward_pre_hooks", {}).values():
             if isinstance(hook, WeightNorm) and hook.name == name:
                 raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter {name}")

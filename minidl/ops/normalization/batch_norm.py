@@ -43,9 +43,10 @@ tokens alone, scattered back into a zero-padded tensor.
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from .._higher_order import channel_sum, constant, keep_where, norm_input_grad, norm_statistics
+from .._quiet import quiet
 from .._saved import keep_for_backward
 from ..unary import relu_backward_reference, relu_forward_reference
 from ._dispatch import NORMS, affine_meta, param_grads
@@ -101,9 +102,11 @@ def batch_norm_apply_reference(x, mean, rstd, weight=None, bias=None, mask=None)
 
 def batch_norm_statistics_reference(running_mean, running_var, eps, dtype):
     """Eval mode's (mean, rstd): the running estimates as float64 constants (``dtype``, x's, is for
-    the implementations that keep statistics in an accumulator dtype)."""
+    the implementations that keep statistics in an accumulator dtype). A negative running_var
+    (loaded, or edited by hand) gives NaN silently, as in PyTorch."""
     mean = running_mean.astype(np.float64)
-    return mean, 1.0 / namespace_of(running_var).sqrt(running_var.astype(np.float64) + eps)
+    with quiet():
+        return mean, 1.0 / namespace_of(running_var).sqrt(running_var.astype(np.float64) + eps)
 
 
 def batch_norm_backward_reference(dy, x, mean, rstd, weight=None, training=True, mask=None, need_dx=True,

@@ -39,7 +39,7 @@ depend on x at all). The tests check both. In eval mode the layer is BatchNorm's
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from .._higher_order import constant
 from ._dispatch import NORMS, affine_meta, param_grads

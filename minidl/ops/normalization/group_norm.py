@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from .._higher_order import channel_sum, keep_where, norm_input_grad, norm_statistics
 from ..unary import relu_backward_reference, relu_forward_reference

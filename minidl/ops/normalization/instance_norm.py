@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from ._dispatch import NORMS, affine_meta, param_grads
 from .batch_norm import batch_norm_grads

@@ -39,7 +39,7 @@ negligible next to the (N, D) data); the output has the input's dtype.
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from .._higher_order import norm_input_grad, norm_statistics
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows

@@ -34,7 +34,7 @@ Statistics are float64 (N values each); outputs have the inputs' dtype.
 """
 import numpy as np
 
-from ...autograd.function import Function, keeps_fresh_grad
+from ...autograd.op_function import Function, keeps_fresh_grad
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
 from .layer_norm import layer_norm_forward_reference, layer_norm_rows
 from .rms_norm import rms_norm_forward_reference

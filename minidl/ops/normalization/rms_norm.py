@@ -28,7 +28,7 @@ Only rstd is saved (float64); the output has the input's dtype.
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from ._dispatch import NORMS, affine_meta, flat_param, into, param_grads, row_output, rows
 from .layer_norm import layer_norm_rows

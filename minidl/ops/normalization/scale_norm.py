@@ -24,7 +24,7 @@ Only s is saved (float64, one per row); clamping is recognised by s == 1/eps.
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from .._higher_order import constant, keep_where
 from ._dispatch import NORMS, affine_meta, into, param_grads, row_output, rows

@@ -55,7 +55,7 @@ for the exchange, the tensors stay on the device).
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import device_of, get as get_backend, namespace_of
 from .._saved import keep_for_backward
 from ._dispatch import NORMS, affine_meta, param_grads

@@ -22,7 +22,7 @@ The forward keeps (r, z, n), b_n and h_{t-1} per step. Elementwise step: ``gru_s
 ``gru_step_backward_reference`` below (NumPy) or the fused kernels of
 ``minidl.kernels.cpu.rnn_gates`` (cuda: ``kernels.cuda.rnn_gates``); the loop is ``_loop``'s.
 """
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from ..low_precision import float32_compute
 from . import _loop

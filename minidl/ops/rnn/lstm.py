@@ -27,7 +27,7 @@ recomputes tanh(c_t). The loop, the layout and the GEMMs outside it are ``_loop`
 elementwise part is ``lstm_step_forward_reference`` / ``lstm_step_backward_reference`` below (NumPy)
 or the fused kernels of ``minidl.kernels.{cpu,cuda}.rnn_gates`` (same signatures, same in-place writes).
 """
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from ..low_precision import float32_compute
 from . import _loop

@@ -9,7 +9,7 @@ are host arrays (batch_sizes lives on the host, as in PyTorch); the data may be 
 """
 import numpy as np
 
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 
 

@@ -15,7 +15,7 @@ Through T steps dh is multiplied by W_hh^T diag(act') T times, so it shrinks or 
 geometrically with W_hh's spectral radius: the vanishing/exploding gradient that gated cells
 (LSTM's additive cell state, GRU's interpolation) were designed around.
 """
-from ...autograd.function import Function
+from ...autograd.op_function import Function
 from ...backends import namespace_of
 from ..low_precision import float32_compute
 from . import _loop

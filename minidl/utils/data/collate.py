@@ -40,7 +40,7 @@ def _stack(arrays):
 def default_collate(batch):
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return _tensor(_stack([t.numpy() for t in batch]))
+        return _tensor(_stack([t.numpy(force=True) for t in batch]))
     if isinstance(elem, (np.ndarray, np.generic)) and not isinstance(elem, (np.str_, np.bytes_)):
         if elem.dtype.kind in "SaUO":
             raise TypeError(_ERROR.format(elem.dtype))

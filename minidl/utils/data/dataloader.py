@@ -10,12 +10,15 @@ batches are made in worker processes (worker.py), and come in the same order.
 Beyond PyTorch: ``seed=s`` with ``shuffle=True`` makes epoch e visit a permutation fixed by
 (s, e) alone (``set_epoch(e)`` resumes at epoch e; each pass over the loader moves to the
 next epoch). ``pin_memory`` is accepted and does nothing (there is no pinned host memory on
-the CPU backend); ``in_order=False`` is accepted and still yields in order.
+the CPU backend; without an accelerator it warns as PyTorch's does); ``in_order=False`` is
+accepted and still yields in order.
 """
 import math
 import multiprocessing
 import numbers
+import warnings
 
+from ... import accelerator
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .fetch import make_fetcher
@@ -137,18 +140,31 @@ class DataLoader:
         shuffling order drawn after it does not depend on num_workers)."""
         return int(numpy_generator(self.generator).integers(0, 2 ** 62))
 
+    def _warn_about_pinning(self):
+        """PyTorch's warnings as each new iterator starts: pinned memory needs an accelerator
+        (without one the batches stay in pageable memory, as they always do here)."""
+        if self.pin_memory and self.pin_memory_device:
+            warnings.warn("pin_memory_device is deprecated, the current accelerator will be used as the device,"
+                          f"ignore pin_memory_device='{self.pin_memory_device}'.", stacklevel=3)
+        if self.pin_memory and not accelerator.is_available():
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
+                          "memory won't be used.", stacklevel=3)
+
     def __iter__(self):
         if isinstance(self.sampler, EpochSeededSampler):
             self.sampler.epoch = self.epoch
         self.epoch += 1
         if self.num_workers == 0:
+            self._warn_about_pinning()
             return _SingleProcessIterator(self)
         if self.persistent_workers:
             if self._iterator is None:
+                self._warn_about_pinning()
                 self._iterator = MultiProcessIterator(self)
             else:
                 self._iterator._reset()
             return self._iterator
+        self._warn_about_pinning()
         return MultiProcessIterator(self)
 
     def __len__(self):

@@ -115,7 +115,7 @@ class TensorDataset(Dataset):
     def __init__(self, *tensors):
         if not tensors:
             raise ValueError("TensorDataset needs at least one tensor")
-        arrays = [t.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in tensors]
+        arrays = [t.numpy(force=True) if isinstance(t, Tensor) else np.asarray(t) for t in tensors]
         sizes = [a.shape[0] if a.ndim else None for a in arrays]
         if None in sizes or len(set(sizes)) != 1:
             shapes = ", ".join(str(a.shape) for a in arrays)

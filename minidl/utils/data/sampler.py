@@ -103,7 +103,7 @@ class WeightedRandomSampler(Sampler):
         from ...tensor.tensor import Tensor
         if not isinstance(replacement, bool):
             raise ValueError(f"replacement should be a boolean value, but got replacement={replacement!r}")
-        weights = np.array(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
+        weights = np.array(weights.numpy(force=True) if hasattr(weights, "numpy") else weights, dtype=np.float64)
         if weights.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {weights.shape}")
         if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
@@ -119,7 +119,7 @@ class WeightedRandomSampler(Sampler):
         numpy_generator(generator)
 
     def __iter__(self):
-        w = np.asarray(self.weights.numpy(), dtype=np.float64)
+        w = np.asarray(self.weights.numpy(force=True), dtype=np.float64)
         p = w / w.sum()
         draws = numpy_generator(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
         return iter(draws.tolist())
