@@ -13,7 +13,6 @@ import itertools
 import math
 import os
 import random
-import re
 import types
 import warnings
 
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 
 import minidl
+from test_port_whole_scripts import _assert_same as assert_same
 
 PAD, SOS, EOS = 0, 1, 2
 
@@ -555,30 +555,6 @@ def run(torch, script, tmp_path, default_dtype=None, **kw):
     out["printed"] = "\n".join(lines)
     out["warnings"] = [str(w.message).replace(torch.__name__, "torch") for w in caught]
     return out
-
-
-_NUMBER = re.compile(r"-?\d+\.?\d*(?:e[-+]?\d+)?")
-
-
-def assert_same(ours, theirs, key="", rtol=1e-4, atol=1e-5):
-    """Equal structure; numbers (also those inside printed text) equal within the tolerance."""
-    if isinstance(theirs, dict):
-        assert sorted(ours) == sorted(theirs), key
-        for k in theirs:
-            assert_same(ours[k], theirs[k], f"{key}.{k}", rtol, atol)
-    elif isinstance(theirs, str):
-        assert _NUMBER.sub("#", ours) == _NUMBER.sub("#", theirs), key
-        np.testing.assert_allclose([float(v) for v in _NUMBER.findall(ours)],
-                                   [float(v) for v in _NUMBER.findall(theirs)], rtol=rtol, atol=atol, err_msg=key)
-    elif isinstance(theirs, (list, tuple)) and (not all(isinstance(v, (int, float, np.ndarray)) for v in theirs)
-                                                 or len({np.shape(v) for v in theirs}) > 1):
-        assert len(ours) == len(theirs), key
-        for i, (a, b) in enumerate(zip(ours, theirs)):
-            assert_same(a, b, f"{key}[{i}]", rtol, atol)
-    else:
-        a, b = np.asarray(ours), np.asarray(theirs)
-        assert a.shape == b.shape and a.dtype == b.dtype, (key, a.shape, b.shape, a.dtype, b.dtype)
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=key)
 
 
 def check_common(out):

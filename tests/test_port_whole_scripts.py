@@ -742,7 +742,8 @@ def _assert_same(ours, theirs, key="", rtol=1e-4, atol=1e-5):
         assert _NUMBER.sub("#", ours) == _NUMBER.sub("#", theirs), key
         np.testing.assert_allclose([float(v) for v in _NUMBER.findall(ours)],
                                    [float(v) for v in _NUMBER.findall(theirs)], rtol=rtol, atol=atol, err_msg=key)
-    elif isinstance(theirs, (list, tuple)) and not all(isinstance(v, (int, float, np.ndarray)) for v in theirs):
+    elif isinstance(theirs, (list, tuple)) and (not all(isinstance(v, (int, float, np.ndarray)) for v in theirs)
+                                                 or len({np.shape(v) for v in theirs}) > 1):
         assert len(ours) == len(theirs), key
         for i, (a, b) in enumerate(zip(ours, theirs)):
             _assert_same(a, b, f"{key}[{i}]", rtol, atol)
