@@ -150,7 +150,7 @@ class Pow(Function):
         sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
         xp = namespace_of(g)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with quiet():
             ga = gb = None
             if na:   # b = 0: a**0 = 1 is constant, so 0 even at a = 0 (where 0 * a**-1 is NaN)
                 ga = g * b * xp.power(a, b - 1)
@@ -168,7 +168,7 @@ class Pow(Function):
         na, nb = ctx.needs_input_grad
         xp = namespace_of(g._data)
         ga = gb = None
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with quiet():
             if na:
                 ga = g * b * a ** (b - 1)
                 ga = sum_to(keep_where(xp.asarray(raw_b != 0), ga) if _any_zero(raw_b) else ga, sa)

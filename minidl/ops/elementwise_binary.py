@@ -18,7 +18,6 @@ from ._higher_order import constant, keep_where, needed, sum_to
 from ._quiet import quiet as _quiet
 
 
-
 def _shapes(ctx, a, b):
     ctx.shapes = (a.shape, b.shape)
 

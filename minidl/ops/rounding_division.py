@@ -13,16 +13,12 @@ Dtypes follow the other arithmetic ops (``arithmetic._binary``): an int tensor w
 operand is computed in that float, float32 for a Python float. A float division by zero is a
 value (inf or NaN), not a warning, as in PyTorch.
 """
-import numpy as np
 
 from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._broadcast import shape_of, unbroadcast
+from ._quiet import quiet as _quiet
 from .arithmetic import _binary, _kind, div as true_div
-
-
-def _quiet():
-    return np.errstate(divide="ignore", invalid="ignore")
 
 
 def _integer_divisor_check(a, b):
