@@ -7,8 +7,10 @@ x is (..., in), W is (out, in), b is (out,). Flattening the leading dims of x in
     dL/dW = G^T X         (out, in)    one GEMM over every row of the batch
     dL/db = sum_rows G    (out,)
 
-The bias add and the bias gradient are each a pass over an (M, out) array; on the CPU they run
-on every thread (``minidl.kernels.cpu.bias``; the functions below are their reference).
+The two functions below the helpers are the reference (NumPy's matmul, the bias as one more
+pass). On the CPU, ``minidl.kernels.cpu.linear`` runs each GEMM in shares on Numba's threads
+with the bias added to a share's rows right after its product, and ``kernels.cpu.bias`` splits
+the bias passes over every thread where it cannot.
 
 Only what a needed gradient reads is saved: W for dL/dX, X for dL/dW (as PyTorch), so the
 input of a frozen layer, or the weight of a layer whose input needs no gradient, may be
@@ -42,7 +44,21 @@ def bias_grad_reference(g):
     return g.sum(axis=0)
 
 
-BIAS = LAYER.kernels(("bias_add", "bias_grad"), __name__, cpu="minidl.kernels.cpu.bias")
+def linear_forward_reference(x, w, b):
+    """Y = x w^T (+ b) for the rows x (M, in), w (out, in) and b (out,) or None."""
+    y = namespace_of(x).matmul(x, w.T)
+    return y if b is None else bias_add_reference(y, b)
+
+
+def linear_backward_reference(g, x, w, need_db):
+    """(dX, dW, db) for the output gradient g (M, out): dX = g w if w is given, dW = g^T x if x
+    is given, db = sum_rows g if need_db (else None each)."""
+    xp = namespace_of(g)
+    return (None if w is None else xp.matmul(g, w), None if x is None else xp.matmul(g.T, x),
+            bias_grad_reference(g) if need_db else None)
+
+
+LINEAR = LAYER.kernels(("linear_forward", "linear_backward"), __name__, cpu="minidl.kernels.cpu.linear")
 
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
@@ -51,12 +67,9 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b):
-        xp = namespace_of(x)
-        ctx.impl = BIAS.select(x)
+        ctx.impl = LINEAR.select(x)
         # one (M, in) @ (in, out) GEMM for all leading dims, not one per batch entry
-        y = xp.matmul(_rows(x), w.T)
-        if b is not None:
-            y = ctx.impl.bias_add(y, b)
+        y = ctx.impl.linear_forward(_rows(x), w, b)
         nx, nw, _ = ctx.needs_input_grad
         ctx.x_shape = x.shape
         ctx.save_for_backward(x if nw else None, w if nx else None)
@@ -65,13 +78,9 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        xp = namespace_of(g)
         nx, nw, nb = ctx.needs_input_grad
-        g2 = _rows(g)
-        dx = xp.matmul(g2, w).reshape(ctx.x_shape) if nx else None
-        dw = xp.matmul(g2.T, _rows(x)) if nw else None
-        db = ctx.impl.bias_grad(g2) if nb else None
-        return dx, dw, db
+        dx, dw, db = ctx.impl.linear_backward(_rows(g), _rows(x) if nw else None, w if nx else None, nb)
+        return (dx.reshape(ctx.x_shape) if nx else None), dw, db
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):

@@ -27,7 +27,7 @@ import numpy as np
 from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
-from .linear import check_linear_arguments
+from .linear import check_linear_arguments, linear_backward_reference  # noqa: F401 (LINEAR_GELU's reference)
 from .low_precision import float32_compute, keep_low
 from .activation import gelu_backward_reference, gelu_reference, gelu_tanh_backward_reference, gelu_tanh_reference
 
@@ -49,16 +49,23 @@ def bias_gelu_backward_reference(u, b, g, approximate, need_db=True):
     return du, (du.astype(np.float64).sum(axis=0) if need_db else None)
 
 
-BIAS_GELU = LAYER.kernels(("bias_gelu_forward", "bias_gelu_backward"), __name__, cpu="minidl.kernels.cpu.bias_gelu")
+def linear_gelu_forward_reference(x, w, b, approximate):
+    """(a, U): U = x W^T for the rows x (M, in) and a = gelu(U + b)."""
+    u = namespace_of(x).matmul(x, w.T)
+    return bias_gelu_forward_reference(u, b, approximate), u
+
+
+# the GEMMs with the bias and GELU as their epilogue on the CPU: kernels/cpu/linear.py
+LINEAR_GELU = LAYER.kernels(("linear_gelu_forward", "bias_gelu_backward", "linear_backward"), __name__,
+                            cpu="minidl.kernels.cpu.linear")
 
 
 @float32_compute   # float16/bfloat16 inputs: float32 products, one rounding (low_precision.py)
 class LinearGelu(Function):
     @staticmethod
     def forward(ctx, x, w, b, approximate):
-        ctx.impl = BIAS_GELU.select(x)
-        u = namespace_of(x).matmul(_rows(x), w.T)
-        a = ctx.impl.bias_gelu_forward(u, b, approximate)
+        ctx.impl = LINEAR_GELU.select(x)
+        a, u = ctx.impl.linear_gelu_forward(_rows(x), w, b, approximate)
         nx, nw, _ = ctx.needs_input_grad[:3]
         ctx.x_shape, ctx.approximate = x.shape, approximate
         ctx.save_for_backward(x if nw else None, w if nx else None, u, b)
@@ -70,10 +77,8 @@ class LinearGelu(Function):
         x, w, u, b = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad[:3]
         du, db = ctx.impl.bias_gelu_backward(u, b, _rows(g), ctx.approximate, nb)
-        xp = namespace_of(du)
-        dx = xp.matmul(du, w).reshape(ctx.x_shape) if nx else None
-        dw = xp.matmul(du.T, _rows(x)) if nw else None
-        return dx, dw, (db.astype(b.dtype) if nb else None), None
+        dx, dw, _ = ctx.impl.linear_backward(du, _rows(x) if nw else None, w if nx else None, False)
+        return (dx.reshape(ctx.x_shape) if nx else None), dw, (db.astype(b.dtype) if nb else None), None
 
     @staticmethod
     def differentiable_backward(ctx, inputs, g):

@@ -1,0 +1,198 @@
+"""A Linear layer's GEMMs and their epilogues as one parallel region (minidl/ops/linear.py and
+ops/linear_gelu.py have the math and the NumPy references).
+
+With X the (M, in) rows of the input, W (out, in), G = dL/dY (M, out), and k shares (one per
+thread of Numba's pool):
+
+    forward   rows r of share s:      Y[r] = X[r] W^T        BLAS, on the share's own thread,
+                                      Y[r] += b              then the bias (or b and GELU) on
+                                      A[r] = gelu(Y[r] + b)  the rows that are still in cache
+    backward  rows r of share s:      dX[r] = G[r] W
+              features f of share s:  dW[f] = G[:, f]^T X    BLAS, as above
+                                      db[f] = sum_rows G[:, f]   (float64 accumulators)
+
+Why: NumPy's matmul runs its GEMM on OpenBLAS's own thread pool, and the bias (or GELU) pass
+that follows on Numba's. On 2 cores the two pools hand the cores to each other at every op,
+and the epilogue reads the GEMM's output back from memory. Here each thread of Numba's pool
+runs a single-threaded BLAS call on its share and its share's epilogue at once, with no other
+pool woken (the measurements: docs/performance.md, "Linear's GEMMs in one region"). Each share
+writes disjoint rows of Y, dX or dW and its own db partial, so nothing is shared but the
+read-only operands, and the result does not depend on which thread ran which share.
+
+Only where ``_cblas`` found NumPy's OpenBLAS and the products are large enough for two threads
+(``_threads.layer_parallel``); elsewhere (another BLAS, float16, non-contiguous operands, one
+thread, a block worker's thread) the functions below run NumPy's matmul and the chunked bias
+and GELU kernels, the results being the same up to the GEMMs' summation order. The caller's BLAS
+must be single-threaded during the region: the entry points hold
+``minidl.runtime.blas_threads.single_threaded``. Every shape is checked before a kernel runs:
+the kernels index without bounds checks.
+
+There is no cuda module: on a GPU the reference's matmul is the device's GEMM over every row at
+once, and its bias and GELU the device's elementwise kernels.
+"""
+import numba
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload
+
+from . import _cblas
+from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
+from ._threads import chunk_bounds, layer_parallel
+from .bias import bias_add, bias_grad
+from .bias_gelu import bias_gelu_forward
+from .gelu import _gelu, _gelu32, _half_one_plus_tanh, _half_one_plus_tanh32
+
+_N, _T = _cblas.NO_TRANS, _cblas.TRANS
+EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_GELU, EPILOGUE_GELU_TANH = 0, 1, 2, 3
+
+
+def _gelu_of(v):
+    """GELU of one value in its own precision: kernels/cpu/gelu.py's float32 or float64 form."""
+    return _gelu32(v) if isinstance(v, np.float32) else _gelu(v)
+
+
+def _half_one_plus_tanh_of(v):
+    """(1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) / 2 in v's own precision (kernels/cpu/gelu.py)."""
+    return _half_one_plus_tanh32(v) if isinstance(v, np.float32) else _half_one_plus_tanh(v)
+
+
+@overload(_gelu_of, jit_options={"cache": True, "fastmath": CONTRACT})
+def _gelu_of_compiled(v):
+    return (lambda v: _gelu32(v)) if v == types.float32 else (lambda v: _gelu(v))
+
+
+@overload(_half_one_plus_tanh_of, jit_options={"cache": True, "fastmath": CONTRACT})
+def _half_one_plus_tanh_of_compiled(v):
+    return (lambda v: _half_one_plus_tanh32(v)) if v == types.float32 else (lambda v: _half_one_plus_tanh(v))
+
+
+@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
+def _forward_shares(x, w, b, epilogue, u, a, k):
+    """u = x w^T per share of rows; then u += b (EPILOGUE_BIAS) or a = gelu(u + b) (GELU)."""
+    M, K = x.shape
+    N = w.shape[0]
+    for s in prange(k):
+        r0, r1 = chunk_bounds(M, k, s)
+        _cblas.gemm(_N, _T, r1 - r0, N, K, 1.0, x[r0:], K, w, K, 0.0, u[r0:], N)
+        if epilogue == EPILOGUE_BIAS:
+            for i in range(r0, r1):
+                for j in range(N):
+                    u[i, j] += b[j]
+        elif epilogue == EPILOGUE_GELU_TANH:
+            for i in range(r0, r1):
+                for j in range(N):
+                    v = u[i, j] + b[j]
+                    a[i, j] = v * _half_one_plus_tanh_of(v)
+        elif epilogue == EPILOGUE_GELU:
+            for i in range(r0, r1):
+                for j in range(N):
+                    a[i, j] = _gelu_of(u[i, j] + b[j])
+
+
+@njit(error_model="numpy", cache=True, parallel=True)
+def _backward_shares(g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
+    """Per share of rows: dx = g w and its rows' db partial; per share of output features:
+    dw = g^T x."""
+    M, N = g.shape
+    K = x.shape[1] if want_dw else w.shape[1]
+    if want_dx or want_db:
+        for s in prange(k):
+            r0, r1 = chunk_bounds(M, k, s)
+            if want_dx:
+                _cblas.gemm(_N, _N, r1 - r0, K, N, 1.0, g[r0:], N, w, K, 0.0, dx[r0:], K)
+            if want_db:                 # the rows the GEMM just read, as kernels/cpu/bias.py sums them
+                block = np.zeros(N, g.dtype)
+                for j in range(N):
+                    db_part[s, j] = 0.0
+                for i in range(r0, r1):
+                    for j in range(N):
+                        block[j] += g[i, j]
+                    if (i - r0 + 1) % FLUSH_ROWS == 0 or i == r1 - 1:
+                        flush(db_part, s, block)
+    if want_dw:
+        for s in prange(k):
+            f0, f1 = chunk_bounds(N, k, s)
+            _cblas.gemm(_T, _N, f1 - f0, K, M, 1.0, g[:, f0:], N, x, K, 0.0, dw[f0:], K)
+
+
+def _shares(m, n, *arrays):
+    """How many shares the region runs (0: NumPy's matmul instead; see the module docstring)."""
+    if not _cblas.AVAILABLE or m == 0 or n == 0:
+        return 0
+    dtype = arrays[0].dtype
+    if dtype not in (np.float32, np.float64) or any(a.dtype != dtype or a.ndim != 2 or not a.flags.c_contiguous
+                                                     for a in arrays):
+        return 0
+    from ...runtime import block_workers
+    threads = numba.get_num_threads()
+    if threads < 2 or not layer_parallel(m * n) or block_workers.in_worker() or not block_workers.available():
+        return 0
+    return min(threads, m, n)
+
+
+def _check(x, w, b):
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"linear kernel: expected x (M, in) and w (out, in) with the same in, got {x.shape} and "
+                         f"{w.shape}")
+    if b is not None and tuple(b.shape) != (w.shape[0],):
+        raise ValueError(f"linear kernel: expected a bias of shape ({w.shape[0]},), got {tuple(b.shape)}")
+
+
+def _run_forward(x, w, b, epilogue, k):
+    from ...runtime.blas_threads import single_threaded
+    u = np.empty((x.shape[0], w.shape[0]), x.dtype)
+    a = np.empty_like(u) if epilogue >= EPILOGUE_GELU else np.empty((0, 0), x.dtype)
+    bb = np.zeros(w.shape[0], x.dtype) if b is None else np.ascontiguousarray(b, dtype=x.dtype)
+    with single_threaded():
+        _forward_shares(x, w, bb, epilogue, u, a, k)
+    return u, a
+
+
+def linear_forward(x, w, b):
+    """Y = x w^T (+ b) for x (M, in), w (out, in), b (out,) or None."""
+    _check(x, w, b)
+    k = _shares(x.shape[0], w.shape[0], x, w)
+    if not k:
+        y = np.matmul(x, w.T)
+        return y if b is None else bias_add(y, b)
+    return _run_forward(x, w, b, EPILOGUE_NONE if b is None else EPILOGUE_BIAS, k)[0]
+
+
+def linear_gelu_forward(x, w, b, approximate):
+    """(a, U): U = x w^T and a = gelu(U + b), as ops/linear_gelu.py's reference."""
+    _check(x, w, b)
+    k = _shares(x.shape[0], w.shape[0], x, w)
+    if not k:
+        u = np.matmul(x, w.T)
+        return bias_gelu_forward(u, b, approximate), u
+    u, a = _run_forward(x, w, b, EPILOGUE_GELU_TANH if approximate == "tanh" else EPILOGUE_GELU, k)
+    return a, u
+
+
+def linear_backward(g, x, w, need_db):
+    """(dX, dW, db) for the output gradient g (M, out): dX = g w if w is given, dW = g^T x if x
+    is given, db = sum_rows g if need_db (else None each)."""
+    M, N = g.shape
+    if (w is not None and (w.ndim != 2 or w.shape[0] != N)) or (x is not None and (x.ndim != 2 or x.shape[0] != M)):
+        raise ValueError(f"linear kernel: output gradient {g.shape} does not match x {None if x is None else x.shape}"
+                         f" and w {None if w is None else w.shape}")
+    k = _shares(M, N, g, *(a for a in (x, w) if a is not None))
+    if not k:
+        return (None if w is None else np.matmul(g, w), None if x is None else np.matmul(g.T, x),
+                bias_grad(g) if need_db else None)
+    from ...runtime.blas_threads import single_threaded
+    none = np.empty((0, 0), g.dtype)
+    dx = none if w is None else np.empty((M, w.shape[1]), g.dtype)
+    dw = none if x is None else np.empty((N, x.shape[1]), g.dtype)
+    part = np.empty((k, N) if need_db else (0, 0))
+    with single_threaded():
+        _backward_shares(g, none if x is None else x, none if w is None else w, dx, w is not None, dw,
+                         x is not None, part, need_db, k)
+    db = None
+    if need_db:
+        db = np.empty(N)
+        sum_partials(part, db)
+    return (None if w is None else dx, None if x is None else dw, None if db is None else db.astype(g.dtype))
+
+
+from .bias_gelu import bias_gelu_backward  # noqa: E402,F401  (LinearGelu's backward epilogue, beside its GEMMs)
