@@ -27,7 +27,8 @@ import numpy as np
 from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
-from .linear import check_linear_arguments, linear_backward_reference  # noqa: F401 (LINEAR_GELU's reference)
+from .linear import check_linear_arguments
+from .linear import linear_backward_reference as _linear_backward_reference
 from .low_precision import float32_compute, keep_low
 from .activation import gelu_backward_reference, gelu_reference, gelu_tanh_backward_reference, gelu_tanh_reference
 
@@ -54,6 +55,9 @@ def linear_gelu_forward_reference(x, w, b, approximate):
     u = namespace_of(x).matmul(x, w.T)
     return bias_gelu_forward_reference(u, b, approximate), u
 
+
+# dX and dW from dU: nn.Linear's GEMMs
+linear_backward_reference = _linear_backward_reference
 
 # the GEMMs with the bias and GELU as their epilogue on the CPU: kernels/cpu/linear.py
 LINEAR_GELU = LAYER.kernels(("linear_gelu_forward", "bias_gelu_backward", "linear_backward"), __name__,

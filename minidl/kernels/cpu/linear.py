@@ -40,6 +40,7 @@ from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
 from ._threads import chunk_bounds, layer_parallel
 from .bias import bias_add, bias_grad
 from .bias_gelu import bias_gelu_forward
+from .bias_gelu import bias_gelu_backward as _bias_gelu_backward
 from .gelu import _gelu, _gelu32, _half_one_plus_tanh, _half_one_plus_tanh32
 
 _N, _T = _cblas.NO_TRANS, _cblas.TRANS
@@ -195,4 +196,5 @@ def linear_backward(g, x, w, need_db):
     return (None if w is None else dx, None if x is None else dw, None if db is None else db.astype(g.dtype))
 
 
-from .bias_gelu import bias_gelu_backward  # noqa: E402,F401  (LinearGelu's backward epilogue, beside its GEMMs)
+# LinearGelu's backward epilogue (dU = da * gelu'(U + b) with db), which runs before its GEMMs
+bias_gelu_backward = _bias_gelu_backward
