@@ -30,12 +30,14 @@ def commit():
 
 def run_header(script, args, version):
     """The block's first line: the command that wrote it (with the flags its figures depend on),
-    the commit, the peer's version and the clock."""
+    the commit, the peer's version, the clock and the BLAS the kernels call
+    (``minidl.kernels.cpu._cblas``)."""
     flags = f"--threads {args.threads} --rounds {args.rounds} --steps {args.steps}" + \
         (" --cpu-time" if args.cpu_time else "")
+    from minidl.kernels.cpu import _cblas
     return (f"`python benchmarks/{script}.py {flags} --write-results` (working tree on {commit()}; "
             f"PyTorch {version or 'not run'}, own process; {'CPU time' if args.cpu_time else 'wall-clock'}, "
-            f"medians of {args.steps} steps per round):")
+            f"medians of {args.steps} steps per round; the kernels' GEMMs: {_cblas.PROVIDER or 'none'}):")
 
 
 def ratio_cell(ratios):

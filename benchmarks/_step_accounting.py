@@ -3,9 +3,11 @@
 One instrumented step splits the wall time into
 - GEMM: every ``numpy.matmul`` call (conv and linear layers use it through their array
   namespace), timed one by one, with its FLOPs (2 * m * n * k per product) from the shapes.
-  GEMMs that a Numba kernel calls itself (Winograd's shares, ``kernels/cpu/winograd_shares.py``)
-  are not seen: their time is that kernel's, counted as other op work, and their FLOPs are not
-  in the GEMM column;
+  The linear layers' GEMM regions (``kernels/cpu/linear.py``: each thread's share of the
+  product, then its bias or GELU epilogue) count here too, epilogue included, with their
+  products' FLOPs. Other GEMMs that a Numba kernel calls itself (Winograd's shares,
+  ``kernels/cpu/winograd_shares.py``) are not seen: their time is that kernel's, counted as
+  other op work, and their FLOPs are not in the GEMM column;
   Where conv2d's block workers run shares of the images concurrently, each thread its own
   GEMMs, the time counted is the calling thread's (its share's GEMMs run while the workers run
   theirs) and the FLOPs are every thread's, so the rate is that of all threads together;
@@ -124,6 +126,28 @@ class _Recorder:
                         self._op_roots.setdefault(_root(arr), arr.nbytes)
         return r
 
+    def _gemm_region(self, fn, flops, *arrays):
+        t0 = CLOCK()
+        fn()
+        dt = CLOCK() - t0
+        with self._lock:
+            self.gemm_flops += flops
+            self.gemm_s += dt
+            if self._op_roots is not None:
+                self._gemm_in_op += dt
+                for arr in arrays:
+                    if arr.size:
+                        self._op_roots.setdefault(_root(arr), arr.nbytes)
+
+    def _linear_forward(self, x, w, b, epilogue, u, a, k):
+        self._gemm_region(lambda: self._linear_kernels[0](x, w, b, epilogue, u, a, k),
+                          2 * x.shape[0] * x.shape[1] * w.shape[0], x, w, u, a)
+
+    def _linear_backward(self, g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
+        flops = 2 * g.size * ((w.shape[1] if want_dx else 0) + (x.shape[1] if want_dw else 0))
+        self._gemm_region(lambda: self._linear_kernels[1](g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k),
+                          flops, g, x, w, dx, dw)
+
     # ops -------------------------------------------------------------------------------------
     def _wrap(self, cls, name):
         fn = cls.__dict__[name].__func__ if isinstance(cls.__dict__[name], staticmethod) else cls.__dict__[name]
@@ -173,6 +197,9 @@ class _Recorder:
         self._thread = threading.get_ident()
         self._np_matmul = np.matmul
         np.matmul = self._matmul
+        from minidl.kernels.cpu import linear as linear_kernels
+        self._linear_kernels = linear_kernels._forward_shares, linear_kernels._backward_shares
+        linear_kernels._forward_shares, linear_kernels._backward_shares = self._linear_forward, self._linear_backward
         restore = []
         for cls in self._classes():
             for name in ("forward", "backward"):
@@ -197,6 +224,8 @@ class _Recorder:
 
     def __exit__(self, *exc):
         np.matmul = self._np_matmul
+        from minidl.kernels.cpu import linear as linear_kernels
+        linear_kernels._forward_shares, linear_kernels._backward_shares = self._linear_kernels
         for cls, name, original in self._restore:
             setattr(cls, name, original)
         del self.optimizer.step     # back to the class's method

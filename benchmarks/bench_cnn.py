@@ -214,6 +214,11 @@ def throughput_lines(cases, bs, t_md, t_pt):
     return lines
 
 
+def _gemm_provider():
+    from minidl.kernels.cpu import _cblas
+    return _cblas.PROVIDER
+
+
 def main():
     if ARGS.peer_json:
         return peer_main()
@@ -230,7 +235,7 @@ def main():
     cases = ARGS.cases.split(",")
     steps = {name: minidl_case(name, bs) for name in cases}
     print(f"threads {ARGS.threads}, batch {bs}, median of {ARGS.steps} steps after {ARGS.warmup} warm-up in each of "
-          f"{ARGS.rounds} alternating rounds; numpy {np.__version__}; "
+          f"{ARGS.rounds} alternating rounds; numpy {np.__version__}; the kernels' GEMMs: {_gemm_provider()}; "
           f"{'CPU time' if ARGS.cpu_time else 'wall-clock'}", flush=True)
     for name in cases:
         AB[name, False], AB[name, True] = [], []

@@ -188,8 +188,10 @@ def main():
     tokens = args.batch_size * args.block_size
     model = (f"GPT, {args.n_layer} layers, {args.n_head} heads, d_model {args.d_model}, context {args.block_size}, "
              f"batch {args.batch_size}")
+    from minidl.kernels.cpu import _cblas
     print(f"threads={args.threads}; {model}, vocab {args.vocab}, AdamW; "
-          f"median of {args.steps} steps after {args.warmup} warm-up, {args.rounds} alternating rounds")
+          f"median of {args.steps} steps after {args.warmup} warm-up, {args.rounds} alternating rounds; "
+          f"the kernels' GEMMs: {_cblas.PROVIDER}")
     step, opt = minidl_step_fn()
     rounds = _runner.compare_rounds(step, args, __file__, tokens, target=1.2,
                                     note=f"attention impl: {A.get_implementation()}; ")

@@ -13,16 +13,27 @@ This is row-major C = alpha op(A) op(B) + beta C for float32 or float64 arrays. 
 views whose first element is the matrix's first. The ld* arguments are the row strides in
 elements; ta and tb are NO_TRANS or TRANS.
 
-The functions are the CBLAS ``sgemm``/``dgemm`` of the OpenBLAS NumPy loaded (ILP64 in NumPy's
-wheels: ``scipy_cblas_sgemm64_``). They are found in the process's loaded libraries and
-registered with LLVM under fixed names, so kernels that call them are cached like any other.
-``AVAILABLE`` is False where no such library is loaded (another BLAS, another platform). There,
-callers keep their Python-thread path and never compile a call to ``gemm``. With
-NUMBA_DISABLE_JIT=1, ``gemm`` is plain Python over the same ctypes functions. The BLAS thread
-count is the caller's business (``minidl.runtime.blas_threads.single_threaded``): each call
-here should run on the calling thread only.
+The functions are a CBLAS ``sgemm``/``dgemm`` pair with 64-bit integers, from one of two
+libraries (``PROVIDER``):
+- "openblas": the OpenBLAS NumPy loaded (``scipy_cblas_sgemm64_`` in NumPy's wheels), found in
+  the process's loaded libraries. Its thread count is the caller's business
+  (``minidl.runtime.blas_threads.single_threaded``): each call here should run on the calling
+  thread only.
+- "mkl": Intel's MKL (``cblas_sgemm_64``), where the optional ``mkl`` package is installed
+  (``pip install minidl[mkl]``) and the CPU is an Intel one, or where MINIDL_GEMM=mkl asks
+  for it. Its threading layer is set to sequential, so every call runs on the calling thread.
+  On an Intel Xeon VM its kernels ran the GPT's linear-layer products about a fifth faster than
+  OpenBLAS's, and on an AMD EPYC slower (docs/performance.md, "MKL in the GEMM regions").
+  MINIDL_GEMM=openblas keeps OpenBLAS.
+The pair is registered with LLVM under fixed names, the same for either library, so kernels
+that call them are cached like any other and call whichever this process found.
+``AVAILABLE`` is False where neither is found (another BLAS, another platform). There, callers
+keep their Python-thread path and never compile a call to ``gemm``. With NUMBA_DISABLE_JIT=1,
+``gemm`` is plain Python over the same ctypes functions.
 """
 import ctypes
+import os
+import warnings
 
 import numpy as np
 from numba import types
@@ -36,9 +47,26 @@ _NAMES = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_"), ("cblas_sgemm64_", "
 _SYMBOLS = {np.float32: "minidl_cblas_sgemm", np.float64: "minidl_cblas_dgemm"}
 
 
-def _find():
-    """{dtype: ctypes function} from the first loaded OpenBLAS that exports a 64-bit-integer
-    CBLAS GEMM pair, else {}."""
+_MKL_NAMES = ("cblas_sgemm_64", "cblas_dgemm_64")
+_MKL_SEQUENTIAL = 1     # MKL_THREADING_SEQUENTIAL, for MKL_Set_Threading_Layer
+CHOICES = ("auto", "openblas", "mkl")
+
+
+def _typed(fns):
+    """{dtype: ctypes function} for a (sgemm, dgemm) pair with 64-bit integers."""
+    found = {}
+    for dtype, fn in zip((np.float32, np.float64), fns):
+        real = ctypes.c_float if dtype is np.float32 else ctypes.c_double
+        fn.restype = None
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                       ctypes.c_int64, real, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                       ctypes.c_int64, real, ctypes.c_void_p, ctypes.c_int64]
+        found[dtype] = fn
+    return found
+
+
+def _find_openblas():
+    """The pair from the first loaded OpenBLAS that exports one, else {}."""
     for path in loaded_openblas():
         try:
             lib = ctypes.CDLL(path)
@@ -46,22 +74,82 @@ def _find():
             continue
         for names in _NAMES:
             try:
-                fns = [getattr(lib, name) for name in names]
+                return _typed([getattr(lib, name) for name in names])
             except AttributeError:
                 continue
-            found = {}
-            for dtype, fn in zip((np.float32, np.float64), fns):
-                real = ctypes.c_float if dtype is np.float32 else ctypes.c_double
-                fn.restype = None
-                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-                               ctypes.c_int64, real, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                               ctypes.c_int64, real, ctypes.c_void_p, ctypes.c_int64]
-                found[dtype] = fn
-            return found
     return {}
 
 
-_FUNCTIONS = _find()
+def _mkl_library():
+    """The path of the ``mkl`` package's libmkl_rt, or None where it is not installed."""
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("mkl")
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if os.path.basename(str(f)).startswith("libmkl_rt.so"):
+            path = dist.locate_file(f)
+            if os.path.exists(path):
+                return os.path.realpath(path)
+    return None
+
+
+def _intel_cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("vendor_id") and "GenuineIntel" in line for line in f)
+    except OSError:
+        return False
+
+
+def _mkl_already_loaded(ours):
+    """Has another library (NumPy built on MKL, say) loaded an MKL other than the one in the
+    folder ``ours``? Setting that MKL's threading layer would make its products single-threaded."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libmkl" in line and "/" in line}
+    except OSError:
+        return False
+    return any(os.path.dirname(os.path.realpath(p)) != ours for p in paths)
+
+
+def _find_mkl():
+    """The pair from MKL, its threading layer set to sequential, else {} (also where an MKL is
+    already loaded by someone else)."""
+    path = _mkl_library()
+    if path is None or _mkl_already_loaded(os.path.dirname(path)):
+        return {}
+    try:
+        lib = ctypes.CDLL(path)
+        layer = lib.MKL_Set_Threading_Layer
+        fns = [getattr(lib, name) for name in _MKL_NAMES]
+    except (OSError, AttributeError):
+        return {}
+    layer.restype, layer.argtypes = ctypes.c_int, [ctypes.c_int]
+    layer(_MKL_SEQUENTIAL)
+    return _typed(fns)
+
+
+def _find():
+    """(provider, {dtype: ctypes function}) as the module docstring says, else (None, {})."""
+    choice = os.environ.get("MINIDL_GEMM", "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        warnings.warn(f"MINIDL_GEMM must be one of {', '.join(CHOICES)}, got {choice!r}; using 'auto'",
+                      RuntimeWarning, stacklevel=2)
+        choice = "auto"
+    if choice == "mkl" or (choice == "auto" and _intel_cpu()):
+        found = _find_mkl()
+        if found:
+            return "mkl", found
+        if choice == "mkl":
+            warnings.warn("MINIDL_GEMM=mkl, but no MKL was found (pip install minidl[mkl]); using OpenBLAS",
+                          RuntimeWarning, stacklevel=2)
+    found = _find_openblas()
+    return ("openblas" if found else None), found
+
+
+PROVIDER, _FUNCTIONS = _find()
 AVAILABLE = bool(_FUNCTIONS)
 _EXTERNAL = {}
 if AVAILABLE:
