@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._fastexp import exp32
+from ._fastexp import exp32, recip_one_plus_exp, recip_one_plus_exp32
 from ._numerics import CONTRACT
 from ._threads import layer_parallel
 
@@ -156,7 +156,7 @@ def gelu_backward(x, g):
 @njit(error_model="numpy", cache=True, inline="always")
 def _half_one_plus_tanh(v):
     # (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + exp(-2u)): one exp instead of libm's tanh
-    return 1.0 / (1.0 + math.exp(-2.0 * _SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
+    return recip_one_plus_exp(-2.0 * _SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
 
 
 _C32 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
@@ -166,7 +166,7 @@ _A32 = np.float32(0.044715)
 
 @njit(error_model="numpy", cache=True, inline="always")
 def _half_one_plus_tanh32(v):
-    return _ONE32 / (_ONE32 + exp32(-_C32 * (v + _A32 * v * v * v)))
+    return recip_one_plus_exp32(-_C32 * (v + _A32 * v * v * v))
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)

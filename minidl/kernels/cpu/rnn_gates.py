@@ -36,7 +36,7 @@ import math
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._fastexp import exp32
+from ._fastexp import exp32_capped, recip_one_plus_exp, recip_one_plus_exp32
 from ._numerics import CONTRACT as _CONTRACT
 from ._threads import layer_parallel
 
@@ -52,14 +52,14 @@ def tanh_any(x, one):
 @overload(sigmoid_any, inline="always")
 def _sigmoid_any(x, one):
     if x == types.float32:
-        return lambda x, one: one / (one + exp32(-x))
-    return lambda x, one: one / (one + math.exp(-x))
+        return lambda x, one: recip_one_plus_exp32(-x)
+    return lambda x, one: recip_one_plus_exp(-x)
 
 
 @overload(tanh_any, inline="always")
 def _tanh_any(x, one):
     if x == types.float32:
-        return lambda x, one: (one + one) / (one + exp32(-(x + x))) - one
+        return lambda x, one: (one + one) / (one + exp32_capped(-(x + x))) - one
     return lambda x, one: math.tanh(x)
 
 
