@@ -90,5 +90,5 @@ def test_linear_is_the_same_under_both_implementations(dtype, parallel):
             y.backward(md.tensor(g0))
             results.append([y.detach().numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for got, want in zip(*results):
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    for got, want in zip(*results):   # the two may reach different BLAS libraries (kernels/cpu/_cblas.py)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

@@ -286,6 +286,17 @@ def test_autocast_arguments_are_checked_as_pytorch_does():
         assert md.get_autocast_dtype("cpu") is md.float16 and not md.is_autocast_cache_enabled()
 
 
+def _reset_torch_autocast(torch):
+    """Undo what PyTorch's autocast.__enter__ did before it refused an argument: it counted one
+    more nesting level, so that no later region's exit would empty its cache of cast weights (and
+    a later training script would run on stale bfloat16 copies of its weights)."""
+    level = torch.autocast_increment_nesting()     # the current level + 1
+    for _ in range(level):
+        torch.autocast_decrement_nesting()
+    torch.clear_autocast_cache()
+    torch.set_autocast_cache_enabled(True)
+
+
 def test_autocast_argument_errors_match_pytorch():
     torch = pytest.importorskip("torch")
     for lib in (torch, md):
@@ -297,6 +308,8 @@ def test_autocast_argument_errors_match_pytorch():
                         pass
             finally:   # PyTorch's refusal of cache_enabled=1 comes after it has turned autocast on
                 lib.set_autocast_enabled("cpu", False)
+                if lib is torch:
+                    _reset_torch_autocast(torch)
         with pytest.raises(TypeError):
             lib.set_autocast_enabled("cpu", 1)
     assert not md.is_autocast_enabled("cpu")
