@@ -31,6 +31,7 @@ def region(monkeypatch):
     monkeypatch.setattr(K, "bias_add", _refuse)
     monkeypatch.setattr(K, "bias_grad", _refuse)
     monkeypatch.setattr(K, "bias_gelu_forward", _refuse)
+    monkeypatch.setattr(K, "_bias_gelu_backward", _refuse)
 
 
 def _refuse(*args):
@@ -84,6 +85,27 @@ def test_the_backward_region_gives_each_needed_gradient(shape, dtype, needs, reg
             _close(have, want, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("needs", [(True, True, True), (True, False, False), (False, True, True)], ids=str)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_the_gelu_backward_region_matches_the_reference(shape, dtype, approximate, needs, with_bias, region):
+    x, w, b, g = _operands(np.random.default_rng(5), shape, dtype)
+    b = b if with_bias else None
+    u = x @ w.T
+    nx, nw, nb = needs
+    got = K.linear_gelu_backward(g, u, b, x if nw else None, w if nx else None, approximate, nb)
+    expected = LG.linear_gelu_backward_reference(g, u, b, x if nw else None, w if nx else None, approximate, nb)
+    for have, want, needed in zip(got, expected, needs):
+        assert (have is None) == (not needed)
+        if needed and want.dtype == np.float64 and have.dtype == np.float64 and want.ndim == 1:
+            np.testing.assert_allclose(have, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                       atol=(1e-5 if dtype == np.float32 else 1e-12) * np.abs(want).max())
+        elif needed:
+            _close(have, want, dtype)
+
+
 def test_the_bias_gradient_sums_in_float64_across_row_blocks(region):
     # 2^15 rows of 1 + 2^-12: a block of 32 rows sums them exactly in float32; a running float32
     # sum of every row drops the small parts once it passes 2^11
@@ -94,10 +116,15 @@ def test_the_bias_gradient_sums_in_float64_across_row_blocks(region):
 
 def test_operands_the_region_cannot_take_fall_back_to_numpy(monkeypatch):
     monkeypatch.setattr(K, "layer_parallel", lambda n: n >= 1 << 10)
-    monkeypatch.setattr(K, "_forward_shares", _refuse)
-    monkeypatch.setattr(K, "_backward_shares", _refuse)
+    monkeypatch.setattr(K, "_gelu_backward_shares", _refuse)
     rng = np.random.default_rng(3)
     x, w, b, g = _operands(rng, (300, 40, 70), np.float32)
+    u = x @ w.T            # a column-major g: GELU's backward on NumPy's side, dU's GEMMs still shared
+    for have, want in zip(K.linear_gelu_backward(np.asfortranarray(g), u, b, x, w, "tanh", True),
+                          LG.linear_gelu_backward_reference(g, u, b, x, w, "tanh", True)):
+        np.testing.assert_allclose(have, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    monkeypatch.setattr(K, "_forward_shares", _refuse)
+    monkeypatch.setattr(K, "_backward_shares", _refuse)
     cases = [(np.asfortranarray(x), w, g), (x, np.asfortranarray(w), g), (x, w, np.asfortranarray(g)),
              (x[:5], w, g[:5])]                 # column-major x, w or g; too few rows
     for xx, ww, gg in cases:
@@ -119,6 +146,13 @@ def test_the_shapes_are_checked_before_the_kernel(region):
         K.linear_backward(np.zeros((300, 71), np.float32), x, w, True)
     with pytest.raises(ValueError, match=r"output gradient \(299, 70\) does not match"):
         K.linear_backward(np.zeros((299, 70), np.float32), x, None, False)
+    g = np.zeros((300, 70), np.float32)
+    with pytest.raises(ValueError, match=r"does not match the product \(300, 69\) and the bias None"):
+        K.linear_gelu_backward(g, np.zeros((300, 69), np.float32), None, x, w, "none", True)
+    with pytest.raises(ValueError, match=r"does not match the product \(300, 70\) and the bias \(71,\)"):
+        K.linear_gelu_backward(g, g, np.zeros(71, np.float32), x, w, "none", True)
+    with pytest.raises(ValueError, match=r"output gradient \(300, 70\) does not match x \(299, 40\)"):
+        K.linear_gelu_backward(g, g, None, np.zeros((299, 40), np.float32), w, "tanh", False)
 
 
 def test_no_rows():

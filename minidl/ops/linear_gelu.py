@@ -28,7 +28,7 @@ from ..autograd.op_function import Function
 from ..backends import namespace_of
 from ._kernel_switch import LAYER
 from .linear import check_linear_arguments
-from .linear import linear_backward_reference as _linear_backward_reference
+from .linear import linear_backward_reference
 from .low_precision import float32_compute, keep_low
 from .activation import gelu_backward_reference, gelu_reference, gelu_tanh_backward_reference, gelu_tanh_reference
 
@@ -56,11 +56,16 @@ def linear_gelu_forward_reference(x, w, b, approximate):
     return bias_gelu_forward_reference(u, b, approximate), u
 
 
-# dX and dW from dU: nn.Linear's GEMMs
-linear_backward_reference = _linear_backward_reference
+def linear_gelu_backward_reference(g, u, b, x, w, approximate, need_db):
+    """(dX, dW, db): dU = g * gelu'(U + b), then nn.Linear's GEMMs dX = dU W (if W is given) and
+    dW = dU^T X (if X is given); db = sum_rows dU in float64 if need_db (else None each)."""
+    du, db = bias_gelu_backward_reference(u, b, g, approximate, need_db)
+    dx, dw, _ = linear_backward_reference(du, x, w, False)
+    return dx, dw, db
+
 
 # the GEMMs with the bias and GELU as their epilogue on the CPU: kernels/cpu/linear.py
-LINEAR_GELU = LAYER.kernels(("linear_gelu_forward", "bias_gelu_backward", "linear_backward"), __name__,
+LINEAR_GELU = LAYER.kernels(("linear_gelu_forward", "linear_gelu_backward"), __name__,
                             cpu="minidl.kernels.cpu.linear")
 
 
@@ -80,8 +85,8 @@ class LinearGelu(Function):
     def backward(ctx, g):
         x, w, u, b = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad[:3]
-        du, db = ctx.impl.bias_gelu_backward(u, b, _rows(g), ctx.approximate, nb)
-        dx, dw, _ = ctx.impl.linear_backward(du, _rows(x) if nw else None, w if nx else None, False)
+        dx, dw, db = ctx.impl.linear_gelu_backward(_rows(g), u, b, _rows(x) if nw else None, w if nx else None,
+                                                   ctx.approximate, nb)
         return (dx.reshape(ctx.x_shape) if nx else None), dw, (db.astype(b.dtype) if nb else None), None
 
     @staticmethod

@@ -11,7 +11,8 @@ may be (``_threads.layer_parallel``), else on one thread.
 """
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
 from ._threads import chunk_bounds, layer_parallel, threads_for
@@ -19,82 +20,120 @@ from .gelu import _ONE32, _TWO32, _K32, _K3_32, _SQRT_2_OVER_PI, _dgelu, _dgelu3
 from .gelu import _half_one_plus_tanh, _half_one_plus_tanh32
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
-def _forward32(u, b, a, nchunks, tanh):
-    n, m = u.shape
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
+def _forward_rows32(u, b, a, start, stop, tanh):
+    """Rows start..stop of a = gelu(u + b)."""
+    m = u.shape[1]
+    for i in range(start, stop):
+        if tanh:
+            for j in range(m):
+                v = u[i, j] + b[j]
+                a[i, j] = v * _half_one_plus_tanh32(v)
+        else:
+            for j in range(m):
+                a[i, j] = _gelu32(u[i, j] + b[j])
+
+
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
+def _forward_rows64(u, b, a, start, stop, tanh):
+    """As _forward_rows32, in float64."""
+    m = u.shape[1]
+    for i in range(start, stop):
+        if tanh:
+            for j in range(m):
+                v = u[i, j] + b[j]
+                a[i, j] = v * _half_one_plus_tanh(v)
+        else:
+            for j in range(m):
+                a[i, j] = _gelu(u[i, j] + b[j])
+
+
+def forward_rows(u, b, a, start, stop, tanh):
+    """_forward_rows32 or _forward_rows64 by u's dtype: one name for kernels compiled for both
+    (kernels/cpu/linear.py's GEMM region runs it on a share's rows after the share's product).
+    A function of its own, not inlined: its loops vectorise, where the same loops written in
+    the region's body ran about ten times slower."""
+    (_forward_rows32 if u.dtype == np.float32 else _forward_rows64)(u, b, a, start, stop, tanh)
+
+
+@overload(forward_rows, inline="always", jit_options={"cache": True})
+def _forward_rows_compiled(u, b, a, start, stop, tanh):
+    rows = _forward_rows32 if u.dtype == types.float32 else _forward_rows64
+    return lambda u, b, a, start, stop, tanh: rows(u, b, a, start, stop, tanh)
+
+
+@njit(error_model="numpy", parallel=True, cache=True)
+def _forward(u, b, a, nchunks, tanh):
+    n = u.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        for i in range(start, stop):
-            if tanh:
-                for j in range(m):
-                    v = u[i, j] + b[j]
-                    a[i, j] = v * _half_one_plus_tanh32(v)
-            else:
-                for j in range(m):
-                    a[i, j] = _gelu32(u[i, j] + b[j])
+        forward_rows(u, b, a, start, stop, tanh)
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
-def _forward64(u, b, a, nchunks, tanh):
-    n, m = u.shape
-    for c in prange(nchunks):
-        start, stop = chunk_bounds(n, nchunks, c)
-        for i in range(start, stop):
-            if tanh:
-                for j in range(m):
-                    v = u[i, j] + b[j]
-                    a[i, j] = v * _half_one_plus_tanh(v)
-            else:
-                for j in range(m):
-                    a[i, j] = _gelu(u[i, j] + b[j])
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
+def _backward_rows32(u, b, g, du, db_part, c, start, stop, tanh):
+    """Rows start..stop of dU = g * gelu'(u + b), their sum added to db_part[c] (float32 blocks
+    of FLUSH_ROWS rows flushed into the float64 partial)."""
+    m = u.shape[1]
+    block = np.zeros(m, np.float32)
+    for i in range(start, stop):
+        if tanh:
+            for j in range(m):
+                v = u[i, j] + b[j]
+                s = _half_one_plus_tanh32(v)
+                d = g[i, j] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+                du[i, j] = d
+                block[j] += d
+        else:
+            for j in range(m):
+                d = g[i, j] * _dgelu32(u[i, j] + b[j])
+                du[i, j] = d
+                block[j] += d
+        if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+            flush(db_part, c, block)
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
-def _backward32(u, b, g, du, db_part, tanh):
-    n, m = u.shape
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
+def _backward_rows64(u, b, g, du, db_part, c, start, stop, tanh):
+    """As _backward_rows32, in float64 (libm's exp and erf)."""
+    m = u.shape[1]
+    block = np.zeros(m, np.float64)
+    for i in range(start, stop):
+        if tanh:
+            for j in range(m):
+                v = u[i, j] + b[j]
+                s = _half_one_plus_tanh(v)
+                d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
+                du[i, j] = d
+                block[j] += d
+        else:
+            for j in range(m):
+                d = g[i, j] * _dgelu(u[i, j] + b[j])
+                du[i, j] = d
+                block[j] += d
+        if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+            flush(db_part, c, block)
+
+
+def backward_rows(u, b, g, du, db_part, c, start, stop, tanh):
+    """_backward_rows32 or _backward_rows64 by u's dtype: one name for kernels compiled for both
+    (kernels/cpu/linear.py's GEMM region runs it on a share's rows before the share's dX)."""
+    (_backward_rows32 if u.dtype == np.float32 else _backward_rows64)(u, b, g, du, db_part, c, start, stop, tanh)
+
+
+@overload(backward_rows, inline="always", jit_options={"cache": True})
+def _backward_rows_compiled(u, b, g, du, db_part, c, start, stop, tanh):
+    rows = _backward_rows32 if u.dtype == types.float32 else _backward_rows64
+    return lambda u, b, g, du, db_part, c, start, stop, tanh: rows(u, b, g, du, db_part, c, start, stop, tanh)
+
+
+@njit(error_model="numpy", parallel=True, cache=True)
+def _backward(u, b, g, du, db_part, tanh):
+    n = u.shape[0]
     nchunks = db_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        block = np.zeros(m, np.float32)
-        for i in range(start, stop):
-            if tanh:
-                for j in range(m):
-                    v = u[i, j] + b[j]
-                    s = _half_one_plus_tanh32(v)
-                    d = g[i, j] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
-                    du[i, j] = d
-                    block[j] += d
-            else:
-                for j in range(m):
-                    d = g[i, j] * _dgelu32(u[i, j] + b[j])
-                    du[i, j] = d
-                    block[j] += d
-            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                flush(db_part, c, block)
-
-
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
-def _backward64(u, b, g, du, db_part, tanh):
-    n, m = u.shape
-    nchunks = db_part.shape[0]
-    for c in prange(nchunks):
-        start, stop = chunk_bounds(n, nchunks, c)
-        block = np.zeros(m, np.float64)
-        for i in range(start, stop):
-            if tanh:
-                for j in range(m):
-                    v = u[i, j] + b[j]
-                    s = _half_one_plus_tanh(v)
-                    d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
-                    du[i, j] = d
-                    block[j] += d
-            else:
-                for j in range(m):
-                    d = g[i, j] * _dgelu(u[i, j] + b[j])
-                    du[i, j] = d
-                    block[j] += d
-            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                flush(db_part, c, block)
+        backward_rows(u, b, g, du, db_part, c, start, stop, tanh)
 
 
 def _chunks(u):
@@ -120,8 +159,7 @@ def bias_gelu_forward(u, b, approximate):
     work, nchunks = _chunks(u)
     if nchunks:
         with threads_for(work):
-            (_forward32 if u.dtype == np.float32 else _forward64)(u, _bias(b, u.shape[1], u.dtype), a, nchunks,
-                                                                 approximate == "tanh")
+            _forward(u, _bias(b, u.shape[1], u.dtype), a, nchunks, approximate == "tanh")
     return a
 
 
@@ -136,8 +174,7 @@ def bias_gelu_backward(u, b, g, approximate, need_db=True):
     part = np.zeros((nchunks, u.shape[1]))
     if nchunks:
         with threads_for(work):
-            (_backward32 if u.dtype == np.float32 else _backward64)(u, _bias(b, u.shape[1], u.dtype), g, du, part,
-                                                                   approximate == "tanh")
+            _backward(u, _bias(b, u.shape[1], u.dtype), g, du, part, approximate == "tanh")
     if not need_db:
         return du, None
     db = np.empty(u.shape[1])

@@ -7,9 +7,10 @@ thread of Numba's pool):
     forward   rows r of share s:      Y[r] = X[r] W^T        BLAS, on the share's own thread,
                                       Y[r] += b              then the bias (or b and GELU) on
                                       A[r] = gelu(Y[r] + b)  the rows that are still in cache
-    backward  rows r of share s:      dX[r] = G[r] W
+    backward  rows r of share s:      dU[r] = G[r] * gelu'(U[r] + b)   (LinearGelu; G is then dU)
+                                      db_s = sum_r G[r]      float64 partials, added after
+                                      dX[r] = G[r] W         BLAS, as above
               features f of share s:  dW[f] = G[:, f]^T X    BLAS, as above
-                                      db[f] = sum_rows G[:, f]   (float64 accumulators)
 
 Why: NumPy's matmul runs its GEMM on OpenBLAS's own thread pool, and the bias (or GELU) pass
 that follows on Numba's. On 2 cores the two pools hand the cores to each other at every op,
@@ -19,8 +20,8 @@ pool woken (the measurements: docs/performance.md, "Linear's GEMMs in one region
 writes disjoint rows of Y, dX or dW and its own db partial, so nothing is shared but the
 read-only operands, and the result does not depend on which thread ran which share.
 
-Only where ``_cblas`` found NumPy's OpenBLAS and the products are large enough for two threads
-(``_threads.layer_parallel``); elsewhere (another BLAS, float16, non-contiguous operands, one
+Only where ``_cblas`` found a BLAS to call (NumPy's OpenBLAS, or MKL: its ``PROVIDER``) and
+the products are large enough for two threads (``_threads.layer_parallel``); elsewhere (another BLAS, float16, non-contiguous operands, one
 thread, a block worker's thread) the functions below run NumPy's matmul and the chunked bias
 and GELU kernels, the results being the same up to the GEMMs' summation order. The caller's BLAS
 must be single-threaded during the region: the entry points hold
@@ -32,42 +33,20 @@ once, and its bias and GELU the device's elementwise kernels.
 """
 import numba
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
+from numba import njit, prange
 
 from . import _cblas
-from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
+from ._numerics import FLUSH_ROWS, flush, sum_partials
 from ._threads import chunk_bounds, layer_parallel
 from .bias import bias_add, bias_grad
-from .bias_gelu import bias_gelu_forward
+from .bias_gelu import backward_rows, bias_gelu_forward, forward_rows
 from .bias_gelu import bias_gelu_backward as _bias_gelu_backward
-from .gelu import _gelu, _gelu32, _half_one_plus_tanh, _half_one_plus_tanh32
 
 _N, _T = _cblas.NO_TRANS, _cblas.TRANS
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_GELU, EPILOGUE_GELU_TANH = 0, 1, 2, 3
 
 
-def _gelu_of(v):
-    """GELU of one value in its own precision: kernels/cpu/gelu.py's float32 or float64 form."""
-    return _gelu32(v) if isinstance(v, np.float32) else _gelu(v)
-
-
-def _half_one_plus_tanh_of(v):
-    """(1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) / 2 in v's own precision (kernels/cpu/gelu.py)."""
-    return _half_one_plus_tanh32(v) if isinstance(v, np.float32) else _half_one_plus_tanh(v)
-
-
-@overload(_gelu_of, inline="always", jit_options={"cache": True, "fastmath": CONTRACT})
-def _gelu_of_compiled(v):
-    return (lambda v: _gelu32(v)) if v == types.float32 else (lambda v: _gelu(v))
-
-
-@overload(_half_one_plus_tanh_of, inline="always", jit_options={"cache": True, "fastmath": CONTRACT})
-def _half_one_plus_tanh_of_compiled(v):
-    return (lambda v: _half_one_plus_tanh32(v)) if v == types.float32 else (lambda v: _half_one_plus_tanh(v))
-
-
-@njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
+@njit(error_model="numpy", cache=True, parallel=True)
 def _forward_shares(x, w, b, epilogue, u, a, k):
     """u = x w^T per share of rows; then u += b (EPILOGUE_BIAS) or a = gelu(u + b) (GELU)."""
     M, K = x.shape
@@ -80,22 +59,7 @@ def _forward_shares(x, w, b, epilogue, u, a, k):
                 for j in range(N):
                     u[i, j] += b[j]
         elif epilogue >= EPILOGUE_GELU:
-            _bias_gelu_rows(u, b, a, r0, r1, epilogue == EPILOGUE_GELU_TANH)
-
-
-@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _bias_gelu_rows(u, b, a, r0, r1, tanh):
-    """a[r] = gelu(u[r] + b) for rows r0..r1 (a function of its own: inlined into the parallel
-    region, the loop ran about ten times slower, unvectorised)."""
-    N = u.shape[1]
-    for i in range(r0, r1):
-        if tanh:
-            for j in range(N):
-                v = u[i, j] + b[j]
-                a[i, j] = v * _half_one_plus_tanh_of(v)
-        else:
-            for j in range(N):
-                a[i, j] = _gelu_of(u[i, j] + b[j])
+            forward_rows(u, b, a, r0, r1, epilogue == EPILOGUE_GELU_TANH)
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
@@ -124,6 +88,22 @@ def _backward_shares(g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
             _cblas.gemm(_T, _N, f1 - f0, K, M, 1.0, g[:, f0:], N, x, K, 0.0, dw[f0:], K)
 
 
+@njit(error_model="numpy", cache=True, parallel=True)
+def _gelu_backward_shares(g, u, b, tanh, x, w, du, dx, want_dx, dw, want_dw, db_part, k):
+    """LinearGelu's backward: per share of rows, dU = g * gelu'(u + b) with its db partial, then
+    dX = dU w on the same rows; per share of output features, dW = dU^T x."""
+    M, N = g.shape
+    for s in prange(k):
+        r0, r1 = chunk_bounds(M, k, s)
+        backward_rows(u, b, g, du, db_part, s, r0, r1, tanh)
+        if want_dx:
+            _cblas.gemm(_N, _N, r1 - r0, w.shape[1], N, 1.0, du[r0:], N, w, w.shape[1], 0.0, dx[r0:], w.shape[1])
+    if want_dw:
+        for s in prange(k):
+            f0, f1 = chunk_bounds(N, k, s)
+            _cblas.gemm(_T, _N, f1 - f0, x.shape[1], M, 1.0, du[:, f0:], N, x, x.shape[1], 0.0, dw[f0:], x.shape[1])
+
+
 def _shares(m, n, *arrays):
     """How many shares the region runs (0: NumPy's matmul instead; see the module docstring)."""
     if not _cblas.AVAILABLE or m == 0 or n == 0:
@@ -145,6 +125,13 @@ def _check(x, w, b):
                          f"{w.shape}")
     if b is not None and tuple(b.shape) != (w.shape[0],):
         raise ValueError(f"linear kernel: expected a bias of shape ({w.shape[0]},), got {tuple(b.shape)}")
+
+
+def _check_backward(g, x, w):
+    M, N = g.shape
+    if (w is not None and (w.ndim != 2 or w.shape[0] != N)) or (x is not None and (x.ndim != 2 or x.shape[0] != M)):
+        raise ValueError(f"linear kernel: output gradient {g.shape} does not match x {None if x is None else x.shape}"
+                         f" and w {None if w is None else w.shape}")
 
 
 def _run_forward(x, w, b, epilogue, k):
@@ -182,9 +169,7 @@ def linear_backward(g, x, w, need_db):
     """(dX, dW, db) for the output gradient g (M, out): dX = g w if w is given, dW = g^T x if x
     is given, db = sum_rows g if need_db (else None each)."""
     M, N = g.shape
-    if (w is not None and (w.ndim != 2 or w.shape[0] != N)) or (x is not None and (x.ndim != 2 or x.shape[0] != M)):
-        raise ValueError(f"linear kernel: output gradient {g.shape} does not match x {None if x is None else x.shape}"
-                         f" and w {None if w is None else w.shape}")
+    _check_backward(g, x, w)
     k = _shares(M, N, g, *(a for a in (x, w) if a is not None))
     if not k:
         return (None if w is None else np.matmul(g, w), None if x is None else np.matmul(g.T, x),
@@ -204,5 +189,33 @@ def linear_backward(g, x, w, need_db):
     return (None if w is None else dx, None if x is None else dw, None if db is None else db.astype(g.dtype))
 
 
-# LinearGelu's backward epilogue (dU = da * gelu'(U + b) with db), which runs before its GEMMs
-bias_gelu_backward = _bias_gelu_backward
+
+def linear_gelu_backward(g, u, b, x, w, approximate, need_db):
+    """(dX, dW, db) of a = gelu(U + b), U = x w^T, for the output gradient g (M, out): dU =
+    g * gelu'(U + b), then dX = dU w if w is given, dW = dU^T x if x is given; db = sum_rows dU
+    in float64 if need_db (else None each), as ops/linear_gelu.py's reference."""
+    M, N = g.shape
+    if u.shape != g.shape or (b is not None and tuple(b.shape) != (N,)):
+        raise ValueError(f"linear kernel: output gradient {g.shape} does not match the product {u.shape} and the "
+                         f"bias {None if b is None else tuple(b.shape)}")
+    _check_backward(g, x, w)
+    k = _shares(M, N, g, u, *(a for a in (x, w) if a is not None))
+    if not k:
+        du, db = _bias_gelu_backward(u, b, g, approximate, need_db)
+        dx, dw, _ = linear_backward(du, x, w, False)
+        return dx, dw, db
+    from ...runtime.blas_threads import single_threaded
+    none = np.empty((0, 0), g.dtype)
+    du = np.empty_like(g)
+    dx = none if w is None else np.empty((M, w.shape[1]), g.dtype)
+    dw = none if x is None else np.empty((N, x.shape[1]), g.dtype)
+    part = np.zeros((k, N))
+    bb = np.zeros(N, g.dtype) if b is None else np.ascontiguousarray(b, dtype=g.dtype)
+    with single_threaded():
+        _gelu_backward_shares(g, u, bb, approximate == "tanh", none if x is None else x, none if w is None else w,
+                              du, dx, w is not None, dw, x is not None, part, k)
+    db = None
+    if need_db:
+        db = np.empty(N)
+        sum_partials(part, db)
+    return (None if w is None else dx), (None if x is None else dw), db
