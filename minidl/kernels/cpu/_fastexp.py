@@ -91,7 +91,7 @@ _RECIP_T_MAX32 = np.float32(80.0)
 _RECIP_T_MAX = 700.0
 
 
-@njit(cache=True, inline="always", error_model="numpy", fastmath={"contract"})
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def exp32_capped(t):
     """e^min(t, 80) for a float32 t, for a denominator 1 + e^t: beyond 80 the quotient is below
     2e-35 (0 beside any value it is added to or scales), and e^t = inf made the division about
@@ -100,14 +100,14 @@ def exp32_capped(t):
     return exp32(_RECIP_T_MAX32 if t > _RECIP_T_MAX32 else t)
 
 
-@njit(cache=True, inline="always", error_model="numpy", fastmath={"contract"})
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def recip_one_plus_exp32(t):
     """1 / (1 + e^t) for a float32 t (the logistic sigmoid of -t), e^t capped as
     ``exp32_capped`` says."""
     return _ONE / (_ONE + exp32_capped(t))
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def recip_one_plus_exp(t):
     """1 / (1 + e^t) for a float64 t, with t clamped at 700 (e^700 is still finite) for the
     same reason as ``recip_one_plus_exp32``."""
