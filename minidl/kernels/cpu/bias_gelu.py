@@ -116,8 +116,7 @@ def _backward_rows64(u, b, g, du, db_part, c, start, stop, tanh):
 
 
 def backward_rows(u, b, g, du, db_part, c, start, stop, tanh):
-    """_backward_rows32 or _backward_rows64 by u's dtype: one name for kernels compiled for both
-    (kernels/cpu/linear.py's GEMM region runs it on a share's rows before the share's dX)."""
+    """_backward_rows32 or _backward_rows64 by u's dtype: one name for kernels compiled for both."""
     (_backward_rows32 if u.dtype == np.float32 else _backward_rows64)(u, b, g, du, db_part, c, start, stop, tanh)
 
 

@@ -7,8 +7,7 @@ thread of Numba's pool):
     forward   rows r of share s:      Y[r] = X[r] W^T        BLAS, on the share's own thread,
                                       Y[r] += b              then the bias (or b and GELU) on
                                       A[r] = gelu(Y[r] + b)  the rows that are still in cache
-    backward  rows r of share s:      dU[r] = G[r] * gelu'(U[r] + b)   (LinearGelu; G is then dU)
-                                      db_s = sum_r G[r]      float64 partials, added after
+    backward  rows r of share s:      db_s = sum_r G[r]      float64 partials, added after
                                       dX[r] = G[r] W         BLAS, as above
               features f of share s:  dW[f] = G[:, f]^T X    BLAS, as above
 
@@ -39,7 +38,7 @@ from . import _cblas
 from ._numerics import FLUSH_ROWS, flush, sum_partials
 from ._threads import chunk_bounds, layer_parallel
 from .bias import bias_add, bias_grad
-from .bias_gelu import backward_rows, bias_gelu_forward, forward_rows
+from .bias_gelu import bias_gelu_forward, forward_rows
 from .bias_gelu import bias_gelu_backward as _bias_gelu_backward
 
 _N, _T = _cblas.NO_TRANS, _cblas.TRANS
@@ -86,22 +85,6 @@ def _backward_shares(g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
         for s in prange(k):
             f0, f1 = chunk_bounds(N, k, s)
             _cblas.gemm(_T, _N, f1 - f0, K, M, 1.0, g[:, f0:], N, x, K, 0.0, dw[f0:], K)
-
-
-@njit(error_model="numpy", cache=True, parallel=True)
-def _gelu_backward_shares(g, u, b, tanh, x, w, du, dx, want_dx, dw, want_dw, db_part, k):
-    """LinearGelu's backward: per share of rows, dU = g * gelu'(u + b) with its db partial, then
-    dX = dU w on the same rows; per share of output features, dW = dU^T x."""
-    M, N = g.shape
-    for s in prange(k):
-        r0, r1 = chunk_bounds(M, k, s)
-        backward_rows(u, b, g, du, db_part, s, r0, r1, tanh)
-        if want_dx:
-            _cblas.gemm(_N, _N, r1 - r0, w.shape[1], N, 1.0, du[r0:], N, w, w.shape[1], 0.0, dx[r0:], w.shape[1])
-    if want_dw:
-        for s in prange(k):
-            f0, f1 = chunk_bounds(N, k, s)
-            _cblas.gemm(_T, _N, f1 - f0, x.shape[1], M, 1.0, du[:, f0:], N, x, x.shape[1], 0.0, dw[f0:], x.shape[1])
 
 
 def _shares(m, n, *arrays):
@@ -199,23 +182,6 @@ def linear_gelu_backward(g, u, b, x, w, approximate, need_db):
         raise ValueError(f"linear kernel: output gradient {g.shape} does not match the product {u.shape} and the "
                          f"bias {None if b is None else tuple(b.shape)}")
     _check_backward(g, x, w)
-    k = _shares(M, N, g, u, *(a for a in (x, w) if a is not None))
-    if not k:
-        du, db = _bias_gelu_backward(u, b, g, approximate, need_db)
-        dx, dw, _ = linear_backward(du, x, w, False)
-        return dx, dw, db
-    from ...runtime.blas_threads import single_threaded
-    none = np.empty((0, 0), g.dtype)
-    du = np.empty_like(g)
-    dx = none if w is None else np.empty((M, w.shape[1]), g.dtype)
-    dw = none if x is None else np.empty((N, x.shape[1]), g.dtype)
-    part = np.zeros((k, N))
-    bb = np.zeros(N, g.dtype) if b is None else np.ascontiguousarray(b, dtype=g.dtype)
-    with single_threaded():
-        _gelu_backward_shares(g, u, bb, approximate == "tanh", none if x is None else x, none if w is None else w,
-                              du, dx, w is not None, dw, x is not None, part, k)
-    db = None
-    if need_db:
-        db = np.empty(N)
-        sum_partials(part, db)
-    return (None if w is None else dx), (None if x is None else dw), db
+    du, db = _bias_gelu_backward(u, b, g, approximate, need_db)   # its own pass: fused into the region's
+    dx, dw, _ = linear_backward(du, x, w, False)                  # row shares, steps ran no faster
+    return dx, dw, db
