@@ -33,18 +33,26 @@ def _add(y, b, nchunks):
 
 @njit(error_model="numpy", parallel=True, cache=True)
 def _row_sums(g, part):
-    n, m = g.shape
+    n = g.shape[0]
     nchunks = part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        block = np.zeros(m, g.dtype)
+        sum_rows_into(g, part, c, start, stop)
+
+
+@njit(error_model="numpy", cache=True)
+def sum_rows_into(g, part, c, start, stop):
+    """part[c] = the sum of g's rows start..stop: blocks of FLUSH_ROWS rows summed in g's dtype,
+    each flushed into the float64 partial (kernels/cpu/linear.py sums its row shares with it)."""
+    m = g.shape[1]
+    block = np.zeros(m, g.dtype)
+    for j in range(m):
+        part[c, j] = 0.0
+    for i in range(start, stop):
         for j in range(m):
-            part[c, j] = 0.0
-        for i in range(start, stop):
-            for j in range(m):
-                block[j] += g[i, j]
-            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                flush(part, c, block)
+            block[j] += g[i, j]
+        if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+            flush(part, c, block)
 
 
 def _kernel_takes(a):

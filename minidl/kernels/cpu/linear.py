@@ -35,9 +35,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import _cblas
-from ._numerics import FLUSH_ROWS, flush, sum_partials
+from ._numerics import sum_partials
 from ._threads import chunk_bounds, layer_parallel
-from .bias import bias_add, bias_grad
+from .bias import bias_add, bias_grad, sum_rows_into
 from .bias_gelu import bias_gelu_forward, forward_rows
 from .bias_gelu import bias_gelu_backward as _bias_gelu_backward
 
@@ -72,15 +72,8 @@ def _backward_shares(g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
             r0, r1 = chunk_bounds(M, k, s)
             if want_dx:
                 _cblas.gemm(_N, _N, r1 - r0, K, N, 1.0, g[r0:], N, w, K, 0.0, dx[r0:], K)
-            if want_db:                 # the rows the GEMM just read, as kernels/cpu/bias.py sums them
-                block = np.zeros(N, g.dtype)
-                for j in range(N):
-                    db_part[s, j] = 0.0
-                for i in range(r0, r1):
-                    for j in range(N):
-                        block[j] += g[i, j]
-                    if (i - r0 + 1) % FLUSH_ROWS == 0 or i == r1 - 1:
-                        flush(db_part, s, block)
+            if want_db:                 # the rows the GEMM just read
+                sum_rows_into(g, db_part, s, r0, r1)
     if want_dw:
         for s in prange(k):
             f0, f1 = chunk_bounds(N, k, s)
