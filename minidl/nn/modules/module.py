@@ -406,8 +406,8 @@ class Module(StateDictMethods):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(tensor)``, with PyTorch's
         ``non_blocking`` and ``memory_format`` (accepted; neither changes a value, see Tensor.to):
         floating parameters and buffers take the dtype; everything moves to the device."""
-        from ...tensor.tensor import _parse_to_args
-        device, dtype, copy, _ = _parse_to_args(args, kwargs)
+        from ...tensor.to_arguments import parse_to_args
+        device, dtype, copy, _ = parse_to_args(args, kwargs)
         if copy:
             raise RuntimeError(".to() does not accept copy argument")
         if dtype is not None and not dtypes.is_floating(dtype):   # checked before anything is converted
