@@ -23,7 +23,8 @@ libraries (``PROVIDER``):
   (``pip install minidl[mkl]``) and the CPU is an Intel one, or where MINIDL_GEMM=mkl asks
   for it. Its threading layer is set to sequential, so every call runs on the calling thread.
   On an Intel Xeon VM its kernels ran the GPT's linear-layer products about a fifth faster than
-  OpenBLAS's, and on an AMD EPYC slower (docs/performance.md, "MKL in the GEMM regions").
+  OpenBLAS's, and on an AMD EPYC slower (docs/performance.md, "Linear's GEMMs in one region,
+  MKL in the regions").
   MINIDL_GEMM=openblas keeps OpenBLAS.
 The pair is registered with LLVM under fixed names, the same for either library, so kernels
 that call them are cached like any other and call whichever this process found.

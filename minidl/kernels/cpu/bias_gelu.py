@@ -50,9 +50,7 @@ def _forward_rows64(u, b, a, start, stop, tanh):
 
 def forward_rows(u, b, a, start, stop, tanh):
     """_forward_rows32 or _forward_rows64 by u's dtype: one name for kernels compiled for both
-    (kernels/cpu/linear.py's GEMM region runs it on a share's rows after the share's product).
-    A function of its own, not inlined: its loops vectorise, where the same loops written in
-    the region's body ran about ten times slower."""
+    (kernels/cpu/linear.py's GEMM region runs it on a share's rows after the share's product)."""
     (_forward_rows32 if u.dtype == np.float32 else _forward_rows64)(u, b, a, start, stop, tanh)
 
 
@@ -70,69 +68,52 @@ def _forward(u, b, a, nchunks, tanh):
         forward_rows(u, b, a, start, stop, tanh)
 
 
-@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _backward_rows32(u, b, g, du, db_part, c, start, stop, tanh):
-    """Rows start..stop of dU = g * gelu'(u + b), their sum added to db_part[c] (float32 blocks
-    of FLUSH_ROWS rows flushed into the float64 partial)."""
-    m = u.shape[1]
-    block = np.zeros(m, np.float32)
-    for i in range(start, stop):
-        if tanh:
-            for j in range(m):
-                v = u[i, j] + b[j]
-                s = _half_one_plus_tanh32(v)
-                d = g[i, j] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
-                du[i, j] = d
-                block[j] += d
-        else:
-            for j in range(m):
-                d = g[i, j] * _dgelu32(u[i, j] + b[j])
-                du[i, j] = d
-                block[j] += d
-        if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-            flush(db_part, c, block)
-
-
-@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _backward_rows64(u, b, g, du, db_part, c, start, stop, tanh):
-    """As _backward_rows32, in float64 (libm's exp and erf)."""
-    m = u.shape[1]
-    block = np.zeros(m, np.float64)
-    for i in range(start, stop):
-        if tanh:
-            for j in range(m):
-                v = u[i, j] + b[j]
-                s = _half_one_plus_tanh(v)
-                d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
-                du[i, j] = d
-                block[j] += d
-        else:
-            for j in range(m):
-                d = g[i, j] * _dgelu(u[i, j] + b[j])
-                du[i, j] = d
-                block[j] += d
-        if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-            flush(db_part, c, block)
-
-
-def backward_rows(u, b, g, du, db_part, c, start, stop, tanh):
-    """_backward_rows32 or _backward_rows64 by u's dtype: one name for kernels compiled for both."""
-    (_backward_rows32 if u.dtype == np.float32 else _backward_rows64)(u, b, g, du, db_part, c, start, stop, tanh)
-
-
-@overload(backward_rows, inline="always", jit_options={"cache": True})
-def _backward_rows_compiled(u, b, g, du, db_part, c, start, stop, tanh):
-    rows = _backward_rows32 if u.dtype == types.float32 else _backward_rows64
-    return lambda u, b, g, du, db_part, c, start, stop, tanh: rows(u, b, g, du, db_part, c, start, stop, tanh)
-
-
-@njit(error_model="numpy", parallel=True, cache=True)
-def _backward(u, b, g, du, db_part, tanh):
-    n = u.shape[0]
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
+def _backward32(u, b, g, du, db_part, tanh):
+    n, m = u.shape
     nchunks = db_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        backward_rows(u, b, g, du, db_part, c, start, stop, tanh)
+        block = np.zeros(m, np.float32)
+        for i in range(start, stop):
+            if tanh:
+                for j in range(m):
+                    v = u[i, j] + b[j]
+                    s = _half_one_plus_tanh32(v)
+                    d = g[i, j] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+                    du[i, j] = d
+                    block[j] += d
+            else:
+                for j in range(m):
+                    d = g[i, j] * _dgelu32(u[i, j] + b[j])
+                    du[i, j] = d
+                    block[j] += d
+            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+                flush(db_part, c, block)
+
+
+@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
+def _backward64(u, b, g, du, db_part, tanh):
+    n, m = u.shape
+    nchunks = db_part.shape[0]
+    for c in prange(nchunks):
+        start, stop = chunk_bounds(n, nchunks, c)
+        block = np.zeros(m, np.float64)
+        for i in range(start, stop):
+            if tanh:
+                for j in range(m):
+                    v = u[i, j] + b[j]
+                    s = _half_one_plus_tanh(v)
+                    d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
+                    du[i, j] = d
+                    block[j] += d
+            else:
+                for j in range(m):
+                    d = g[i, j] * _dgelu(u[i, j] + b[j])
+                    du[i, j] = d
+                    block[j] += d
+            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
+                flush(db_part, c, block)
 
 
 def _chunks(u):
@@ -173,7 +154,8 @@ def bias_gelu_backward(u, b, g, approximate, need_db=True):
     part = np.zeros((nchunks, u.shape[1]))
     if nchunks:
         with threads_for(work):
-            _backward(u, _bias(b, u.shape[1], u.dtype), g, du, part, approximate == "tanh")
+            (_backward32 if u.dtype == np.float32 else _backward64)(u, _bias(b, u.shape[1], u.dtype), g, du, part,
+                                                                   approximate == "tanh")
     if not need_db:
         return du, None
     db = np.empty(u.shape[1])

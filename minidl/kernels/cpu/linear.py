@@ -20,9 +20,10 @@ writes disjoint rows of Y, dX or dW and its own db partial, so nothing is shared
 read-only operands, and the result does not depend on which thread ran which share.
 
 Only where ``_cblas`` found a BLAS to call (NumPy's OpenBLAS, or MKL: its ``PROVIDER``) and
-the products are large enough for two threads (``_threads.layer_parallel``); elsewhere (another BLAS, float16, non-contiguous operands, one
-thread, a block worker's thread) the functions below run NumPy's matmul and the chunked bias
-and GELU kernels, the results being the same up to the GEMMs' summation order. The caller's BLAS
+the products are large enough for two threads (``_threads.layer_parallel``). Elsewhere (another
+BLAS, float16, non-contiguous operands, one thread, a block worker's thread) the functions below
+run NumPy's matmul and the chunked bias and GELU kernels, the results being the same up to the
+GEMMs' summation order. The caller's BLAS
 must be single-threaded during the region: the entry points hold
 ``minidl.runtime.blas_threads.single_threaded``. Every shape is checked before a kernel runs:
 the kernels index without bounds checks.
@@ -163,7 +164,6 @@ def linear_backward(g, x, w, need_db):
         db = np.empty(N)
         sum_partials(part, db)
     return (None if w is None else dx, None if x is None else dw, None if db is None else db.astype(g.dtype))
-
 
 
 def linear_gelu_backward(g, u, b, x, w, approximate, need_db):
