@@ -163,6 +163,23 @@ def test_softmax_kernels_work_in_place_on_any_layout():
     np.testing.assert_allclose(dp, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_max_in_lanes_is_the_max_of_every_prefix(dtype):
+    """The softmax and cross-entropy kernels' row max (eight running maxima): every length, the
+    maximum anywhere in the row, -inf rows; NaN after the first entry is passed over as the
+    chain ``m = max(m, x)`` passes it (the exp that follows meets it)."""
+    from minidl.kernels.cpu._numerics import row_max
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((40, 21)).astype(dtype)
+    for r in range(40):
+        a[r, r % 21] = 9.0 + r
+        for n in range(1, 22):
+            assert row_max(a, r, n) == a[r, :n].max()
+    assert row_max(np.full((1, 13), -np.inf, dtype), 0, 13) == -np.inf
+    b = np.array([[1.0, np.nan, 3.0, 2.0] * 3], dtype)
+    assert row_max(b, 0, 12) == 3.0
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_fully_masked_rows_give_zero_output_and_zero_grad(impl):
     rng = np.random.default_rng(2)
@@ -463,7 +480,9 @@ def test_split_heads_and_attention_pass_packed_gradients_without_copies(monkeypa
 @pytest.fixture
 def shares(monkeypatch):
     """Every unmasked fused-softmax call here takes shares of the batch on the block workers (two
-    threads, small problems included); returns the names of the threads that ran a share."""
+    threads, small problems included), the path where no BLAS is callable from Numba (the
+    kernels' region, tests/test_attention_heads.py, off); returns the names of the threads that
+    ran a share."""
     import numba
 
     from minidl.kernels.cpu import _threads
@@ -473,6 +492,7 @@ def shares(monkeypatch):
     monkeypatch.setattr(_threads, "SERIAL_BELOW", 1)
     monkeypatch.setattr(layer_threads, "PARALLEL", True)
     monkeypatch.setattr(A, "SHARES_FROM", 1)
+    monkeypatch.setattr(A, "heads_region_fits", lambda q, k, v: False)
     monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     seen = set()
     original = A.attention_backward_reference

@@ -33,7 +33,9 @@ Three implementations of the same math:
 - "reference": the NumPy code below (BLAS batched matmuls, materialises P; saves P for backward);
 - "fused-softmax": the reference's matmuls, with the masking and softmax (forward) and the
   softmax Jacobian (backward) each done in one Numba pass over the scores
-  (``minidl.kernels.cpu.softmax``) instead of NumPy's six;
+  (``minidl.kernels.cpu.softmax``) instead of NumPy's six; without masks, each (batch, head)
+  pair's products and softmax run back to back in one parallel region
+  (``minidl.kernels.cpu.attention_heads``);
 - "numba": the fused row kernel ``minidl.kernels.cpu.attention`` (saves only the row
   log-sum-exp and recomputes P in backward: no (L, S) matrix at all).
 ``set_implementation("auto" | "numba" | "fused-softmax" | "reference")`` (the "attention" family of
@@ -174,6 +176,13 @@ class ScaledDotProductAttention(Function):
             from ..kernels.cpu.softmax import softmax_rows_
             # without a float mask the kernel applies the scale itself (no pass over q, dq, dk)
             ctx.scale_in_softmax = bias is None and scale > 0
+            ctx.region = bias is None and allow is None and scale > 0 and heads_region_fits(q, k, v)
+            if ctx.region:
+                from ..kernels.cpu.attention_heads import attention_heads_forward
+                out, p, pd = attention_heads_forward(q, k, v, causal, scale, drop)
+                ctx.save_for_backward(q, k, v, p, pd, drop)
+                keep_low(ctx, p, pd)
+                return out
             ctx.shares = _shares(q, k, v, bias, allow, scale)
             if ctx.shares > 1:
                 return _shared_forward(ctx, q, k, v, causal, scale, drop)
@@ -208,7 +217,10 @@ class ScaledDotProductAttention(Function):
             if ctx.impl == "fused-softmax":
                 from ..kernels.cpu.softmax import softmax_backward_
                 out = packed_like((q, k, v))   # q, k, v from split_heads: gradients packed alike
-                if ctx.shares > 1:
+                if ctx.region:
+                    from ..kernels.cpu.attention_heads import attention_heads_backward
+                    (dq, dk, dv), ds = attention_heads_backward(q, k, v, p, pd, drop, g, ctx.scale, out), None
+                elif ctx.shares > 1:
                     dq, dk, dv, ds = _shared_backward(ctx, q, k, v, p, pd, drop, g, out)
                 elif ctx.scale_in_softmax:   # dS comes out scaled: dq = dS k, dk = dS^T q
                     dq, dk, dv, ds = attention_backward_reference(
@@ -286,8 +298,18 @@ def _dropout_multiplier(ctx, q, k, v):
 # the pairs are independent: the fused-softmax path then splits the leading batch axis into one
 # contiguous share per thread (``minidl.runtime.block_workers``), each running its share's
 # products (single-threaded BLAS) and softmax passes (the serial kernels, which release the GIL)
-# end to end, in forward and in backward; docs/performance.md has the measurement.
+# end to end, in forward and in backward; docs/performance.md has the measurement. Where BLAS
+# is callable from Numba (``heads_region_fits``), one parallel region of the kernels runs the
+# pairs instead, with no Python thread between them; these shares are the path elsewhere.
 SHARES_FROM = 1 << 18   # score elements; below, the hand-over to the workers costs more than it saves
+
+
+def heads_region_fits(q, k, v):
+    """Can the fused-softmax path run as the kernels' region over (batch, head) pairs
+    (``minidl.kernels.cpu.attention_heads``)? Where it cannot (no BLAS callable from Numba, say),
+    the shares below run it."""
+    from ..kernels.cpu.attention_heads import fits
+    return fits(q, k, v)
 
 
 def _shares(q, k, v, bias, allow, scale):

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._fastexp import exp_any
+from ._numerics import row_max
 from ._threads import SERIAL_BELOW, num_chunks
 
 _FM = {"reassoc", "contract"}   # sums vectorise; no "nnan"/"ninf": -inf logits are meaningful
@@ -35,9 +36,7 @@ def _forward_rows(x, t, w, ignore, e, loss, logp, wt, r0, r1):
     zero = x.dtype.type(0)
     bad = 0
     for k in range(r0, r1):
-        m = x[k, 0]
-        for j in range(1, C):
-            m = max(m, x[k, j])
+        m = row_max(x, k, C)
         s = zero
         for j in range(C):
             v = x[k, j]

@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._fastexp import exp_any
+from ._numerics import row_max
 from ._threads import chunk_bounds, launch, num_chunks
 
 # reassociation lets the row max and sums vectorise; no "nnan"/"ninf": masks are -inf
@@ -32,9 +33,7 @@ def _forward_rows(s, L, causal, scale, r0, r1):
     zero = s.dtype.type(0)
     for r in range(r0, r1):
         jmax = min(r % L + 1, S) if causal else S
-        m = s[r, 0]
-        for j in range(1, jmax):
-            m = max(m, s[r, j])
+        m = row_max(s, r, jmax)
         if m == -np.inf:
             jmax = 0
         z = zero
