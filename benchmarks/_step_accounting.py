@@ -6,8 +6,9 @@ One instrumented step splits the wall time into
   The linear layers' GEMM regions (``kernels/cpu/linear.py``: each thread's share of the
   product, then its bias or GELU epilogue) count here too, epilogue included, with their
   products' FLOPs. Other GEMMs that a Numba kernel calls itself (Winograd's shares,
-  ``kernels/cpu/winograd_shares.py``) are not seen: their time is that kernel's, counted as
-  other op work, and their FLOPs are not in the GEMM column;
+  ``kernels/cpu/winograd_shares.py``; attention's region, ``kernels/cpu/attention_heads.py``)
+  are not seen: their time is that kernel's, counted as other op work, and their FLOPs are not
+  in the GEMM column;
   Where conv2d's block workers run shares of the images concurrently, each thread its own
   GEMMs, the time counted is the calling thread's (its share's GEMMs run while the workers run
   theirs) and the FLOPs are every thread's, so the rate is that of all threads together;
