@@ -1,4 +1,4 @@
-"""Numba's thread pool, started with short spinning so that it shares the cores with BLAS.
+"""Numba's thread pool, started with a bounded spin so that it shares the cores with BLAS.
 
 A training step alternates NumPy's BLAS (OpenBLAS, its own pthread pool) with minidl's Numba
 kernels (an OpenMP pool, libgomp). Both pools keep their idle workers spinning for a while
@@ -8,10 +8,16 @@ iterations by default (several milliseconds: an iteration took about 25 ns on a 
 worker or the block worker of the next op, and vice versa. A short spin hands the core over
 soon after; too short a spin makes a parallel region after a gap pay a futex wake-up, which on
 a virtual machine can cost 50-90 us (a trivial kernel's launch: 2 us awake, 80 us woken).
-SPIN_COUNT is a compromise between two VMs: on one, 10,000 spins held a core long enough to
-slow the op after a parallel kernel, and shorter spins ran whole training steps faster; on the
-other, a few thousand ran them a little slower than 10,000 (the measurements:
-docs/performance.md).
+How long to spin depends on what else runs between the kernels. When OpenBLAS's pool and the
+block workers ran much of a step (conv2d's shares, attention's heads, the linear layers'
+products), 3,000 spins served best: on a Zen 4 VM 10,000 held a core those threads needed.
+Since the linear layers', attention's and Winograd's products run inside Numba's own regions,
+between two kernels there is mostly Python, and a worker that has gone to sleep costs each
+region a wake-up: on an Intel Xeon VM a linear layer's forward took 50 us longer after a few
+microseconds of Python than right after the previous region, and GPT steps ran 4-9% faster at
+30,000 spins (about 0.4 ms of spinning there, 13 ns a spin; 0.75 ms on the Zen 4 VM, where it
+was not measured again), the CNN steps as fast or a little faster (docs/performance.md,
+"Numba's pool spins longer").
 
 libgomp reads GOMP_SPINCOUNT once, when it is loaded, which for Numba is when its pool
 starts (the first parallel kernel or ``numba.get_num_threads()``). ``start`` sets the
@@ -24,7 +30,7 @@ import os
 
 import numba
 
-SPIN_COUNT = 3000
+SPIN_COUNT = 30000
 _USER_KNOBS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 
