@@ -63,7 +63,6 @@ import numpy as np
 
 from ..backends import namespace_of
 from ..kernels.switch import into
-from ..runtime import blas_threads
 from ._kernel_switch import LAYER
 from .conv_blocks import (images_per_block, run_shares, winograd_backward_blocks, winograd_forward_blocks,
                           worker_count)
@@ -225,9 +224,8 @@ def winograd_forward(ctx, x, w, b, padding):
     if k == 1:
         winograd_forward_blocks(impl, x, Ut, b, V, out, geom, winograd_blocks(N, per_image))
     elif region is not None:
-        with blas_threads.single_threaded():
-            region.winograd_forward_shares(x, U, b, out, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
-                                           ph, pw, TH, TW)
+        region.winograd_forward_shares(x, U, b, out, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image), ph, pw,
+                                       TH, TW)
     else:
         run_shares("winograd", N, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
                    lambda kern, n0, n1, blocks: winograd_forward_blocks(kern, x, Ut, b, V, out, geom, blocks))
@@ -254,10 +252,8 @@ def winograd_backward(ctx, g):
         if k == 1:
             dU = winograd_backward_blocks(ctx.impl, x, g, U, V, dx, nw, geom, winograd_blocks(N, per_image))
         else:
-            with blas_threads.single_threaded():
-                dU = region.winograd_backward_shares(x, g, U, dx, nw, k,
-                                                     images_per_block(WINOGRAD_BLOCK_BYTES, per_image), *geom[:2],
-                                                     *geom[4:])
+            dU = region.winograd_backward_shares(x, g, U, dx, nw, k, images_per_block(WINOGRAD_BLOCK_BYTES, per_image),
+                                                 *geom[:2], *geom[4:])
         db = g.sum(axis=(0, 2, 3)) if nb else None
     else:
         def share(kern, n0, n1, blocks):    # a share's dU and db, summed over the shares below

@@ -16,8 +16,8 @@ elements; ta and tb are NO_TRANS or TRANS.
 The functions are a CBLAS ``sgemm``/``dgemm`` pair with 64-bit integers, from one of two
 libraries (``PROVIDER``):
 - "openblas": the OpenBLAS NumPy loaded (``scipy_cblas_sgemm64_`` in NumPy's wheels), found in
-  the process's loaded libraries. Its thread count is the caller's business
-  (``minidl.runtime.blas_threads.single_threaded``): each call here should run on the calling
+  the process's loaded libraries. Its thread count is the caller's business: a kernel's
+  region of calls runs inside ``one_thread_per_call``, so that each call runs on the calling
   thread only.
 - "mkl": Intel's MKL (``cblas_sgemm_64``), where the optional ``mkl`` package is installed
   (``pip install minidl[mkl]``) and the CPU is an Intel one, or where MINIDL_GEMM=mkl asks
@@ -32,6 +32,7 @@ that call them are cached like any other and call whichever this process found.
 keep their Python-thread path and never compile a call to ``gemm``. With NUMBA_DISABLE_JIT=1,
 ``gemm`` is plain Python over the same ctypes functions.
 """
+import contextlib
 import ctypes
 import os
 import warnings
@@ -40,7 +41,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ...runtime.blas_threads import loaded_openblas
+from ...runtime.blas_threads import loaded_openblas, single_threaded
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112   # CBLAS's enum values
 # (float32 symbol, float64 symbol) under the names OpenBLAS builds export, with 64-bit integers
@@ -162,6 +163,17 @@ if AVAILABLE:
             types.int32, types.int32, types.int32, types.int64, types.int64, types.int64, _real,
             types.CPointer(_real), types.int64, types.CPointer(_real), types.int64, _real, types.CPointer(_real),
             types.int64))
+
+
+def one_thread_per_call():
+    """The context a kernel's region of ``gemm`` calls runs in, so that each call runs on its
+    caller's thread only: OpenBLAS held at one thread (``blas_threads.single_threaded``) where it
+    is the provider; nothing to do for MKL, whose sequential layer already does, and whose
+    regions would otherwise pay OpenBLAS's thread-count changes for nothing (two ctypes calls
+    per region, and OpenBLAS's pool restarted after each: about 1 ms of a GPT step)."""
+    if PROVIDER == "mkl":
+        return contextlib.nullcontext()
+    return single_threaded()
 
 
 def gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc):

@@ -135,7 +135,6 @@ def attention_heads_forward(q, k, v, causal, scale, drop):
     (B, H, L, E) O is the (B, H, L, Ev) view of a (B, L, H, Ev) array, as PyTorch's CPU flash
     attention lays it out: the usual next step, O.transpose(1, 2).reshape(B, L, H * Ev), is then
     free instead of a copy; for 3-D ones it is C-ordered."""
-    from ...runtime.blas_threads import single_threaded
     q4, k4, v4 = _pairs(q), _pairs(k), _pairs(v)
     (B, H, L, _), (S, Ev) = q4.shape, v4.shape[2:]
     if k4.shape[2:] != (S, q4.shape[3]):
@@ -149,7 +148,7 @@ def attention_heads_forward(q, k, v, causal, scale, drop):
             raise ValueError(f"attention kernel: expected a dropout multiplier of shape {q.shape[:-1] + (S,)}, got "
                              f"{drop.shape}")
         d4, pd = _pairs(np.ascontiguousarray(drop, dtype=q.dtype)), np.empty_like(p)
-    with single_threaded():
+    with _cblas.one_thread_per_call():
         _forward_pairs(q4, k4, v4, d4, bool(causal), q.dtype.type(scale), p, pd, o4, _shares(q4, S))
     scores = q.shape[:-1] + (S,)
     p, pd = p.reshape(scores), pd.reshape(scores)
@@ -160,7 +159,6 @@ def attention_heads_backward(q, k, v, p, pd, drop, g, scale, out=None):
     """(dq, dk, dv) for the forward above, from g = dL/dO. ``out``, optional, holds three arrays
     to write them into (each shaped as its input); where one has a layout BLAS cannot write,
     all three are fresh instead."""
-    from ...runtime.blas_threads import single_threaded
     q4, k4, v4 = _pairs(q), _pairs(k), _pairs(v)
     S = k4.shape[2]
     if g.shape != q.shape[:-1] + (v.shape[-1],) or p.shape != q.shape[:-1] + (S,) or pd.shape != p.shape:
@@ -172,6 +170,6 @@ def attention_heads_backward(q, k, v, p, pd, drop, g, scale, out=None):
     d4 = np.empty((0, 1, 1, 1), q.dtype) if drop is None else _pairs(np.ascontiguousarray(drop, dtype=q.dtype))
     p4, pd4 = _pairs(np.ascontiguousarray(p)), _pairs(np.ascontiguousarray(pd))
     dq4, dk4, dv4 = (_pairs(a) for a in out)
-    with single_threaded():
+    with _cblas.one_thread_per_call():
         _backward_pairs(q4, k4, v4, p4, pd4, d4, g4, q.dtype.type(scale), dq4, dk4, dv4, _shares(q4, S))
     return out

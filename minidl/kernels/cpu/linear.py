@@ -24,8 +24,8 @@ the products are large enough for two threads (``_threads.layer_parallel``). Els
 BLAS, float16, non-contiguous operands, one thread, a block worker's thread) the functions below
 run NumPy's matmul and the chunked bias and GELU kernels, the results being the same up to the
 GEMMs' summation order. The caller's BLAS
-must be single-threaded during the region: the entry points hold
-``minidl.runtime.blas_threads.single_threaded``. Every shape is checked before a kernel runs:
+must run each call on its caller's thread: the entry points hold
+``_cblas.one_thread_per_call``. Every shape is checked before a kernel runs:
 the kernels index without bounds checks.
 
 There is no cuda module: on a GPU the reference's matmul is the device's GEMM over every row at
@@ -112,11 +112,10 @@ def _check_backward(g, x, w):
 
 
 def _run_forward(x, w, b, epilogue, k):
-    from ...runtime.blas_threads import single_threaded
     u = np.empty((x.shape[0], w.shape[0]), x.dtype)
     a = np.empty_like(u) if epilogue >= EPILOGUE_GELU else np.empty((0, 0), x.dtype)
     bb = np.zeros(w.shape[0], x.dtype) if b is None else np.ascontiguousarray(b, dtype=x.dtype)
-    with single_threaded():
+    with _cblas.one_thread_per_call():
         _forward_shares(x, w, bb, epilogue, u, a, k)
     return u, a
 
@@ -151,12 +150,11 @@ def linear_backward(g, x, w, need_db):
     if not k:
         return (None if w is None else np.matmul(g, w), None if x is None else np.matmul(g.T, x),
                 bias_grad(g) if need_db else None)
-    from ...runtime.blas_threads import single_threaded
     none = np.empty((0, 0), g.dtype)
     dx = none if w is None else np.empty((M, w.shape[1]), g.dtype)
     dw = none if x is None else np.empty((N, x.shape[1]), g.dtype)
     part = np.empty((k, N) if need_db else (0, 0))
-    with single_threaded():
+    with _cblas.one_thread_per_call():
         _backward_shares(g, none if x is None else x, none if w is None else w, dx, w is not None, dw,
                          x is not None, part, need_db, k)
     db = None

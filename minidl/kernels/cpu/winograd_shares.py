@@ -16,8 +16,8 @@ GEMM. On a virtual machine each hand-over that wakes a waiting thread goes throu
 hypervisor, which made a share 1.3-1.5x slower beside another than alone (docs/performance.md,
 "One region for the shares"). Numba's workers need no GIL.
 
-The BLAS must run single-threaded meanwhile (the caller holds
-``minidl.runtime.blas_threads.single_threaded``). Each share allocates its own scratch blocks
+Each GEMM call must run on its caller's thread: the entry points hold
+``_cblas.one_thread_per_call``. Each share allocates its own scratch blocks
 (V or dV, M or dM), so shares share nothing but the read-only inputs. Each share writes disjoint
 images of y or dx and its own slice of the dU partials. The partials are summed by the caller in
 share order, so the result does not depend on which thread ran which share.
@@ -109,7 +109,8 @@ def winograd_forward_shares(x, U, b, out, k, per, ph, pw, TH, TW):
     if out.size == 0:
         return out
     bias = np.ascontiguousarray(b, dtype=x.dtype) if b is not None else np.zeros(0, dtype=x.dtype)
-    _forward_shares(x, U, bias, b is not None, out, min(k, N), per, ph, pw, TH, TW)
+    with _cblas.one_thread_per_call():
+        _forward_shares(x, U, bias, b is not None, out, min(k, N), per, ph, pw, TH, TW)
     return out
 
 
@@ -130,8 +131,9 @@ def winograd_backward_shares(x, g, U, dx, want_dU, k, per, ph, pw, TH, TW):
     k = min(k, N) if N else 1
     parts = np.zeros((k, PLANES, O, C) if want_dU else (k, PLANES, 0, 0), dtype=x.dtype)
     if N and (want_dU or dx is not None):
-        _backward_shares(x, g, U, dx if dx is not None else x[:0], dx is not None, parts, bool(want_dU), k, per, ph,
-                         pw, TH, TW)
+        with _cblas.one_thread_per_call():
+            _backward_shares(x, g, U, dx if dx is not None else x[:0], dx is not None, parts, bool(want_dU), k, per,
+                             ph, pw, TH, TW)
     if not want_dU:
         return None
     dU = parts[0]
