@@ -176,8 +176,16 @@ def test_fits_refuses_what_the_region_cannot_take(monkeypatch):
 def test_the_entry_points_check_shapes_first():
     rng = np.random.default_rng(6)
     q, k, v = (rng.standard_normal((2, 3, 4, 5)) for _ in range(3))
-    with pytest.raises(ValueError, match=r"q \(2, 3, 4, 5\), k \(2, 3, 4, 6\)"):
+    with pytest.raises(ValueError, match=r"q \(2, 3, 4, 5\) float64, k \(2, 3, 4, 6\)"):
         K.attention_heads_forward(q, rng.standard_normal((2, 3, 4, 6)), v, False, 1.0, None)
+    # what the kernels would index out of bounds or over no rows: refused by the entry points too
+    for kk, vv in [(k[:1], v[:1]), (k[:, :2], v[:, :2]), (k[..., :0, :], v[..., :0, :]), (k[0], v[0]),
+                   (k.astype(np.float32), v)]:
+        with pytest.raises(ValueError, match="one batch shape and dtype and no empty dimension"):
+            K.attention_heads_forward(q, kk, vv, False, 1.0, None)
+        with pytest.raises(ValueError, match="one batch shape and dtype and no empty dimension"):
+            K.attention_heads_backward(q, kk, vv, np.zeros((2, 3, 4, 4)), np.zeros((2, 3, 4, 4)), None,
+                                       np.zeros((2, 3, 4, 5)), 1.0)
     with pytest.raises(ValueError, match="dropout multiplier of shape"):
         K.attention_heads_forward(q, k, v, False, 1.0, np.ones((2, 3, 4, 3)))
     o, p, pd = K.attention_heads_forward(q, k, v, False, 1.0, None)
@@ -185,6 +193,8 @@ def test_the_entry_points_check_shapes_first():
         K.attention_heads_backward(q, k, v, p, pd, None, o[..., :2], 1.0)
     with pytest.raises(ValueError, match="do not match"):
         K.attention_heads_backward(q, k, v, p[..., :3], pd[..., :3], None, o, 1.0)
+    with pytest.raises(ValueError, match=r"dropout multiplier \(2, 3, 4, 3\) do not match"):
+        K.attention_heads_backward(q, k, v, p, pd, np.ones((2, 3, 4, 3)), o, 1.0)
 
 
 def test_the_region_runs_as_python_without_the_jit():

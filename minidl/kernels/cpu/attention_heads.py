@@ -25,8 +25,8 @@ in one region").
 ``fits`` says where the region runs: a BLAS found by ``_cblas``, float32/float64 operands of
 4 dims (or 3, the batch axis added) with the same batch dims, each row's elements adjacent,
 at least one feature, and not on a block worker's thread. Elsewhere the op keeps its other
-paths. The kernels index without bounds checks: ``fits`` and the entry points check every
-shape first. There is no cuda module: on a GPU the reference runs, its batched matmuls the
+paths. The kernels index without bounds checks: the entry points check every shape
+first (``_check``). There is no cuda module: on a GPU the reference runs, its batched matmuls the
 device's.
 """
 import numba
@@ -101,6 +101,18 @@ def fits(q, k, v):
     return not block_workers.in_worker()
 
 
+def _check(q, k, v):
+    """The shapes the kernels index by, checked before they run: q (..., L, E), k (..., S, E) and
+    v (..., S, Ev) of 3 or 4 dims, one batch shape, one dtype, no empty dimension (the op answers
+    empty inputs without the kernels)."""
+    if not (q.ndim == k.ndim == v.ndim and q.ndim in (3, 4) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and k.shape[-1] == q.shape[-1] and v.shape[-2] == k.shape[-2] and q.dtype == k.dtype == v.dtype
+            and 0 not in q.shape + k.shape + v.shape):
+        raise ValueError(f"attention kernel: expected q (..., L, E), k (..., S, E), v (..., S, Ev) of 3 or 4 dims with "
+                         f"one batch shape and dtype and no empty dimension, got q {q.shape} {q.dtype}, k {k.shape} "
+                         f"{k.dtype}, v {v.shape} {v.dtype}")
+
+
 def _layout_ok(a):
     """Has a (..., rows, cols) a unit column stride and a row stride BLAS accepts (>= cols)?"""
     rows, cols = a.shape[-2:]
@@ -135,10 +147,9 @@ def attention_heads_forward(q, k, v, causal, scale, drop):
     (B, H, L, E) O is the (B, H, L, Ev) view of a (B, L, H, Ev) array, as PyTorch's CPU flash
     attention lays it out: the usual next step, O.transpose(1, 2).reshape(B, L, H * Ev), is then
     free instead of a copy; for 3-D ones it is C-ordered."""
+    _check(q, k, v)
     q4, k4, v4 = _pairs(q), _pairs(k), _pairs(v)
     (B, H, L, _), (S, Ev) = q4.shape, v4.shape[2:]
-    if k4.shape[2:] != (S, q4.shape[3]):
-        raise ValueError(f"attention kernel: q {q.shape}, k {k.shape} and v {v.shape} do not fit together")
     o4 = np.empty((B, L, H, Ev), q.dtype).transpose(0, 2, 1, 3) if q.ndim == 4 else np.empty((1, H, L, Ev), q.dtype)
     p = np.empty((B, H, L, S), q.dtype)
     if drop is None:
@@ -159,11 +170,13 @@ def attention_heads_backward(q, k, v, p, pd, drop, g, scale, out=None):
     """(dq, dk, dv) for the forward above, from g = dL/dO. ``out``, optional, holds three arrays
     to write them into (each shaped as its input); where one has a layout BLAS cannot write,
     all three are fresh instead."""
+    _check(q, k, v)
     q4, k4, v4 = _pairs(q), _pairs(k), _pairs(v)
     S = k4.shape[2]
-    if g.shape != q.shape[:-1] + (v.shape[-1],) or p.shape != q.shape[:-1] + (S,) or pd.shape != p.shape:
-        raise ValueError(f"attention kernel: gradient {g.shape} and probabilities {p.shape} do not match q {q.shape}, "
-                         f"k {k.shape} and v {v.shape}")
+    if (g.shape != q.shape[:-1] + (v.shape[-1],) or p.shape != q.shape[:-1] + (S,) or pd.shape != p.shape
+            or (drop is not None and drop.shape != p.shape)):
+        raise ValueError(f"attention kernel: gradient {g.shape}, probabilities {p.shape} and dropout multiplier "
+                         f"{None if drop is None else drop.shape} do not match q {q.shape}, k {k.shape} and v {v.shape}")
     if out is None or any(a.shape != b.shape or a.dtype != q.dtype or not _layout_ok(a) for a, b in zip(out, (q, k, v))):
         out = tuple(np.empty(a.shape, q.dtype) for a in (q, k, v))
     g4 = _pairs(g.astype(q.dtype, copy=False))
