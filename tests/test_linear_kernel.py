@@ -160,6 +160,21 @@ def test_no_rows():
     assert dx.shape == (0, 4) and np.array_equal(dw, np.zeros((3, 4))) and np.array_equal(db, np.zeros(3))
 
 
+def test_no_input_features(monkeypatch):
+    """in_features = 0 at sizes the region takes otherwise: NumPy's matmul runs, and the products
+    are zeros (BLAS refuses a leading dimension of 0 and would leave the output unwritten)."""
+    monkeypatch.setattr(K, "layer_parallel", lambda n: n >= 1 << 10)
+    x, w, b = np.zeros((300, 0), np.float32), np.zeros((70, 0), np.float32), np.arange(70, dtype=np.float32)
+    np.testing.assert_array_equal(K.linear_forward(x, w, None), np.zeros((300, 70)))
+    a, u = K.linear_gelu_forward(x, w, b, "tanh")
+    np.testing.assert_array_equal(u, np.zeros((300, 70)))
+    np.testing.assert_allclose(a, LG.bias_gelu_forward_reference(u, b, "tanh"), rtol=1e-6)
+    g = np.ones((300, 70), np.float32)
+    dx, dw, db = K.linear_backward(g, x, w, True)
+    assert dx.shape == (300, 0) and dw.shape == (70, 0)
+    np.testing.assert_array_equal(db, np.full(70, 300.0))
+
+
 @pytest.mark.parametrize("op", ["linear", "linear_gelu"])
 def test_the_ops_agree_under_either_implementation(op, region):
     rng = np.random.default_rng(4)

@@ -82,8 +82,10 @@ def _backward_shares(g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
 
 
 def _shares(m, n, *arrays):
-    """How many shares the region runs (0: NumPy's matmul instead; see the module docstring)."""
-    if not _cblas.AVAILABLE or m == 0 or n == 0:
+    """How many shares the region runs (0: NumPy's matmul instead; see the module docstring). No
+    operand may be empty: with no input features BLAS refuses the leading dimension 0 and leaves
+    the output unwritten, where NumPy's matmul gives zeros."""
+    if not _cblas.AVAILABLE or m == 0 or n == 0 or any(a.size == 0 for a in arrays):
         return 0
     dtype = arrays[0].dtype
     if dtype not in (np.float32, np.float64) or any(a.dtype != dtype or a.ndim != 2 or not a.flags.c_contiguous
