@@ -4,6 +4,8 @@
 
 - keeps freed array buffers in the process for the next step (``host_memory``: glibc's mmap and
   trim thresholds; MINIDL_KEEP_FREED_MEMORY=0 leaves malloc alone);
+- starts NumPy's array buffers on 64-byte cache lines, as PyTorch's tensors start
+  (``aligned_arrays``: NumPy's allocation handler; MINIDL_ALIGNED_ARRAYS=0 keeps NumPy's own);
 - lets OpenBLAS's idle workers sleep at once after a matrix product, so that they leave the
   cores to Numba's kernels (``blas_threads``; MINIDL_BLAS_SPIN=default keeps OpenBLAS's spin).
 
@@ -20,10 +22,11 @@ kernels, BLAS held at one thread meanwhile (``block_workers``, ``blas_threads.si
 
 Each piece leaves alone what the user set through the library's own variables (see each module).
 """
-from . import blas_threads, host_memory, layer_threads, thread_pool  # noqa: F401
+from . import aligned_arrays, blas_threads, host_memory, layer_threads, thread_pool  # noqa: F401
 
 
 def tune_process():
     """Apply the process-wide tuning above; returns which pieces took effect."""
     return {"keep_freed_memory": host_memory.keep_freed_memory(),
+            "aligned_arrays": aligned_arrays.install(),
             "short_blas_spin": blas_threads.shorten_blas_spin()}

@@ -28,6 +28,8 @@ callers keep their own parallel path.
 import os
 import threading
 
+from . import aligned_arrays
+
 _lock = threading.Lock()
 _pool = None
 _worker = threading.local()   # .active: this thread is one of the pool's workers
@@ -35,6 +37,7 @@ _worker = threading.local()   # .active: this thread is one of the pool's worker
 
 def _mark_worker():
     _worker.active = True
+    aligned_arrays.install()      # NumPy's handler is per thread (see aligned_arrays)
 
 
 def _executor():
