@@ -103,6 +103,17 @@ def test_importing_minidl_keeps_freed_arrays_in_the_process_unless_told_not_to()
     assert kept < fresh / 10, (kept, fresh)
 
 
+@pytest.mark.parametrize("env, kept", [
+    ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, True),                     # another tunable: thresholds still raised
+    ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=0"}, False),
+    ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, False),
+    ({"MALLOC_MMAP_THRESHOLD_": "65536"}, False),
+    ({"MALLOC_TRIM_THRESHOLD_": "0"}, False)])
+def test_the_users_own_malloc_thresholds_stand_and_other_tunables_combine(env, kept):
+    out = _run("import minidl; print(minidl.runtime.tune_process()['keep_freed_memory'])", **env)
+    assert out.strip() == str(kept)
+
+
 def test_importing_minidl_shortens_openblas_spin_and_keeps_blas_threaded():
     pytest.importorskip("threadpoolctl")
     code = ("import ctypes, numpy as np, minidl\n"

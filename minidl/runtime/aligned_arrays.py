@@ -5,7 +5,7 @@ cache line, at random. A kernel's 64-byte vector loads (AVX-512) then each strad
 and a 32-byte load every other time. Measured on an AVX-512 Xeon (docs/performance.md,
 "Arrays on cache lines"): the same kernel on the same data, 16 bytes off a line against on one,
 took 10% longer for GELU's forward, 3% for its backward and 8% for a Linear's backward; a GPT
-training step, 3%. PyTorch's CPU allocator aligns every tensor to 64 bytes.
+training step, 2-3%. PyTorch's CPU allocator aligns every tensor to 64 bytes.
 
 ``install`` gives NumPy an allocation handler (NumPy's data-memory hook, NEP 49:
 ``PyDataMem_SetHandler``) of four native functions that Numba compiles as C callbacks

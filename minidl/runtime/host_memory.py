@@ -12,8 +12,11 @@ memory-bound op (measurements: docs/performance.md).
 and up to TRIM_BYTES of free heap are kept), which is what a caching allocator does for a
 GPU framework: the memory a step needed stays with the process for the next step. It runs
 when minidl is imported, on Linux with glibc only, and changes nothing when the user has set
-malloc's own variables (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, GLIBC_TUNABLES) or
-MINIDL_KEEP_FREED_MEMORY=0. The cost: a process's resident memory does not shrink after a
+either threshold through malloc's own variables (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
+or ``glibc.malloc.mmap_threshold`` / ``trim_threshold`` in GLIBC_TUNABLES) or
+MINIDL_KEEP_FREED_MEMORY=0. Other tunables leave it on: ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``
+(transparent huge pages for malloc's heap, measured in docs/performance.md, "Huge pages for the
+heap") combines with it. The cost: a process's resident memory does not shrink after a
 peak of up to TRIM_BYTES of freed arrays.
 """
 import ctypes
@@ -23,12 +26,18 @@ import sys
 MMAP_BYTES = 256 << 20
 TRIM_BYTES = 1 << 30
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3        # mallopt parameters, from glibc's malloc.h
-_USER_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+_USER_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+_USER_TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold")
+
+
+def _user_set_thresholds():
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return any(v in os.environ for v in _USER_VARIABLES) or any(t in tunables for t in _USER_TUNABLES)
 
 
 def keep_freed_memory():
     """Raise glibc's mmap and trim thresholds (see the module docstring); True if done."""
-    if os.environ.get("MINIDL_KEEP_FREED_MEMORY", "1") == "0" or any(v in os.environ for v in _USER_VARIABLES):
+    if os.environ.get("MINIDL_KEEP_FREED_MEMORY", "1") == "0" or _user_set_thresholds():
         return False
     if not sys.platform.startswith("linux"):
         return False
