@@ -156,3 +156,21 @@ def test_chunk_of_an_empty_dim_gives_the_chunks_asked_for():
     assert [t.shape for t in md.zeros(5).chunk(3)] == [(2,), (2,), (1,)]
     with pytest.raises(RuntimeError, match="can't allocate"):
         md.zeros(0).chunk(2 ** 60)
+
+
+@pytest.mark.parametrize("index", [(Ellipsis, Ellipsis), (np.array([False]), Ellipsis, Ellipsis),
+                                   (Ellipsis, np.array([0]), Ellipsis), (True, Ellipsis, 0, Ellipsis)])
+def test_two_ellipses_are_an_index_error_with_or_without_index_arrays(index):
+    x = md.zeros(1, 2)
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x[index]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x[index] = 1.0
+
+
+def test_an_int_apart_from_an_index_array_is_applied_first_as_in_pytorch():
+    x = md.arange(60.0).reshape(3, 4, 5)
+    assert tuple(x[0, None, [1, 2]].shape) == (1, 2, 5)          # NumPy: (2, 1, 5)
+    assert tuple(x[0, :, [1, 2]].shape) == (4, 2)                # NumPy: (2, 4)
+    np.testing.assert_array_equal(x[0, :, [1, 2]].numpy(), x.numpy()[0][:, [1, 2]])
+    assert tuple(md.zeros(1, 0)[0, None, md.tensor([], dtype=md.long)].shape) == (1, 0)

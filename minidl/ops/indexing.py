@@ -92,6 +92,8 @@ def split_index(index, ndim):
     ``x[0, :, [1, 2]]`` of a (3, 4, 5) tensor is (4, 2) in PyTorch, (2, 4) in NumPy. A bool is a new
     dim of length 1 indexed by [0] (True) or by no position (False)."""
     items = tuple(_index_item(i) for i in _as_items(index))
+    if sum(i is Ellipsis for i in items) > 1:      # checked here: a trivial ``first`` never reaches NumPy
+        raise IndexError("an index can only have a single ellipsis ('...')")
     if not any(type(i) is bool or hasattr(i, "dtype") for i in items):
         return items, None
     consumed = sum(1 if type(i) is int or isinstance(i, slice) else
