@@ -15,11 +15,29 @@ a host copy off the CPU. ``tolist()`` and ``item()`` return Python values that s
 nothing, so PyTorch allows them on any tensor; they read the host values the same way.
 NumPy's ``np.asarray(t)`` / ``np.array(t)`` come through ``__array__`` and follow
 ``numpy()``.
+
+``float(t)`` and ``complex(t)`` of a tensor that requires grad return a number autograd cannot
+follow; PyTorch allows them with a UserWarning, once per process (``warn_scalar_of_graph``).
+``int``, ``bool`` and ``item()`` do not warn, as in PyTorch.
 """
+import warnings
+
 import numpy as np
 
 from .. import backends
 from ..autograd import grad_mode
+
+
+_SCALAR_OF_GRAPH = ("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+                    "Consider using tensor.detach() first.")
+_warned = []      # PyTorch warns once per process
+
+
+def warn_scalar_of_graph(t):
+    """PyTorch's one warning for float() / complex() of a tensor that requires grad."""
+    if t.requires_grad and not _warned:
+        _warned.append(True)
+        warnings.warn(_SCALAR_OF_GRAPH, UserWarning, stacklevel=3)
 
 
 def host_values(t):

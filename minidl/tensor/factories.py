@@ -10,6 +10,7 @@ from . import dtype as dtypes
 from .allocation import check_allocation
 from .generator import numpy_generator
 from .layout import check as check_layout
+from .scalar_fit import fit
 from .size import as_ints
 from .tensor import Tensor
 
@@ -160,6 +161,7 @@ def full(size, fill_value, dtype=None, requires_grad=False, device="cpu", *, lay
         raise TypeError(f"full(): argument 'fill_value' must be a number, got {type(fill_value).__name__} "
                         f"({fill_value!r})")
     dt = _fill_dtype(fill_value) if dtype is None else dtypes.to_dtype(dtype)
+    fill_value = fit(fill_value, dt)
     return _leaf(np.full(_sized((size,), dt, "full"), fill_value, dt), requires_grad, device)
 
 
@@ -258,6 +260,7 @@ def eye(n, m=None, dtype=None, device="cpu", *, layout=None):
 
 def _like(t, fill, dtype, requires_grad):
     dt = t.dtype if dtype is None else dtypes.to_dtype(dtype)
+    fill = fit(fill, dt)
     return _leaf(np.full(t.shape, fill, dt), requires_grad, t.device)
 
 

@@ -28,6 +28,7 @@ from ..autograd import op_function, grad_mode, versions, views
 from .deprecated_overloads import value_first
 from .dtype import check_floating
 from .inplace_overlap import check_no_overlap, element_addresses, masked_scatter_order
+from .scalar_fit import fit
 
 
 def _tensor_args(args):
@@ -319,6 +320,7 @@ class InplaceMethods:
         if hasattr(value, "numel") and value.numel() != 1:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value.ndim} dimensions")
+        value = fit(value, self.dtype)
         return apply_inplace(self, "fill_", lambda s: overwrite(s, value.reshape(()) if hasattr(value, "numel")
                                                                else value), value)
 

@@ -228,7 +228,12 @@ class Tensor(InplaceMethods):
         return _conversion.host_values(self).reshape(()).item()
 
     def __float__(self):
+        _conversion.warn_scalar_of_graph(self)
         return float(self.item())
+
+    def __complex__(self):
+        _conversion.warn_scalar_of_graph(self)
+        return complex(self.item())
 
     def __int__(self):
         return int(self.item())
