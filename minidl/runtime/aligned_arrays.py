@@ -21,10 +21,9 @@ Small buffers stay with NumPy's handler, whose cache of small blocks makes a tin
 than glibc's malloc does (about 250 ns an op on a 16-element array). Every buffer comes from
 glibc's heap either way (NumPy's handler is malloc with that cache), so a block may be freed by
 either side, and an array made by NumPy's default handler (it remembers its handler) is freed
-by that one. The handler
-belongs to the thread that imports minidl: NumPy keeps it in a context variable, and a thread
-started later allocates with NumPy's default until it calls ``install`` itself (minidl's block
-workers do).
+by that one. The handler belongs to the thread that imports minidl: NumPy keeps it in a context
+variable, and a thread started later allocates with NumPy's default until it calls ``install``
+itself (minidl's block workers do).
 
 It runs when minidl is imported, on Linux with glibc, where Numba compiles (not with
 NUMBA_DISABLE_JIT=1), and changes nothing with MINIDL_ALIGNED_ARRAYS=0 or where the user has set
@@ -32,17 +31,18 @@ a handler of their own.
 """
 import ctypes
 import os
-import sys
 
 import numpy as np
 
+from . import host_memory
+
 ALIGNMENT = 64
 ALIGNED_BYTES = 1024          # smaller buffers (shapes, scalars, biases of a few features) as malloc gives them
-LAZY_ZERO_BYTES = 256 << 20   # host_memory.MMAP_BYTES: glibc maps larger blocks afresh, zero already
+LAZY_ZERO_BYTES = host_memory.MMAP_BYTES   # glibc maps larger blocks afresh, zero already
 NAME = "minidl_aligned_64"
 
 _CAPSULE_NAME = b"mem_handler"   # the name NumPy looks for; the capsule keeps a pointer to it
-_handler = None               # (capsule, struct, callbacks): alive for as long as arrays may use them
+_handler = None               # (capsule, struct, callbacks, NumPy's capsule): alive as long as arrays may use them
 
 
 def _multiarray():
@@ -87,7 +87,7 @@ def _register(numpys):
     """The functions the callbacks call, under the fixed names ``_aligned_alloc`` declares: glibc's,
     and those of NumPy's own handler ``numpys`` (its PyDataMemAllocator)."""
     import llvmlite.binding as llvm
-    libc = ctypes.CDLL("libc.so.6")
+    libc = host_memory.glibc()
     for name in ("calloc", "free", "memalign", "memset", "memcpy"):
         llvm.add_symbol("minidl_libc_" + name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
     for name in ("malloc", "calloc", "realloc", "free"):
@@ -97,14 +97,7 @@ def _register(numpys):
 def supported():
     """Can this process take the handler (Linux with glibc, Numba compiling)?"""
     import numba
-    if not sys.platform.startswith("linux") or numba.config.DISABLE_JIT:
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.memalign, libc.gnu_get_libc_version  # noqa: B018  (glibc's own)
-    except (OSError, AttributeError):
-        return False
-    return True
+    return not numba.config.DISABLE_JIT and host_memory.glibc() is not None
 
 
 def install():

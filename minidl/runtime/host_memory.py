@@ -35,15 +35,24 @@ def _user_set_thresholds():
     return any(v in os.environ for v in _USER_VARIABLES) or any(t in tunables for t in _USER_TUNABLES)
 
 
+def glibc():
+    """glibc as a ctypes library, or None (not Linux, or another C library: musl, ...), for the
+    runtime pieces that tune its malloc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.gnu_get_libc_version, libc.mallopt, libc.memalign  # noqa: B018  (glibc's own)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def keep_freed_memory():
     """Raise glibc's mmap and trim thresholds (see the module docstring); True if done."""
     if os.environ.get("MINIDL_KEEP_FREED_MEMORY", "1") == "0" or _user_set_thresholds():
         return False
-    if not sys.platform.startswith("linux"):
+    libc = glibc()
+    if libc is None:                        # leave another allocator alone
         return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):       # not glibc (musl, ...): leave the allocator alone
-        return False
-    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES))
+    return bool(libc.mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES))

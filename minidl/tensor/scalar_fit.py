@@ -51,7 +51,7 @@ def fit(value, dtype):
     """``value`` as written into a tensor of ``dtype``, or the error PyTorch raises where it does
     not fit (the module docstring). Anything but a scalar (a tensor, an array) passes as is."""
     dt = np.dtype(getattr(dtype, "dtype", dtype))
-    if dt.kind == "b" or isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Number, np.generic)):
+    if dt.kind == "b" or isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number):
         return value
     if isinstance(value, numbers.Integral):
         v = int(value)
