@@ -67,11 +67,9 @@ _ONE = np.float32(1.0)
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath={"contract"})
-def exp32(y):
-    """e^y for a float32 y (see the module docstring)."""
-    x = y
-    y = _LO if y < _LO else y           # comparisons false for NaN: NaN passes through
-    y = _HI if y > _HI else y
+def _exp32_in_range(y):
+    """e^y for a float32 y in [_LO, _HI] (or NaN): the reduction, the polynomial and 2^n, with no
+    check of the range; the callers clamp first."""
     n = np.floor(y * _LOG2E + _HALF)
     r = (y - n * _LN2_HI) - n * _LN2_LO
     p = _C7
@@ -82,7 +80,16 @@ def exp32(y):
     p = p * r + _C2
     p = p * r + _ONE
     p = p * r + _ONE
-    e = p * as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+    return p * as_float32((np.int32(n) + np.int32(127)) << np.int32(23))
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath={"contract"})
+def exp32(y):
+    """e^y for a float32 y (see the module docstring)."""
+    x = y
+    y = _LO if y < _LO else y           # comparisons false for NaN: NaN passes through
+    y = _HI if y > _HI else y
+    e = _exp32_in_range(y)
     e = _ZERO if x < _LO else e         # underflow: 0, never a clamped or subnormal value
     return _INF if x > _HI else e
 
@@ -103,8 +110,13 @@ def exp32_capped(t):
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def recip_one_plus_exp32(t):
     """1 / (1 + e^t) for a float32 t (the logistic sigmoid of -t), e^t capped as
-    ``exp32_capped`` says."""
-    return _ONE / (_ONE + exp32_capped(t))
+    ``exp32_capped`` says. t is clamped to [-87.3, 80] and nothing else is checked: below, e^t
+    is 2^-126 instead of exp32's 0, and 1 + 2^-126 rounds to 1 all the same. Without exp32's two
+    edge selects, tanh-GELU's kernels ran 13-17% faster (docs/performance.md, "One clamp for the
+    sigmoid")."""
+    t = _LO if t < _LO else t           # NaN passes through, as in exp32
+    t = _RECIP_T_MAX32 if t > _RECIP_T_MAX32 else t
+    return _ONE / (_ONE + _exp32_in_range(t))
 
 
 @njit(cache=True, error_model="numpy")

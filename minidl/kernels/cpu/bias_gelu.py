@@ -16,8 +16,7 @@ from numba.extending import overload
 
 from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
 from ._threads import chunk_bounds, layer_parallel, threads_for
-from .gelu import _ONE32, _TWO32, _K32, _K3_32, _SQRT_2_OVER_PI, _dgelu, _dgelu32, _gelu, _gelu32
-from .gelu import _half_one_plus_tanh, _half_one_plus_tanh32
+from .gelu import _SQRT_2_OVER_PI, _dgelu, _dgelu32, _gelu, _gelu32, _half_one_plus_tanh, dgelu_tanh32, gelu_tanh32
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
@@ -27,8 +26,7 @@ def _forward_rows32(u, b, a, start, stop, tanh):
     for i in range(start, stop):
         if tanh:
             for j in range(m):
-                v = u[i, j] + b[j]
-                a[i, j] = v * _half_one_plus_tanh32(v)
+                a[i, j] = gelu_tanh32(u[i, j] + b[j])
         else:
             for j in range(m):
                 a[i, j] = _gelu32(u[i, j] + b[j])
@@ -68,52 +66,68 @@ def _forward(u, b, a, nchunks, tanh):
         forward_rows(u, b, a, start, stop, tanh)
 
 
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
-def _backward32(u, b, g, du, db_part, tanh):
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
+def _backward_rows32(u, b, g, du, start, stop, block, tanh):
+    """Rows start..stop of dU = g * gelu'(u + b) into du, their column sums added to ``block``.
+    du apart from g: over one array for both, LLVM's runtime alias check sends the loop to its
+    scalar version (3x slower)."""
+    m = u.shape[1]
+    if tanh:        # the choice outside the row loop: inside it, the loop ran 10% slower
+        for i in range(start, stop):
+            for j in range(m):
+                d = g[i, j] * dgelu_tanh32(u[i, j] + b[j])
+                du[i, j] = d
+                block[j] += d
+    else:
+        for i in range(start, stop):
+            for j in range(m):
+                d = g[i, j] * _dgelu32(u[i, j] + b[j])
+                du[i, j] = d
+                block[j] += d
+
+
+@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
+def _backward_rows64(u, b, g, du, start, stop, block, tanh):
+    """As _backward_rows32, in float64."""
+    m = u.shape[1]
+    if tanh:
+        for i in range(start, stop):
+            for j in range(m):
+                v = u[i, j] + b[j]
+                s = _half_one_plus_tanh(v)             # s = (1 + t) / 2, so 1 - t**2 = 4 s (1 - s)
+                d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
+                du[i, j] = d
+                block[j] += d
+    else:
+        for i in range(start, stop):
+            for j in range(m):
+                d = g[i, j] * _dgelu(u[i, j] + b[j])
+                du[i, j] = d
+                block[j] += d
+
+
+def backward_rows(u, b, g, du, start, stop, block, tanh):
+    """_backward_rows32 or _backward_rows64 by u's dtype (as forward_rows): kernels/cpu/linear.py
+    runs it on the rows of a product that are still in cache."""
+    (_backward_rows32 if u.dtype == np.float32 else _backward_rows64)(u, b, g, du, start, stop, block, tanh)
+
+
+@overload(backward_rows, inline="always", jit_options={"cache": True})
+def _backward_rows_compiled(u, b, g, du, start, stop, block, tanh):
+    rows = _backward_rows32 if u.dtype == types.float32 else _backward_rows64
+    return lambda u, b, g, du, start, stop, block, tanh: rows(u, b, g, du, start, stop, block, tanh)
+
+
+@njit(error_model="numpy", parallel=True, cache=True)
+def _backward(u, b, g, du, db_part, tanh):
     n, m = u.shape
     nchunks = db_part.shape[0]
     for c in prange(nchunks):
         start, stop = chunk_bounds(n, nchunks, c)
-        block = np.zeros(m, np.float32)
-        for i in range(start, stop):
-            if tanh:
-                for j in range(m):
-                    v = u[i, j] + b[j]
-                    s = _half_one_plus_tanh32(v)
-                    d = g[i, j] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
-                    du[i, j] = d
-                    block[j] += d
-            else:
-                for j in range(m):
-                    d = g[i, j] * _dgelu32(u[i, j] + b[j])
-                    du[i, j] = d
-                    block[j] += d
-            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                flush(db_part, c, block)
-
-
-@njit(error_model="numpy", parallel=True, cache=True, fastmath=CONTRACT)
-def _backward64(u, b, g, du, db_part, tanh):
-    n, m = u.shape
-    nchunks = db_part.shape[0]
-    for c in prange(nchunks):
-        start, stop = chunk_bounds(n, nchunks, c)
-        block = np.zeros(m, np.float64)
-        for i in range(start, stop):
-            if tanh:
-                for j in range(m):
-                    v = u[i, j] + b[j]
-                    s = _half_one_plus_tanh(v)
-                    d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
-                    du[i, j] = d
-                    block[j] += d
-            else:
-                for j in range(m):
-                    d = g[i, j] * _dgelu(u[i, j] + b[j])
-                    du[i, j] = d
-                    block[j] += d
-            if (i - start + 1) % FLUSH_ROWS == 0 or i == stop - 1:
-                flush(db_part, c, block)
+        block = np.zeros(m, u.dtype)
+        for r in range(start, stop, FLUSH_ROWS):
+            backward_rows(u, b, g, du, r, min(r + FLUSH_ROWS, stop), block, tanh)
+            flush(db_part, c, block)
 
 
 def _chunks(u):
@@ -154,8 +168,7 @@ def bias_gelu_backward(u, b, g, approximate, need_db=True):
     part = np.zeros((nchunks, u.shape[1]))
     if nchunks:
         with threads_for(work):
-            (_backward32 if u.dtype == np.float32 else _backward64)(u, _bias(b, u.shape[1], u.dtype), g, du, part,
-                                                                   approximate == "tanh")
+            _backward(u, _bias(b, u.shape[1], u.dtype), g, du, part, approximate == "tanh")
     if not need_db:
         return du, None
     db = np.empty(u.shape[1])

@@ -159,29 +159,42 @@ def _half_one_plus_tanh(v):
     return recip_one_plus_exp(-2.0 * _SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
 
 
-_C32 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
-_K32, _K3_32, _ONE32, _TWO32 = np.float32(math.sqrt(2.0 / math.pi)), np.float32(3 * 0.044715), np.float32(1), np.float32(2)
-_A32 = np.float32(0.044715)
+# tanh-GELU in float32, arranged for few operations per element. With u = sqrt(2/pi) (v + 0.044715 v^3)
+# and s = (1 + tanh u) / 2 = 1 / (1 + e^(-2u)):
+#     gelu(v)  = v s,                   -2u = v (_T1 + _T3 v^2)
+#     gelu'(v) = s + v s' ,             s' = 2 s (1 - s) u'   (tanh' = 1 - t^2 = 4 s (1 - s))
+#              = s (1 + (1 - s) v (_D1 + _D3 v^2)),   _D1 + _D3 v^2 = 2 u' = 2 sqrt(2/pi) (1 + 3 * 0.044715 v^2)
+# The constants are products taken in float64 and rounded once; folded, they save five of the
+# derivative's operations (measurements: docs/performance.md, "One clamp for the sigmoid").
+_T1, _T3 = np.float32(-2.0 * _SQRT_2_OVER_PI), np.float32(-2.0 * _SQRT_2_OVER_PI * 0.044715)
+_D1, _D3 = np.float32(2.0 * _SQRT_2_OVER_PI), np.float32(2.0 * _SQRT_2_OVER_PI * 3 * 0.044715)
+_ONE32 = np.float32(1)
 
 
 @njit(error_model="numpy", cache=True, inline="always")
-def _half_one_plus_tanh32(v):
-    return recip_one_plus_exp32(-_C32 * (v + _A32 * v * v * v))
+def gelu_tanh32(v):
+    """tanh-GELU of a float32 v (see above)."""
+    return v * recip_one_plus_exp32(v * (_T1 + _T3 * (v * v)))
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def dgelu_tanh32(v):
+    """The derivative of tanh-GELU at a float32 v (see above)."""
+    v2 = v * v
+    s = recip_one_plus_exp32(v * (_T1 + _T3 * v2))
+    return s * (_ONE32 + (_ONE32 - s) * (v * (_D1 + _D3 * v2)))
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_fwd32(x, out):
     for i in prange(x.size):
-        v = x[i]
-        out[i] = v * _half_one_plus_tanh32(v)
+        out[i] = gelu_tanh32(x[i])
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_bwd32(x, g, out):
     for i in prange(x.size):
-        v = x[i]
-        s = _half_one_plus_tanh32(v)
-        out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+        out[i] = g[i] * dgelu_tanh32(x[i])
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
@@ -202,16 +215,13 @@ def _tanh_bwd(x, g, out):
 @njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _tanh_fwd32_parallel(x, out):
     for i in prange(x.size):
-        v = x[i]
-        out[i] = v * _half_one_plus_tanh32(v)
+        out[i] = gelu_tanh32(x[i])
 
 
 @njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)
 def _tanh_bwd32_parallel(x, g, out):
     for i in prange(x.size):
-        v = x[i]
-        s = _half_one_plus_tanh32(v)
-        out[i] = g[i] * (s + _TWO32 * v * s * (_ONE32 - s) * _K32 * (_ONE32 + _K3_32 * v * v))
+        out[i] = g[i] * dgelu_tanh32(x[i])
 
 
 def gelu_tanh_forward(x):
