@@ -31,6 +31,15 @@ class Backend:
     fused_adam = None   # optional one-kernel optimizer updates (minidl/optim uses them when set)
     fused_sgd = None
 
+    def fused_adam_many(self, updates, lr, beta1, beta2, eps, wd, decoupled, amsgrad, maximize):
+        """Adam(W) steps for a group's parameters on this device, ``updates`` holding each one's
+        (w, g, m, v, vmax, step): returns the updates left undone (for the generic path). Here
+        one ``fused_adam`` per parameter; a device may batch them (CPUBackend)."""
+        if self.fused_adam is None:
+            return list(updates)
+        return [u for u in updates
+                if not self.fused_adam(*u[:5], lr, beta1, beta2, eps, wd, u[5], decoupled, amsgrad, maximize)]
+
     def dropout_mask(self, shape, p, dtype):
         """The scaled dropout keep mask drawn on this device (ops/activation.py draws the CPU's)."""
         raise NotImplementedError(f"dropout masks are not implemented for device {self.name!r}")
@@ -48,9 +57,9 @@ class CPUBackend(Backend):
         return array
 
     @staticmethod
-    def fused_adam(*args):
+    def fused_adam_many(*args):
         from ..kernels.cpu import optim as _optim   # Numba: imported on the first update, not with minidl
-        return _optim.adam(*args)
+        return _optim.adam_many(*args)
 
     @staticmethod
     def fused_sgd(*args):

@@ -12,10 +12,11 @@ The bias corrections 1 - beta^t undo the zero initialisation of m and v, so that
 steps are not too small; eps is added *after* the correction of sqrt(v), exactly as PyTorch
 does. With ``amsgrad`` the running maximum of v replaces v in the denominator.
 
-The loop below is the readable reference (one scratch array per parameter, everything else
-in place). By default each parameter's update runs instead as one fused kernel on its device
-(kernels/cpu/optim.py, kernels/cuda/optim.py, the same arithmetic in
-kernels/optim_math.py); ``minidl.optim.implementation`` switches between the two.
+``_update`` below is the readable reference (one scratch array per parameter, everything else
+in place). By default the updates run instead as fused kernels on their device, one pass per
+parameter (kernels/cpu/optim.py, kernels/cuda/optim.py, the same arithmetic in
+kernels/optim_math.py; on the CPU one call for up to 8 parameters);
+``minidl.optim.implementation`` switches between the two.
 """
 import math
 
@@ -56,54 +57,59 @@ class Adam(Optimizer):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         decoupled = group.get("decoupled_weight_decay", False)
-        kernels = {}   # the fused update of each kind of array (each device) met in this group, looked up once
+        by_device = {}   # each kind of array (each device): its parameters' (w, g, m, v, vmax, step)
         for p in group["params"]:
             if p.grad is None:
                 continue
             w, g = p._data, p.grad._data
-            xp = backends.namespace_of(w)
             state = self.state.setdefault(p, {})
             if not state:
+                xp = backends.namespace_of(w)
                 state["step"] = new_step()
                 state["exp_avg"] = held(xp.zeros_like(w))
                 state["exp_avg_sq"] = held(xp.zeros_like(w))
                 if amsgrad:
                     state["max_exp_avg_sq"] = held(xp.zeros_like(w))
-            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
             vmax = state["max_exp_avg_sq"]._data if amsgrad else None
-            t = advance(state["step"])
-            if type(w) not in kernels:
-                kernels[type(w)] = implementation.fused(w, "fused_adam")
-            fused = kernels[type(w)]
-            if fused is not None and fused(w, g, m, v, vmax, lr, beta1, beta2, eps, wd, t, decoupled, amsgrad,
-                                           maximize):
-                continue   # one kernel did the whole update (a device's fused path)
-            if maximize:
-                g = -g
-            if wd != 0:
-                if decoupled:
-                    w *= 1 - lr * wd
-                else:
-                    g = g + wd * w
+            by_device.setdefault(type(w), []).append(
+                (w, g, state["exp_avg"]._data, state["exp_avg_sq"]._data, vmax, advance(state["step"])))
+        for updates in by_device.values():
+            fused = implementation.fused(updates[0][0], "fused_adam_many")
+            if fused is not None:   # the device's fused kernels: back come the updates they left
+                updates = fused(updates, lr, beta1, beta2, eps, wd, decoupled, amsgrad, maximize)
+            for w, g, m, v, vmax, t in updates:
+                _update(w, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, amsgrad, maximize)
 
-            tmp = g - m
-            tmp *= 1 - beta1
-            m += tmp
-            xp.multiply(g, g, out=tmp)
-            tmp *= 1 - beta2
-            v *= beta2
-            v += tmp
 
-            if amsgrad:
-                xp.maximum(vmax, v, out=vmax)
-                v = vmax
-            step_size = lr / (1 - beta1 ** t)
-            xp.sqrt(v, out=tmp)
-            tmp /= math.sqrt(1 - beta2 ** t)
-            tmp += eps
-            xp.divide(m, tmp, out=tmp)
-            tmp *= -step_size
-            w += tmp
+def _update(w, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, amsgrad, maximize):
+    """One parameter's update at step t, as the module docstring writes it."""
+    xp = backends.namespace_of(w)
+    if maximize:
+        g = -g
+    if wd != 0:
+        if decoupled:
+            w *= 1 - lr * wd
+        else:
+            g = g + wd * w
+
+    tmp = g - m
+    tmp *= 1 - beta1
+    m += tmp
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1 - beta2
+    v *= beta2
+    v += tmp
+
+    if amsgrad:
+        xp.maximum(vmax, v, out=vmax)
+        v = vmax
+    step_size = lr / (1 - beta1 ** t)
+    xp.sqrt(v, out=tmp)
+    tmp /= math.sqrt(1 - beta2 ** t)
+    tmp += eps
+    xp.divide(m, tmp, out=tmp)
+    tmp *= -step_size
+    w += tmp
 
 
 class AdamW(Adam):
