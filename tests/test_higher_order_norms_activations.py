@@ -13,6 +13,7 @@ from minidl.autograd import gradgradcheck
 from minidl.ops import attention
 from minidl.ops.heads import split_heads
 from minidl.ops.linear_gelu import linear_gelu
+from minidl.ops.mlp import linear_gelu_linear
 
 RNG = np.random.default_rng(7)
 
@@ -143,6 +144,9 @@ OTHERS = {
     "sdpa_broadcast": (F.scaled_dot_product_attention, [A(2, 3, 2), A(1, 3, 2), A(3, 2)]),
     "linear_gelu": (linear_gelu, [A(2, 2, 3), A(4, 3), A(4)]),
     "linear_gelu_tanh": (lambda x, w, b: linear_gelu(x, w, b, "tanh"), [A(2, 3), A(4, 3), A(4)]),
+    "linear_gelu_linear": (linear_gelu_linear, [A(2, 2, 3), A(4, 3), A(4), A(2, 4), A(2)]),
+    "linear_gelu_linear_tanh": (lambda x, w1, b1, w2: linear_gelu_linear(x, w1, b1, w2, None, "tanh"),
+                                [A(2, 3), A(4, 3), A(4), A(3, 4)]),
     "split_heads": (lambda x: tuple(t * t for t in split_heads(x, 3, 2)), [A(1, 2, 12)]),
     "l1_loss": (lambda x, y: F.l1_loss(x * x, y), [A(2, 3), A(2, 3)]),
     "smooth_l1_loss": (lambda x, y: F.smooth_l1_loss(x * x, y, beta=0.5, reduction="sum"), [A(2, 3), A(2, 3)]),
@@ -246,7 +250,8 @@ def test_an_op_still_without_one_raises_naming_it():
     from minidl.autograd import higher_order
     names = higher_order.supported_ops()
     for op in ("BatchNormFunction", "LayerNormFunction", "GroupNormFunction", "ScaledDotProductAttention",
-               "Embedding", "Dropout", "ELU", "CELU", "LinearGelu", "SplitHeads", "AddLayerNormFunction"):
+               "Embedding", "Dropout", "ELU", "CELU", "LinearGelu", "LinearGeluLinear", "SplitHeads",
+               "AddLayerNormFunction"):
         assert op in names
     assert "SyncBatchNormFunction" not in names
 

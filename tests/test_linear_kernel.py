@@ -1,5 +1,6 @@
 """A Linear layer's GEMMs in one parallel region (kernels/cpu/linear.py): each thread of Numba's
-pool runs its share's single-threaded BLAS product and its epilogue (bias, bias + GELU).
+pool runs its share's single-threaded BLAS product and its epilogue (bias, bias + GELU; in the
+MLP's backward, GELU's backward on blocks of the second layer's dX product).
 
 The region against the NumPy reference (ops/linear.py, ops/linear_gelu.py) in float32 and
 float64, forward and backward with every subset of the gradients; which operands take the
@@ -15,6 +16,7 @@ from minidl.kernels.cpu import _cblas
 from minidl.kernels.cpu import linear as K
 from minidl.ops import linear as L
 from minidl.ops import linear_gelu as LG
+from minidl.ops import mlp as MLP
 from minidl.ops._kernel_switch import implementation
 
 pytestmark = pytest.mark.skipif(not _cblas.AVAILABLE, reason="needs NumPy's OpenBLAS, which the region calls")
@@ -105,6 +107,54 @@ def test_the_gelu_backward_matches_the_reference(shape, dtype, approximate, need
             _close(have, want, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("needs", [(True, True, True), (False, False, True), (True, False, False),
+                                   (False, True, False)], ids=str)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_the_mlp_backward_region_matches_the_reference(shape, dtype, approximate, needs, with_bias, region,
+                                                       monkeypatch):
+    """fc2's backward with GELU's as the epilogue of its dX product, in blocks of BLOCK_ROWS rows
+    (SHAPES' row counts split into partial blocks), against fc2's then GELU's reference."""
+    monkeypatch.setattr(K, "_bias_gelu_backward", _refuse)
+    rng = np.random.default_rng(6)
+    M, hidden, out = shape
+    a, w, b, g = _operands(rng, (M, hidden, out), dtype)         # a (M, hidden), w (out, hidden), g (M, out)
+    u = (2 * rng.standard_normal((M, hidden))).astype(dtype)
+    b1 = rng.standard_normal(hidden).astype(dtype) if with_bias else None
+    need_dw, need_db, need_dub = needs
+    got = K.gelu_linear_backward(g, a if need_dw else None, w, u, b1, approximate, *needs)
+    want = MLP.gelu_linear_backward_reference(g, a, w, u, b1, approximate, *needs)
+    _close(got[0], want[0], dtype)
+    for have, expected, needed in zip(got[1:], want[1:], needs):
+        assert (have is None) == (not needed)
+        if needed:
+            assert have.dtype == expected.dtype
+            _close(have.astype(dtype), expected.astype(dtype), dtype)
+
+
+def test_the_mlp_backward_falls_back_where_the_region_cannot_run(monkeypatch):
+    """A column-major gradient, or too few rows for two threads: fc2's and GELU's backward as two
+    passes, the same values."""
+    monkeypatch.setattr(K, "layer_parallel", lambda n: n >= 1 << 10)
+    monkeypatch.setattr(K, "_gelu_backward_shares", _refuse)
+    rng = np.random.default_rng(7)
+    a, w, _, g = _operands(rng, (300, 40, 70), np.float32)
+    u, b1 = rng.standard_normal((300, 40)).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    for gg, aa, uu in ((np.asfortranarray(g), a, u), (g[:3], a[:3], u[:3])):
+        got = K.gelu_linear_backward(gg, aa, w, uu, b1, "tanh", True, True, True)
+        want = MLP.gelu_linear_backward_reference(np.ascontiguousarray(gg), aa, w, uu, b1, "tanh", True, True, True)
+        for have, expected in zip(got, want):
+            np.testing.assert_allclose(have, expected, rtol=2e-5, atol=2e-5 * np.abs(expected).max())
+    with pytest.raises(ValueError, match=r"output gradient \(300, 70\), weight \(70, 41\), product \(300, 40\)"):
+        K.gelu_linear_backward(g, a, np.zeros((70, 41), np.float32), u, b1, "tanh", True, True, True)
+    with pytest.raises(ValueError, match=r"bias \(39,\) and input \(300, 40\) do not match"):
+        K.gelu_linear_backward(g, a, w, u, b1[:39], "none", True, False, False)
+    with pytest.raises(ValueError, match=r"and input None do not match"):
+        K.gelu_linear_backward(g, None, w, u, b1, "none", True, False, False)
+
+
 def test_the_bias_gradient_sums_in_float64_across_row_blocks(region):
     # 2^15 rows of 1 + 2^-12: a block of 32 rows sums them exactly in float32; a running float32
     # sum of every row drops the small parts once it passes 2^11
@@ -175,7 +225,7 @@ def test_no_input_features(monkeypatch):
     np.testing.assert_array_equal(db, np.full(70, 300.0))
 
 
-@pytest.mark.parametrize("op", ["linear", "linear_gelu"])
+@pytest.mark.parametrize("op", ["linear", "linear_gelu", "linear_gelu_linear"])
 def test_the_ops_agree_under_either_implementation(op, region):
     rng = np.random.default_rng(4)
     x0, w0, b0, g = _operands(rng, (6, 50, 96), np.float32)   # (6, 50) rows of a 3-D input
@@ -185,7 +235,10 @@ def test_the_ops_agree_under_either_implementation(op, region):
     for impl in ("reference", "numba"):
         x, w, b = (md.tensor(a, requires_grad=True) for a in (x0, w0, b0))
         with implementation(impl):
-            y = F.linear(x, w, b) if op == "linear" else LG.linear_gelu(x, w, b, "tanh")
+            if op == "linear_gelu_linear":        # a second layer of (96, 96): the same shapes out
+                y = MLP.linear_gelu_linear(x, w, b, md.tensor(np.eye(96, dtype=np.float32) * 0.5), None, "tanh")
+            else:
+                y = F.linear(x, w, b) if op == "linear" else LG.linear_gelu(x, w, b, "tanh")
             y.backward(md.tensor(g))
         results.append([t.detach().numpy() for t in (y, x.grad, w.grad, b.grad)])
     for have, want in zip(*results):

@@ -26,7 +26,9 @@ statistics include later tokens); use it for encoders.
 
 The MLP is Linear(d, d_ff) -> GELU -> Linear(d_ff, d), d_ff = 4 d by default; ``gelu`` is
 "none" (exact, erf) or "tanh" (the approximation GPT-2 used; cheaper on the CPU). The first
-Linear's bias and the GELU run as one pass after its GEMM (``ops.linear_gelu``).
+Linear's bias and the GELU run as one pass after its GEMM (``ops.linear_gelu``), and in float32
+and float64 the whole MLP is one op (``ops.mlp``), whose backward runs GELU's on the rows of the
+second Linear's product while they are in cache.
 Attention (``SelfAttention``) packs W_q, W_k, W_v in one (3d, d) Linear and runs the fused
 ``F.scaled_dot_product_attention``; optional rotary embeddings rotate q and k. ``qk_norm``
 ("layer" or "rms") normalizes each head's queries and keys over the head's features before the
@@ -50,12 +52,15 @@ always saw.
 import numpy as np
 
 from .. import nn
+from ..autograd import autocast_state
 from ..nn import functional as F
 from ..ops.heads import split_heads
 from ..ops.linear_gelu import linear_gelu
+from ..ops.mlp import linear_gelu_linear
 from .norms import hooked as _hooked
 
 NORM_POSITIONS = ("pre", "post", "deepnorm")
+_WIDE = (np.float32, np.float64)    # the dtypes the MLP runs as one op in
 NORM_KINDS = ("layer", "rms", "scale", "batch")
 QK_NORMS = (None, "layer", "rms")
 
@@ -161,8 +166,10 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """fc2(gelu(fc1(x))), with fc1's bias add and the GELU run as one pass after fc1's GEMM
-    (``ops.linear_gelu``) unless fc1 or the activation has hooks."""
+    """fc2(gelu(fc1(x))) as one op (``ops.mlp``: GELU's backward on the rows of fc2's backward
+    product while they are in cache) for float32 and float64 outside autocast; elsewhere fc1's
+    bias add and the GELU as one pass after fc1's GEMM (``ops.linear_gelu``), then fc2; and as the
+    three layers when one of them has hooks."""
 
     def __init__(self, d_model, d_ff, bias=True, gelu="none"):
         super().__init__()
@@ -173,7 +180,10 @@ class MLP(nn.Module):
     def forward(self, x):
         if _hooked(self.fc1) or _hooked(self.act):
             return self.fc2(self.act(self.fc1(x)))
-        return self.fc2(linear_gelu(x, self.fc1.weight, self.fc1.bias, self.act.approximate))
+        fc1, fc2, approximate = self.fc1, self.fc2, self.act.approximate
+        if _hooked(fc2) or autocast_state.state.on or x.dtype not in _WIDE or fc2.weight.dtype != x.dtype:
+            return fc2(linear_gelu(x, fc1.weight, fc1.bias, approximate))
+        return linear_gelu_linear(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, approximate)
 
 
 class TransformerBlock(nn.Module):

@@ -36,14 +36,15 @@ import numpy as np
 from numba import njit, prange
 
 from . import _cblas
-from ._numerics import sum_partials
+from ._numerics import FLUSH_ROWS, flush, sum_partials
 from ._threads import chunk_bounds, layer_parallel
 from .bias import bias_add, bias_grad, sum_rows_into
-from .bias_gelu import bias_gelu_forward, forward_rows
+from .bias_gelu import backward_rows, bias_gelu_forward, forward_rows
 from .bias_gelu import bias_gelu_backward as _bias_gelu_backward
 
 _N, _T = _cblas.NO_TRANS, _cblas.TRANS
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_GELU, EPILOGUE_GELU_TANH = 0, 1, 2, 3
+BLOCK_ROWS = 64   # rows per product in _gelu_backward_shares (measured: docs/performance.md, "The MLP as one op")
 
 
 @njit(error_model="numpy", cache=True, parallel=True)
@@ -79,6 +80,34 @@ def _backward_shares(g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k):
         for s in prange(k):
             f0, f1 = chunk_bounds(N, k, s)
             _cblas.gemm(_T, _N, f1 - f0, K, M, 1.0, g[:, f0:], N, x, K, 0.0, dw[f0:], K)
+
+
+@njit(error_model="numpy", cache=True, parallel=True)
+def _gelu_backward_shares(g, a, w, u, b, du, dw, want_dw, db_part, want_db, dub_part, k, tanh):
+    """The backward of y = a w^T (+ b2) with a = gelu(u + b) (ops/mlp.py): per share of rows,
+    (g w) * gelu'(u + b) a block of BLOCK_ROWS rows at a time, the block's product written to the
+    thread's scratch (in L2) and read back from it by GELU's backward, which writes dU, with dU's
+    and g's row-sum partials; per share of output features, dw = g^T a. (GELU's backward in place
+    over the product ran 3x slower: LLVM's vector loop needs its load and store arrays apart.)"""
+    M, N = g.shape
+    F = w.shape[1]
+    for s in prange(k):
+        r0, r1 = chunk_bounds(M, k, s)
+        block = np.zeros(F, du.dtype)
+        scratch = np.empty((BLOCK_ROWS, F), du.dtype)
+        for q0 in range(r0, r1, BLOCK_ROWS):
+            q1 = min(q0 + BLOCK_ROWS, r1)
+            _cblas.gemm(_N, _N, q1 - q0, F, N, 1.0, g[q0:], N, w, F, 0.0, scratch, F)
+            for f0 in range(q0, q1, FLUSH_ROWS):
+                f1 = min(f0 + FLUSH_ROWS, q1)
+                backward_rows(u[f0:f1], b, scratch[f0 - q0:f1 - q0], du[f0:f1], 0, f1 - f0, block, tanh)
+                flush(dub_part, s, block)
+        if want_db:
+            sum_rows_into(g, db_part, s, r0, r1)
+    if want_dw:
+        for s in prange(k):
+            f0, f1 = chunk_bounds(N, k, s)
+            _cblas.gemm(_T, _N, f1 - f0, F, M, 1.0, g[:, f0:], N, a, F, 0.0, dw[f0:], F)
 
 
 def _shares(m, n, *arrays):
@@ -178,3 +207,38 @@ def linear_gelu_backward(g, u, b, x, w, approximate, need_db):
     du, db = _bias_gelu_backward(u, b, g, approximate, need_db)   # its own pass: fused into the region's
     dx, dw, _ = linear_backward(du, x, w, False)                  # row shares, steps ran no faster
     return dx, dw, db
+
+
+def gelu_linear_backward(g, a, w, u, b, approximate, need_dw, need_db, need_dub):
+    """(dU, dW, db, dub) of y = a w^T (+ db's bias) with a = gelu(U + b) for the output gradient
+    g (M, out): dU = (g w) * gelu'(U + b), dW = g^T a if need_dw, db = sum_rows g if need_db, dub
+    = sum_rows dU if need_dub (float64; else None each), as ops/mlp.py's reference. a (M, hidden)
+    may be None without need_dw; b (hidden,) or None."""
+    M, N = g.shape
+    F = w.shape[1] if w.ndim == 2 else -1
+    if (w.ndim != 2 or w.shape[0] != N or u.shape != (M, F) or (b is not None and tuple(b.shape) != (F,))
+            or (need_dw and (a is None or a.shape != u.shape))):
+        raise ValueError(f"linear kernel: output gradient {g.shape}, weight {w.shape}, product {u.shape}, bias "
+                         f"{None if b is None else tuple(b.shape)} and input {None if a is None else a.shape} "
+                         "do not match")
+    k = _shares(M, F, g, w, u, *((a,) if need_dw else ()))
+    if not k:
+        dh, dw, db = linear_backward(g, a if need_dw else None, w, need_db)
+        du, dub = _bias_gelu_backward(u, b, dh, approximate, need_dub)
+        return du, dw, db, dub
+    none = np.empty((0, 0), g.dtype)
+    du = np.empty((M, F), g.dtype)
+    dw = np.empty((N, F), g.dtype) if need_dw else none
+    part, dub_part = np.empty((k, N) if need_db else (0, 0)), np.zeros((k, F))
+    bb = np.zeros(F, g.dtype) if b is None else np.ascontiguousarray(b, dtype=g.dtype)
+    with _cblas.one_thread_per_call():
+        _gelu_backward_shares(g, a if need_dw else none, w, u, bb, du, dw, need_dw, part, need_db, dub_part, k,
+                              approximate == "tanh")
+    db = dub = None
+    if need_db:
+        db = np.empty(N)
+        sum_partials(part, db)
+    if need_dub:
+        dub = np.empty(F)
+        sum_partials(dub_part, dub)
+    return du, (dw if need_dw else None), (None if db is None else db.astype(g.dtype)), dub
