@@ -1,10 +1,9 @@
 """A Transformer MLP, Linear -> GELU -> Linear, as one op (ops/mlp.py): against NumPy formulas and
 gradcheck for both implementations, every subset of gradients against the two ops it replaces,
 low-precision inputs, bad arguments, and the zoo's MLP choosing it where it should."""
-import math
-
 import numpy as np
 import pytest
+from test_linear_gelu import np_gelu
 
 import minidl as md
 from minidl.ops import mlp as M
@@ -12,14 +11,6 @@ from minidl.ops._kernel_switch import implementation
 from minidl.ops.linear_gelu import linear_gelu
 from minidl.testing import OpSpec, check_forward, check_gradcheck, forward_cases, spec_id
 from minidl.zoo.transformer import MLP
-
-_erf = np.vectorize(math.erf)
-
-
-def np_gelu(v, approximate):
-    if approximate == "tanh":
-        return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
-    return 0.5 * v * (1 + _erf(v / math.sqrt(2)))
 
 
 def _specs():

@@ -188,11 +188,14 @@ def linear_backward(g, x, w, need_db):
     with _cblas.one_thread_per_call():
         _backward_shares(g, none if x is None else x, none if w is None else w, dx, w is not None, dw,
                          x is not None, part, need_db, k)
-    db = None
-    if need_db:
-        db = np.empty(N)
-        sum_partials(part, db)
-    return (None if w is None else dx, None if x is None else dw, None if db is None else db.astype(g.dtype))
+    return (None if w is None else dx, None if x is None else dw, _summed(part).astype(g.dtype) if need_db else None)
+
+
+def _summed(part):
+    """The float64 sum over the shares of their (k, n) partials."""
+    out = np.empty(part.shape[1])
+    sum_partials(part, out)
+    return out
 
 
 def linear_gelu_backward(g, u, b, x, w, approximate, need_db):
@@ -234,11 +237,5 @@ def gelu_linear_backward(g, a, w, u, b, approximate, need_dw, need_db, need_dub)
     with _cblas.one_thread_per_call():
         _gelu_backward_shares(g, a if need_dw else none, w, u, bb, du, dw, need_dw, part, need_db, dub_part, k,
                               approximate == "tanh")
-    db = dub = None
-    if need_db:
-        db = np.empty(N)
-        sum_partials(part, db)
-    if need_dub:
-        dub = np.empty(F)
-        sum_partials(dub_part, dub)
-    return du, (dw if need_dw else None), (None if db is None else db.astype(g.dtype)), dub
+    return (du, dw if need_dw else None, _summed(part).astype(g.dtype) if need_db else None,
+            _summed(dub_part) if need_dub else None)
