@@ -4,8 +4,8 @@ One instrumented step splits the wall time into
 - GEMM: every ``numpy.matmul`` call (conv and linear layers use it through their array
   namespace), timed one by one, with its FLOPs (2 * m * n * k per product) from the shapes.
   The linear layers' GEMM regions (``kernels/cpu/linear.py``: each thread's share of the
-  product, then its bias or GELU epilogue) count here too, epilogue included, with their
-  products' FLOPs. Other GEMMs that a Numba kernel calls itself (Winograd's shares,
+  product, then its bias or GELU epilogue; the MLP's backward region, fc2's products with GELU's
+  backward on each block of rows) count here too, epilogue included, with their products' FLOPs. Other GEMMs that a Numba kernel calls itself (Winograd's shares,
   ``kernels/cpu/winograd_shares.py``; attention's region, ``kernels/cpu/attention_heads.py``)
   are not seen: their time is that kernel's, counted as other op work, and their FLOPs are not
   in the GEMM column;
@@ -149,6 +149,11 @@ class _Recorder:
         self._gemm_region(lambda: self._linear_kernels[1](g, x, w, dx, want_dx, dw, want_dw, db_part, want_db, k),
                           flops, g, x, w, dx, dw)
 
+    def _gelu_backward(self, g, a, w, u, b, du, dw, want_dw, db_part, want_db, dub_part, k, tanh):
+        flops = 2 * g.size * w.shape[1] * (2 if want_dw else 1)
+        self._gemm_region(lambda: self._linear_kernels[2](g, a, w, u, b, du, dw, want_dw, db_part, want_db, dub_part,
+                                                          k, tanh), flops, g, a, w, u, du, dw)
+
     # ops -------------------------------------------------------------------------------------
     def _wrap(self, cls, name):
         fn = cls.__dict__[name].__func__ if isinstance(cls.__dict__[name], staticmethod) else cls.__dict__[name]
@@ -199,8 +204,10 @@ class _Recorder:
         self._np_matmul = np.matmul
         np.matmul = self._matmul
         from minidl.kernels.cpu import linear as linear_kernels
-        self._linear_kernels = linear_kernels._forward_shares, linear_kernels._backward_shares
-        linear_kernels._forward_shares, linear_kernels._backward_shares = self._linear_forward, self._linear_backward
+        self._linear_kernels = (linear_kernels._forward_shares, linear_kernels._backward_shares,
+                                linear_kernels._gelu_backward_shares)
+        (linear_kernels._forward_shares, linear_kernels._backward_shares,
+         linear_kernels._gelu_backward_shares) = self._linear_forward, self._linear_backward, self._gelu_backward
         restore = []
         for cls in self._classes():
             for name in ("forward", "backward"):
@@ -226,7 +233,8 @@ class _Recorder:
     def __exit__(self, *exc):
         np.matmul = self._np_matmul
         from minidl.kernels.cpu import linear as linear_kernels
-        linear_kernels._forward_shares, linear_kernels._backward_shares = self._linear_kernels
+        (linear_kernels._forward_shares, linear_kernels._backward_shares,
+         linear_kernels._gelu_backward_shares) = self._linear_kernels
         for cls, name, original in self._restore:
             setattr(cls, name, original)
         del self.optimizer.step     # back to the class's method

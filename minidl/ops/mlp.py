@@ -16,6 +16,9 @@ is still in cache, overwritten in place by dU (kernels/cpu/linear.py; the measur
 docs/performance.md, "The MLP as one op"). The values are the two ops' to rounding: the same
 products, the same GELU arithmetic.
 
+There is no cuda kernel: on a GPU the reference runs, its products the device's GEMMs over every
+row at once and GELU's backward its elementwise kernels, with no cache to keep a block in.
+
 Saved: X if W1 needs a gradient, W1 if x does, U and b1 and W2 if anything below fc2 does, a if
 W2 does, as the two ops would. The zoo's MLP runs it for float32 and float64 outside autocast
 (zoo/transformer.py); elsewhere it keeps the two ops, whose low-precision roundings autocast's
