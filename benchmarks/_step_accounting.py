@@ -5,7 +5,8 @@ One instrumented step splits the wall time into
   namespace), timed one by one, with its FLOPs (2 * m * n * k per product) from the shapes.
   The linear layers' GEMM regions (``kernels/cpu/linear.py``: each thread's share of the
   product, then its bias or GELU epilogue; the MLP's backward region, fc2's products with GELU's
-  backward on each block of rows) count here too, epilogue included, with their products' FLOPs. Other GEMMs that a Numba kernel calls itself (Winograd's shares,
+  backward on each block of rows) count here too, epilogue included, with their products' FLOPs.
+  Other GEMMs that a Numba kernel calls itself (Winograd's shares,
   ``kernels/cpu/winograd_shares.py``; attention's region, ``kernels/cpu/attention_heads.py``)
   are not seen: their time is that kernel's, counted as other op work, and their FLOPs are not
   in the GEMM column;

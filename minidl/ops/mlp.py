@@ -11,8 +11,8 @@ With X the (M, in) rows of x, U = X W1^T (M, hidden), a = gelu(U + b1) and G = d
 
 Why one op: G W2 is the backward's largest array, (M, hidden), four times the width of the
 layer's input and output. As two ops, fc2's backward writes it out whole and GELU's backward reads
-it back from memory; here each block of its rows goes through GELU's backward while the product
-is still in cache, overwritten in place by dU (kernels/cpu/linear.py; the measurements:
+it back from memory; here each block of its rows lands in a per-thread scratch and goes through
+GELU's backward from there, in cache, into dU (kernels/cpu/linear.py; the measurements:
 docs/performance.md, "The MLP as one op"). The values are the two ops' to rounding: the same
 products, the same GELU arithmetic.
 

@@ -112,7 +112,7 @@ def recip_one_plus_exp32(t):
     """1 / (1 + e^t) for a float32 t (the logistic sigmoid of -t), e^t capped as
     ``exp32_capped`` says. t is clamped to [-87.3, 80] and nothing else is checked: below, e^t
     is 2^-126 instead of exp32's 0, and 1 + 2^-126 rounds to 1 all the same. Without exp32's two
-    edge selects, tanh-GELU's kernels ran 13-17% faster (docs/performance.md, "One clamp for the
+    edge selects, tanh-GELU's kernels ran 8-15% faster (docs/performance.md, "One clamp for the
     sigmoid")."""
     t = _LO if t < _LO else t           # NaN passes through, as in exp32
     t = _RECIP_T_MAX32 if t > _RECIP_T_MAX32 else t

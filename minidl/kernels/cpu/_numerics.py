@@ -24,7 +24,8 @@ kernel's own file, not of the helpers it calls, so after changing a helper here 
 cached kernels (``minidl/kernels/cpu/__pycache__/*.nbi`` and ``*.nbc``) or they keep the old code.
 """
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from ._half import compute_type, compute_zero, widen
 
@@ -39,6 +40,19 @@ def compute_dtype(dtype):
     float32 and float64 as they are."""
     dt = np.dtype(dtype)
     return np.dtype(np.float32) if dt.itemsize == 2 and dt.kind in "fV" else dt
+
+
+def by_dtype(f32, f64):
+    """One function of a scalar for kernels compiled for float32 and float64: ``f32`` on a float32
+    value, ``f64`` on any other (as Python, for NUMBA_DISABLE_JIT=1; inlined when compiled)."""
+    def fn(v):
+        return (f32 if isinstance(v, np.float32) else f64)(v)
+
+    @overload(fn, inline="always")
+    def _compiled(v):
+        chosen = f32 if v == types.float32 else f64
+        return lambda v: chosen(v)
+    return fn
 
 
 @njit(error_model="numpy", cache=True)
@@ -106,6 +120,13 @@ def sum_partials(partials, out):
         for c in range(nchunks):
             s += partials[c, j]
         out[j] = s
+
+
+def summed_partials(partials):
+    """``sum_partials`` into a new float64 array: the (D,) sums of a kernel's (nchunks, D) partials."""
+    out = np.empty(partials.shape[1])
+    sum_partials(partials, out)
+    return out
 
 
 @njit(error_model="numpy", cache=True)

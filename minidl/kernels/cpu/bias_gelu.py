@@ -11,51 +11,25 @@ may be (``_threads.layer_parallel``), else on one thread.
 """
 import numba
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
+from numba import njit, prange
 
-from ._numerics import CONTRACT, FLUSH_ROWS, flush, sum_partials
+from ._numerics import CONTRACT, FLUSH_ROWS, flush, summed_partials
 from ._threads import chunk_bounds, layer_parallel, threads_for
-from .gelu import _SQRT_2_OVER_PI, _dgelu, _dgelu32, _gelu, _gelu32, _half_one_plus_tanh, dgelu_tanh32, gelu_tanh32
+from .gelu import dgelu_any, dgelu_tanh_any, gelu_any, gelu_tanh_any
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _forward_rows32(u, b, a, start, stop, tanh):
-    """Rows start..stop of a = gelu(u + b)."""
-    m = u.shape[1]
-    for i in range(start, stop):
-        if tanh:
-            for j in range(m):
-                a[i, j] = gelu_tanh32(u[i, j] + b[j])
-        else:
-            for j in range(m):
-                a[i, j] = _gelu32(u[i, j] + b[j])
-
-
-@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _forward_rows64(u, b, a, start, stop, tanh):
-    """As _forward_rows32, in float64."""
-    m = u.shape[1]
-    for i in range(start, stop):
-        if tanh:
-            for j in range(m):
-                v = u[i, j] + b[j]
-                a[i, j] = v * _half_one_plus_tanh(v)
-        else:
-            for j in range(m):
-                a[i, j] = _gelu(u[i, j] + b[j])
-
-
 def forward_rows(u, b, a, start, stop, tanh):
-    """_forward_rows32 or _forward_rows64 by u's dtype: one name for kernels compiled for both
-    (kernels/cpu/linear.py's GEMM region runs it on a share's rows after the share's product)."""
-    (_forward_rows32 if u.dtype == np.float32 else _forward_rows64)(u, b, a, start, stop, tanh)
-
-
-@overload(forward_rows, inline="always", jit_options={"cache": True})
-def _forward_rows_compiled(u, b, a, start, stop, tanh):
-    rows = _forward_rows32 if u.dtype == types.float32 else _forward_rows64
-    return lambda u, b, a, start, stop, tanh: rows(u, b, a, start, stop, tanh)
+    """Rows start..stop of a = gelu(u + b) (kernels/cpu/linear.py's GEMM region runs it on a
+    share's rows after the share's product)."""
+    m = u.shape[1]
+    for i in range(start, stop):
+        if tanh:
+            for j in range(m):
+                a[i, j] = gelu_tanh_any(u[i, j] + b[j])
+        else:
+            for j in range(m):
+                a[i, j] = gelu_any(u[i, j] + b[j])
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
@@ -67,55 +41,24 @@ def _forward(u, b, a, nchunks, tanh):
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _backward_rows32(u, b, g, du, start, stop, block, tanh):
-    """Rows start..stop of dU = g * gelu'(u + b) into du, their column sums added to ``block``.
-    du apart from g: over one array for both, LLVM's runtime alias check sends the loop to its
-    scalar version (3x slower)."""
+def backward_rows(u, b, g, du, start, stop, block, tanh):
+    """Rows start..stop of dU = g * gelu'(u + b) into du, their column sums added to ``block``
+    (kernels/cpu/linear.py's MLP region runs it on the rows of a product still in cache). du apart
+    from g: over one array for both, LLVM's runtime alias check sends the loop to its scalar
+    version (3x slower)."""
     m = u.shape[1]
     if tanh:        # the choice outside the row loop: inside it, the loop ran 10% slower
         for i in range(start, stop):
             for j in range(m):
-                d = g[i, j] * dgelu_tanh32(u[i, j] + b[j])
+                d = g[i, j] * dgelu_tanh_any(u[i, j] + b[j])
                 du[i, j] = d
                 block[j] += d
     else:
         for i in range(start, stop):
             for j in range(m):
-                d = g[i, j] * _dgelu32(u[i, j] + b[j])
+                d = g[i, j] * dgelu_any(u[i, j] + b[j])
                 du[i, j] = d
                 block[j] += d
-
-
-@njit(error_model="numpy", cache=True, fastmath=CONTRACT)
-def _backward_rows64(u, b, g, du, start, stop, block, tanh):
-    """As _backward_rows32, in float64."""
-    m = u.shape[1]
-    if tanh:
-        for i in range(start, stop):
-            for j in range(m):
-                v = u[i, j] + b[j]
-                s = _half_one_plus_tanh(v)             # s = (1 + t) / 2, so 1 - t**2 = 4 s (1 - s)
-                d = g[i, j] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
-                du[i, j] = d
-                block[j] += d
-    else:
-        for i in range(start, stop):
-            for j in range(m):
-                d = g[i, j] * _dgelu(u[i, j] + b[j])
-                du[i, j] = d
-                block[j] += d
-
-
-def backward_rows(u, b, g, du, start, stop, block, tanh):
-    """_backward_rows32 or _backward_rows64 by u's dtype (as forward_rows): kernels/cpu/linear.py
-    runs it on the rows of a product that are still in cache."""
-    (_backward_rows32 if u.dtype == np.float32 else _backward_rows64)(u, b, g, du, start, stop, block, tanh)
-
-
-@overload(backward_rows, inline="always", jit_options={"cache": True})
-def _backward_rows_compiled(u, b, g, du, start, stop, block, tanh):
-    rows = _backward_rows32 if u.dtype == types.float32 else _backward_rows64
-    return lambda u, b, g, du, start, stop, block, tanh: rows(u, b, g, du, start, stop, block, tanh)
 
 
 @njit(error_model="numpy", parallel=True, cache=True)
@@ -171,6 +114,4 @@ def bias_gelu_backward(u, b, g, approximate, need_db=True):
             _backward(u, _bias(b, u.shape[1], u.dtype), g, du, part, approximate == "tanh")
     if not need_db:
         return du, None
-    db = np.empty(u.shape[1])
-    sum_partials(part, db)
-    return du, db
+    return du, summed_partials(part)

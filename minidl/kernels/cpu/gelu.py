@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._fastexp import exp32, recip_one_plus_exp, recip_one_plus_exp32
-from ._numerics import CONTRACT
+from ._numerics import CONTRACT, by_dtype
 from ._threads import layer_parallel
 
 # a*b+c as one fused multiply-add (CONTRACT). The flag must sit on the loop kernels: helpers
@@ -197,19 +197,34 @@ def _tanh_bwd32(x, g, out):
         out[i] = g[i] * dgelu_tanh32(x[i])
 
 
+@njit(error_model="numpy", cache=True, inline="always")
+def _gelu_tanh(v):
+    """tanh-GELU of a float64 v."""
+    return v * _half_one_plus_tanh(v)
+
+
+@njit(error_model="numpy", cache=True, inline="always")
+def _dgelu_tanh(v):
+    """Its derivative at a float64 v, s + 2 v s (1 - s) u' (the float32 comment above)."""
+    s = _half_one_plus_tanh(v)             # s = (1 + t) / 2, so 1 - t**2 = 4 s (1 - s)
+    return s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v)
+
+
+# each GELU and derivative by the value's dtype, for kernels compiled for both (bias_gelu.py)
+gelu_any, dgelu_any = by_dtype(_gelu32, _gelu), by_dtype(_dgelu32, _dgelu)
+gelu_tanh_any, dgelu_tanh_any = by_dtype(gelu_tanh32, _gelu_tanh), by_dtype(dgelu_tanh32, _dgelu_tanh)
+
+
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_fwd(x, out):
     for i in prange(x.size):
-        v = x[i]
-        out[i] = v * _half_one_plus_tanh(v)
+        out[i] = _gelu_tanh(x[i])
 
 
 @njit(error_model="numpy", cache=True, fastmath=CONTRACT)
 def _tanh_bwd(x, g, out):
     for i in prange(x.size):
-        v = x[i]
-        s = _half_one_plus_tanh(v)             # s = (1 + t) / 2, so 1 - t**2 = 4 s (1 - s)
-        out[i] = g[i] * (s + 2.0 * v * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v))
+        out[i] = g[i] * _dgelu_tanh(x[i])
 
 
 @njit(error_model="numpy", cache=True, parallel=True, fastmath=CONTRACT)

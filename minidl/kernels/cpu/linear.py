@@ -10,6 +10,8 @@ thread of Numba's pool):
     backward  rows r of share s:      db_s = sum_r G[r]      float64 partials, added after
                                       dX[r] = G[r] W         BLAS, as above
               features f of share s:  dW[f] = G[:, f]^T X    BLAS, as above
+    MLP's fc2 (ops/mlp.py), rows r:   dU[r] = (G[r] W) * gelu'(U1[r] + b1)   BLAS into the
+                                      thread's scratch, 64 rows at a time, GELU's backward from it
 
 Why: NumPy's matmul runs its GEMM on OpenBLAS's own thread pool, and the bias (or GELU) pass
 that follows on Numba's. On 2 cores the two pools hand the cores to each other at every op,
@@ -36,7 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import _cblas
-from ._numerics import FLUSH_ROWS, flush, sum_partials
+from ._numerics import FLUSH_ROWS, flush, summed_partials
 from ._threads import chunk_bounds, layer_parallel
 from .bias import bias_add, bias_grad, sum_rows_into
 from .bias_gelu import backward_rows, bias_gelu_forward, forward_rows
@@ -188,14 +190,8 @@ def linear_backward(g, x, w, need_db):
     with _cblas.one_thread_per_call():
         _backward_shares(g, none if x is None else x, none if w is None else w, dx, w is not None, dw,
                          x is not None, part, need_db, k)
-    return (None if w is None else dx, None if x is None else dw, _summed(part).astype(g.dtype) if need_db else None)
-
-
-def _summed(part):
-    """The float64 sum over the shares of their (k, n) partials."""
-    out = np.empty(part.shape[1])
-    sum_partials(part, out)
-    return out
+    return (None if w is None else dx, None if x is None else dw,
+            summed_partials(part).astype(g.dtype) if need_db else None)
 
 
 def linear_gelu_backward(g, u, b, x, w, approximate, need_db):
@@ -237,5 +233,5 @@ def gelu_linear_backward(g, a, w, u, b, approximate, need_dw, need_db, need_dub)
     with _cblas.one_thread_per_call():
         _gelu_backward_shares(g, a if need_dw else none, w, u, bb, du, dw, need_dw, part, need_db, dub_part, k,
                               approximate == "tanh")
-    return (du, dw if need_dw else None, _summed(part).astype(g.dtype) if need_db else None,
-            _summed(dub_part) if need_dub else None)
+    return (du, dw if need_dw else None, summed_partials(part).astype(g.dtype) if need_db else None,
+            summed_partials(dub_part) if need_dub else None)

@@ -42,7 +42,7 @@ from numba import njit, prange
 
 from ._half import compute_type, compute_zero, compute_zeros, narrow, storage, widen
 from ._numerics import (FLUSH_ROWS, HEAD, REASSOC_CONTRACT, compute_dtype, flush, mean_var_from_sums, split,
-                        sum_partials)
+                        summed_partials)
 from ._row_norm import copy_back, empty_rows_backward, empty_rows_forward, like_x, ones, output_buffer, param, zeros
 from ._stream import should_stream, store_fence, stream_row
 from ._threads import chunk_bounds, launch, num_chunks
@@ -282,12 +282,6 @@ def _backward(kernel, dy, ds, s, need_dx, dx_out, dr_out, stream, inputs, partia
     return dx, parts
 
 
-def _summed(part):
-    out = np.empty(part.shape[1])
-    sum_partials(part, out)
-    return out
-
-
 def add_layer_norm_forward(x, r, weight, bias, eps, out=None, sum_out=None, stream=None):
     """(s, y, mean, rstd) for the rows of x + r (N, D); weight/bias (D,) or None; ``out`` and
     ``sum_out`` C-contiguous (N, D) arrays of x's dtype to write y and s into (allocated if None);
@@ -309,7 +303,7 @@ def add_layer_norm_backward(dy, ds, s, mean, rstd, weight, need_dx=True, need_dw
     dx, (dw_part, db_part) = _backward(
         _ln_backward, dy, ds, s, need_dx, dx_out, dr_out, stream, lambda ct: (mean, rstd, param(weight, d, ct, ones)),
         lambda nchunks: (np.zeros((nchunks, d)), np.zeros((nchunks, d))))
-    return dx, (_summed(dw_part) if need_dweight else None), (_summed(db_part) if need_dbias else None)
+    return dx, (summed_partials(dw_part) if need_dweight else None), (summed_partials(db_part) if need_dbias else None)
 
 
 def add_rms_norm_forward(x, r, weight, eps, out=None, sum_out=None, stream=None):
@@ -328,4 +322,4 @@ def add_rms_norm_backward(dy, ds, s, rstd, weight, need_dx=True, need_dweight=Tr
     dx, (dw_part,) = _backward(_rms_backward, dy, ds, s, need_dx, dx_out, dr_out, stream,
                                lambda ct: (rstd, param(weight, d, ct, ones)),
                                lambda nchunks: (np.zeros((nchunks, d)),))
-    return dx, (_summed(dw_part) if need_dweight else None)
+    return dx, (summed_partials(dw_part) if need_dweight else None)
